@@ -1,0 +1,67 @@
+"""Verifier and simulator throughput on a ~1,000,000-transfer algorithm.
+
+Ring all-reduce (reduce-scatter then all-gather, 2(n-1) steps of n transfers) on a
+unidirectional ring of 708 ranks: 2 * 707 * 708 = 1,001,112 transfers. JSON parsing is timed
+separately and not counted in the verifier or simulator numbers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+from pathlib import Path
+
+from benchmarks.common import machine, timed, write
+from workbench.algorithm import load_algorithm
+from workbench.examples import ring_allreduce
+from workbench.simulate import simulate
+from workbench.verify import verify
+
+TARGET_SECONDS = 10.0
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="bench verify_simulate")
+    parser.add_argument("--ranks", type=int, default=708)
+    parser.add_argument("--repeats", type=int, default=3)
+    args = parser.parse_args(argv)
+    n = args.ranks
+    print(f"building ring all-reduce on {n} ranks ...", flush=True)
+    build_s, _, algo = timed(lambda: ring_allreduce(n, 1e6), 1)
+    count = len(algo.transfers)
+    rows = []
+
+    def measure(label: str, func, repeats: int = args.repeats):
+        print(f"  {label} ...", flush=True)
+        median, samples, result = timed(func, repeats)
+        rows.append((label, median, samples))
+        return result
+
+    sim = measure("simulate (pipelined, in-order: the default)", lambda: simulate(algo))
+    measure("simulate (blocking, in-order)", lambda: simulate(algo, link_model="blocking"))
+    measure("simulate (pipelined, fifo)", lambda: simulate(algo, order="fifo"), repeats=1)
+    measure("verify (file-order replay + timeline agreement, incl. its simulation)", lambda: verify(algo))
+    measure("verify (file-order replay only)", lambda: verify(algo, timeline=False))
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "ar.json"
+        measure("write JSON (not counted above)", lambda: algo.save(path), repeats=1)
+        measure("parse JSON (not counted above)", lambda: load_algorithm(path), repeats=1)
+    lines = [
+        "# Verifier and simulator on a 1,000,000-transfer algorithm",
+        "",
+        f"Ring all-reduce on a unidirectional ring of {n} ranks: {count:,} transfers, 1 MB chunks "
+        f"(built in {build_s:.1f} s). Simulated collective time {sim.collective_time * 1e3:.3f} ms.",
+        f"Machine: {machine()}. Median of {args.repeats} runs (fifo and JSON: one run). "
+        f"Target: verifier and default simulator each <= {TARGET_SECONDS:.0f} s.",
+        "",
+        "| step | median (s) | samples (s) | transfers/s |",
+        "|---|---|---|---|",
+    ]
+    for label, median, samples in rows:
+        lines.append(f"| {label} | {median:.2f} | {', '.join(f'{s:.2f}' for s in samples)} | {count / median:,.0f} |")
+    verdicts = {label: median for label, median, _ in rows}
+    sim_ok = verdicts["simulate (pipelined, in-order: the default)"] <= TARGET_SECONDS
+    ver_ok = verdicts["verify (file-order replay + timeline agreement, incl. its simulation)"] <= TARGET_SECONDS
+    lines += ["", f"Simulator target met: {'yes' if sim_ok else 'NO'}. Verifier target met: {'yes' if ver_ok else 'NO'}.",
+              "", "Regenerate with `make bench`.", ""]
+    write("verify_simulate.md", "\n".join(lines))

@@ -1,0 +1,94 @@
+"""Property tests: random valid schedules verify; random corruptions are caught; bounds hold."""
+
+import random
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import pytest
+
+from schedules import random_connected_topology, spread_schedule
+from workbench.algorithm import Transfer
+from workbench.bounds import lower_bounds
+from workbench.simulate import simulate
+from workbench.verify import InvalidAlgorithm, verify
+
+SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+MODELS = [dict(), dict(link_model="blocking"), dict(order="fifo"), dict(switch_model="store-and-forward"),
+          dict(order="fifo", link_model="blocking")]
+
+
+def _algorithm(seed: int, kind: str):
+    rng = random.Random(seed)
+    n = rng.randint(2, 6)
+    topo = random_connected_topology(rng, n, extra=rng.randint(0, 2 * n), switch=rng.random() < 0.3 and kind in ("ag", "bc"))
+    k = rng.randint(1, 2)
+    if kind == "ag":
+        return spread_schedule(rng, topo, "allgather", n, k, multi=rng.random() < 0.5)
+    if kind == "bc":
+        return spread_schedule(rng, topo, "broadcast", n, k, root=0)
+    gather = spread_schedule(rng, topo.reversed(), "allgather", n, k)
+    rs = gather.reverse(topo)
+    if kind == "rs":
+        return rs
+    return rs.concat(spread_schedule(rng, topo, "allgather", n, k))
+
+
+@SETTINGS
+@given(seed=st.integers(0, 10**9), kind=st.sampled_from(["ag", "bc", "rs", "ar"]))
+def test_random_valid_schedules_verify_and_bounds_hold(seed, kind):
+    algo = _algorithm(seed, kind)
+    verify(algo)
+    bounds = lower_bounds(algo.topology, algo.collective, algo.chunk_bytes, lp_time_limit=5)
+    for options in MODELS:
+        time = simulate(algo, **options).collective_time
+        assert bounds.best <= time * (1 + 1e-9), (options, bounds.to_dict(), time)
+
+
+def _renumber(transfers):
+    old_to_new = {t.id: i for i, t in enumerate(transfers)}
+    result = []
+    for i, t in enumerate(transfers):
+        deps = tuple(old_to_new[d] for d in t.deps if d in old_to_new)
+        result.append(Transfer(i, t.chunks, t.src, t.dst, t.op, deps))
+    return result
+
+
+@SETTINGS
+@given(seed=st.integers(0, 10**9), kind=st.sampled_from(["ag", "rs", "ar"]),
+       corruption=st.sampled_from(["drop", "rechunk", "redirect", "double", "opflip"]))
+def test_random_corruptions_are_caught(seed, kind, corruption):
+    algo = _algorithm(seed, kind)
+    rng = random.Random(seed + 1)
+    transfers = algo.transfers
+    victim = rng.randrange(len(transfers))
+    t = transfers[victim]
+    if corruption == "drop":
+        # every schedule here writes each (node, chunk) once, and every write into an NPU is needed
+        if kind != "ag" or algo.topology.is_switch(t.dst):
+            return
+        algo.transfers = _renumber(transfers[:victim] + transfers[victim + 1:])
+    elif corruption == "rechunk":
+        others = [c for c in range(algo.collective.num_chunks) if c not in t.chunks]
+        if not others:
+            return
+        t.chunks = (rng.choice(others),) + t.chunks[1:]
+    elif corruption == "redirect":
+        if kind != "ag" or algo.topology.is_switch(t.dst):
+            return
+        targets = [v for v in range(algo.topology.num_npus) if v not in (t.src, t.dst)]
+        if not targets:
+            return
+        t.dst = rng.choice(targets)
+    elif corruption == "double":
+        if not algo.collective.combining:
+            return
+        reduces = [x for x in transfers if x.op == "reduce"]
+        t = rng.choice(reduces)
+        algo.transfers.append(Transfer(len(transfers), t.chunks, t.src, t.dst, "reduce", (t.id,)))
+    elif corruption == "opflip":
+        t.op = "reduce" if t.op == "copy" else "copy"
+        if algo.collective.combining and t.op == "reduce" and not algo.topology.is_switch(t.dst):
+            return  # copy -> reduce into an NPU can be harmless in a reduction
+    with pytest.raises(InvalidAlgorithm):
+        verify(algo)

@@ -1,0 +1,75 @@
+import importlib.metadata
+import time
+
+import pytest
+
+from workbench import registry
+from workbench.collective import make_collective
+from workbench.examples import ring_allgather
+from workbench.registry import (DesignResult, FormulationError, Problem, SynthesisResult, get_formulation,
+                                register, unregister)
+from workbench.solvers import smt_status
+from workbench.topology import build
+
+
+class RingOnly:
+    """A tiny schedule formulation used by the registry tests."""
+
+    name = "test-ring"
+    kind = "schedule"
+
+    def synthesize(self, problem, *, time_limit, seed, on_incumbent=None, **params):
+        started = time.perf_counter()
+        algo = ring_allgather(problem.collective.num_ranks, problem.chunk_bytes, problem.topology)
+        if on_incumbent:
+            on_incumbent(algo)
+        return SynthesisResult([algo], "feasible", time.perf_counter() - started)
+
+
+def test_register_and_lookup():
+    register(RingOnly)
+    try:
+        formulation = get_formulation("test-ring")
+        problem = Problem(build("uniring:4"), make_collective("allgather", 4), 4e6)
+        seen = []
+        result = formulation.synthesize(problem, time_limit=1.0, seed=0, on_incumbent=seen.append)
+        assert result.status == "feasible" and len(seen) == 1 and problem.chunk_bytes == 1e6
+    finally:
+        unregister("test-ring")
+    with pytest.raises(FormulationError, match="unknown formulation 'test-ring'"):
+        get_formulation("test-ring")
+
+
+def test_entry_point_discovery(monkeypatch):
+    entry = importlib.metadata.EntryPoint("plugged", f"{__name__}:RingOnly", registry.ENTRY_POINT_GROUP)
+    broken = importlib.metadata.EntryPoint("broken", "no_such_module:Thing", registry.ENTRY_POINT_GROUP)
+    original = importlib.metadata.entry_points
+
+    def fake(**kwargs):
+        if kwargs.get("group") == registry.ENTRY_POINT_GROUP:
+            return [entry, broken]
+        return original(**kwargs)
+
+    monkeypatch.setattr(importlib.metadata, "entry_points", fake)
+    registry.refresh()
+    try:
+        assert "plugged" in registry.available_formulations()
+        assert get_formulation("plugged").name == "test-ring"
+        with pytest.raises(FormulationError, match="failed to load"):
+            get_formulation("broken")
+    finally:
+        unregister("plugged")
+        registry.refresh()
+
+
+def test_status_vocabulary():
+    with pytest.raises(ValueError):
+        SynthesisResult([], "Optimal", 0.0)
+    assert DesignResult([1.0], 1.0, 1.0, "optimal", 0.1).status == "optimal"
+    assert smt_status("sat") == "feasible" and smt_status("sat", proven_optimal=True) == "optimal"
+    assert smt_status("unsat") == "infeasible" and smt_status("unknown") == "timeout"
+
+
+def test_not_a_formulation():
+    with pytest.raises(FormulationError, match="not a formulation"):
+        register(object())

@@ -1,0 +1,46 @@
+import numpy as np
+import pulp
+import pytest
+
+from workbench.solvers import highs_status, pulp_status, solve_lp
+
+
+def test_solve_lp_optimal():
+    # min x + y s.t. x + 2y >= 4, 3x + y >= 6
+    rows = (np.array([0, 0, 1, 1]), np.array([0, 1, 0, 1]), np.array([1.0, 2.0, 3.0, 1.0]))
+    out = solve_lp(np.array([1.0, 1.0]), np.zeros(2), np.full(2, np.inf), rows, np.array([4.0, 6.0]),
+                   np.full(2, np.inf), time_limit=5)
+    assert out.status == "optimal" and out.objective == pytest.approx(2.8)
+
+
+def test_solve_lp_infeasible():
+    rows = (np.array([0]), np.array([0]), np.array([1.0]))
+    out = solve_lp(np.array([1.0]), np.zeros(1), np.array([1.0]), rows, np.array([5.0]), np.array([np.inf]), 5)
+    assert out.status == "infeasible" and out.x is None
+
+
+def test_highs_status_mapping():
+    assert highs_status("HighsModelStatus.kTimeLimit", True) == "timeout"
+    assert highs_status("kOptimal", True) == "optimal"
+    assert highs_status("kSolutionLimit", True) == "feasible"
+    assert highs_status("kLoadError", False) == "error"
+
+
+def test_pulp_time_limited_milp_is_not_called_optimal():
+    """A knapsack-like MILP stopped by its limit: PuLP's status may say Optimal, sol_status does not."""
+    rng = np.random.default_rng(1)
+    n = 60
+    weights = rng.integers(10, 1000, n)
+    values = weights + rng.integers(0, 5, n)
+    prob = pulp.LpProblem("k", pulp.LpMaximize)
+    x = [pulp.LpVariable(f"x{i}", cat="Binary") for i in range(n)]
+    prob += pulp.lpSum(int(v) * xi for v, xi in zip(values, x))
+    for j in range(6):
+        w = rng.integers(10, 1000, n)
+        prob += pulp.lpSum(int(wi) * xi for wi, xi in zip(w, x)) <= int(w.sum() // 2)
+    prob.solve(pulp.PULP_CBC_CMD(msg=False, timeLimit=1))
+    status = pulp_status(prob, elapsed=1.0, time_limit=1.0)
+    if prob.sol_status == pulp.LpSolutionOptimal:
+        assert status == "optimal"
+    else:
+        assert status == "timeout"

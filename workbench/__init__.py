@@ -1,0 +1,3 @@
+"""Collective-communication algorithm synthesis workbench: one IR, one verifier, one simulator."""
+
+__version__ = "0.1.0"

@@ -1,0 +1,293 @@
+"""The algorithm IR and its file format, ``workbench.algorithm/1``.
+
+A ``Transfer`` moves one chunk (or several contiguous chunks, paying alpha once) from ``src``
+to ``dst`` as a ``copy`` or a ``reduce``, after the transfers named in ``deps`` have arrived.
+An ``Algorithm`` lists transfers in planned order on the physical topology it is timed on.
+The file format is a contract with outside tools; see DESIGN.md.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import tempfile
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Sequence
+
+from workbench.collective import Collective, CollectiveError, collective_from_dict, make_collective
+from workbench.topology import Topology, TopologyError, topology_from_dict
+
+__all__ = ["FORMAT", "Transfer", "Algorithm", "AlgorithmFormatError", "load_algorithm"]
+
+FORMAT = "workbench.algorithm/1"
+
+
+class AlgorithmFormatError(ValueError):
+    """A file that is not a well-formed ``workbench.algorithm/1`` document (schema, types)."""
+
+
+@dataclass(slots=True)
+class Transfer:
+    id: int
+    chunks: tuple[int, ...]
+    src: int
+    dst: int
+    op: str = "copy"
+    deps: tuple[int, ...] = ()
+    t_start: float | None = None
+    t_end: float | None = None
+
+    @property
+    def chunk(self) -> int:
+        """The chunk of a single-chunk transfer (the first chunk of a message)."""
+        return self.chunks[0]
+
+    def to_dict(self) -> dict[str, Any]:
+        entry: dict[str, Any] = {"id": self.id}
+        if len(self.chunks) == 1:
+            entry["chunk"] = self.chunks[0]
+        else:
+            entry["chunks"] = list(self.chunks)
+        entry.update(src=self.src, dst=self.dst, op=self.op, deps=list(self.deps),
+                     t_start=self.t_start, t_end=self.t_end)
+        return entry
+
+
+@dataclass
+class Algorithm:
+    topology: Topology
+    collective: Collective
+    chunk_bytes: float
+    transfers: list[Transfer]
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def size_bytes(self) -> float:
+        return self.collective.size_bytes(self.chunk_bytes)
+
+    def __len__(self) -> int:
+        return len(self.transfers)
+
+    # ------------------------------------------------------------ building helpers
+    @classmethod
+    def from_steps(
+        cls,
+        topology: Topology,
+        collective: Collective,
+        chunk_bytes: float,
+        steps: Iterable[tuple],
+        meta: dict[str, Any] | None = None,
+    ) -> "Algorithm":
+        """From ``(chunks, src, dst, op, deps[, t_start, t_end])`` tuples; ids are assigned by position."""
+        transfers = []
+        for i, step in enumerate(steps):
+            chunks, src, dst, op, deps = step[:5]
+            chunks = (chunks,) if isinstance(chunks, int) else tuple(chunks)
+            t_start, t_end = (step[5], step[6]) if len(step) >= 7 else (None, None)
+            transfers.append(Transfer(i, chunks, src, dst, op, tuple(deps), t_start, t_end))
+        return cls(topology, collective, chunk_bytes, transfers, dict(meta or {}))
+
+    # ------------------------------------------------------------ transforms
+    def reverse(self, reversed_topology: Topology | None = None) -> "Algorithm":
+        """An all-gather / broadcast on the reversed graph turned into reduce-scatter / reduce.
+
+        Each transfer ``u -> v`` becomes ``v -> u``, listed in reverse order; a transfer that
+        waited for ``t`` becomes one that ``t`` waits for. Writes into an NPU become ``reduce``;
+        writes into a switch stay ``copy`` (a switch only forwards), so a switch that sent the
+        same chunk on several links (a multicast) cannot be reversed.
+        """
+        target_kind = {"allgather": "reducescatter", "broadcast": "reduce"}.get(self.collective.kind)
+        if target_kind is None:
+            raise ValueError(f"reverse() applies to allgather or broadcast, not {self.collective.kind}")
+        topology = reversed_topology or self.topology.reversed()
+        sent: dict[tuple[int, int], int] = {}
+        for t in self.transfers:
+            if self.topology.is_switch(t.src):
+                for c in t.chunks:
+                    if (t.src, c) in sent:
+                        raise ValueError(
+                            f"transfer {t.id}: switch {t.src} multicasts chunk {c} (also in transfer "
+                            f"{sent[(t.src, c)]}); a switch cannot reduce, so this cannot be reversed"
+                        )
+                    sent[(t.src, c)] = t.id
+        count = len(self.transfers)
+        dependants: list[list[int]] = [[] for _ in range(count)]
+        for t in self.transfers:
+            for d in t.deps:
+                dependants[d].append(t.id)
+        horizon = max((t.t_end for t in self.transfers if t.t_end is not None), default=None)
+        transfers = []
+        for new_id in range(count):
+            old = self.transfers[count - 1 - new_id]
+            op = "copy" if topology.is_switch(old.src) else "reduce"
+            deps = tuple(sorted(count - 1 - s for s in dependants[old.id]))
+            t_start = horizon - old.t_end if (horizon is not None and old.t_end is not None) else None
+            t_end = horizon - old.t_start if (horizon is not None and old.t_start is not None) else None
+            transfers.append(Transfer(new_id, old.chunks, old.dst, old.src, op, deps, t_start, t_end))
+        c = self.collective
+        collective = make_collective(target_kind, c.num_ranks, c.chunks_per_rank, c.root)
+        meta = dict(self.meta)
+        meta["reversed_from"] = c.kind
+        return Algorithm(topology, collective, self.chunk_bytes, transfers, meta)
+
+    def concat(self, second: "Algorithm", collective: Collective | None = None) -> "Algorithm":
+        """Run ``second`` after ``self`` on the same topology (reduce-scatter then all-gather = all-reduce).
+
+        Every phase-2 transfer waits for the phase-1 transfers that touch the buffers it reads or
+        writes, so no phase-2 send starts before its data is final and no phase-2 write overtakes
+        a phase-1 access.
+        """
+        if second.topology != self.topology:
+            raise ValueError("concat: the two phases are on different topologies")
+        if not math.isclose(second.chunk_bytes, self.chunk_bytes, rel_tol=1e-12):
+            raise ValueError("concat: the two phases use different chunk sizes")
+        if collective is None:
+            a, b = self.collective, second.collective
+            if (a.kind, b.kind) == ("reducescatter", "allgather") and (a.num_ranks, a.chunks_per_rank) == (
+                b.num_ranks, b.chunks_per_rank):
+                collective = make_collective("allreduce", a.num_ranks, a.chunks_per_rank)
+            else:
+                raise ValueError(f"concat: give the combined collective for {a.kind} then {b.kind}")
+        touched: dict[tuple[int, int], list[int]] = defaultdict(list)
+        for t in self.transfers:
+            for c in t.chunks:
+                touched[(t.dst, c)].append(t.id)
+                touched[(t.src, c)].append(t.id)
+        offset = len(self.transfers)
+        transfers = list(self.transfers)
+        for t in second.transfers:
+            deps = {d + offset for d in t.deps}
+            for c in t.chunks:
+                deps.update(touched.get((t.src, c), ()))
+                deps.update(touched.get((t.dst, c), ()))
+            transfers.append(Transfer(t.id + offset, t.chunks, t.src, t.dst, t.op, tuple(sorted(deps)),
+                                      t.t_start, t.t_end))
+        phase_one_end = max((t.t_end for t in self.transfers if t.t_end is not None), default=None)
+        if phase_one_end is not None:
+            for t in transfers[offset:]:
+                t.t_start = None if t.t_start is None else t.t_start + phase_one_end
+                t.t_end = None if t.t_end is None else t.t_end + phase_one_end
+        meta = {"phases": [self.meta, second.meta]}
+        for key in ("formulation", "params", "seed"):
+            if key in self.meta:
+                meta[key] = self.meta[key]
+        return Algorithm(self.topology, collective, self.chunk_bytes, transfers, meta)
+
+    # ------------------------------------------------------------ (de)serialisation
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "format": FORMAT,
+            "topology": self.topology.to_dict(),
+            "collective": self.collective.to_dict(self.size_bytes),
+            "chunk_bytes": self.chunk_bytes,
+            "transfers": [t.to_dict() for t in self.transfers],
+            "meta": self.meta,
+        }
+
+    def save(self, path: str | Path) -> None:
+        """Write atomically (temporary file then rename), so a reader never sees half a file."""
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        try:
+            with os.fdopen(fd, "w") as handle:
+                json.dump(self.to_dict(), handle, separators=(",", ":"))
+            os.replace(tmp, path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+
+    @classmethod
+    def from_dict(cls, data: Any, source: str = "algorithm") -> "Algorithm":
+        return _parse(data, source)
+
+
+def load_algorithm(path: str | Path) -> Algorithm:
+    """Read a ``workbench.algorithm/1`` JSON file; ``AlgorithmFormatError`` names what is wrong."""
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise AlgorithmFormatError(f"{path}: cannot read: {exc.strerror}") from None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise AlgorithmFormatError(f"{path}: not valid JSON (line {exc.lineno}: {exc.msg})") from None
+    return _parse(data, str(path))
+
+
+def _parse(data: Any, source: str) -> Algorithm:
+    if not isinstance(data, dict):
+        raise AlgorithmFormatError(f"{source}: expected a JSON object")
+    if data.get("format") != FORMAT:
+        raise AlgorithmFormatError(f"{source}: format must be {FORMAT!r}, got {data.get('format')!r}")
+    for key in ("topology", "collective", "chunk_bytes", "transfers"):
+        if key not in data:
+            raise AlgorithmFormatError(f"{source}: missing field {key!r}")
+    try:
+        topology = topology_from_dict(data["topology"], f"{source}: topology")
+    except TopologyError as exc:
+        raise AlgorithmFormatError(str(exc)) from None
+    try:
+        collective = collective_from_dict(data["collective"], f"{source}: collective")
+    except CollectiveError as exc:
+        raise AlgorithmFormatError(str(exc)) from None
+    chunk_bytes = data["chunk_bytes"]
+    if not isinstance(chunk_bytes, (int, float)) or isinstance(chunk_bytes, bool) or chunk_bytes <= 0:
+        raise AlgorithmFormatError(f"{source}: chunk_bytes must be a positive number, got {chunk_bytes!r}")
+    size = data["collective"].get("size_bytes")
+    if size is not None and not math.isclose(collective.size_bytes(chunk_bytes), size, rel_tol=1e-9):
+        raise AlgorithmFormatError(
+            f"{source}: collective.size_bytes={size} disagrees with chunk_bytes={chunk_bytes} "
+            f"(expected {collective.size_bytes(chunk_bytes):g} for this {collective.kind})"
+        )
+    raw = data["transfers"]
+    if not isinstance(raw, list):
+        raise AlgorithmFormatError(f"{source}: transfers must be a list")
+    transfers = [_parse_transfer(entry, i, source) for i, entry in enumerate(raw)]
+    meta = data.get("meta") or {}
+    if not isinstance(meta, dict):
+        raise AlgorithmFormatError(f"{source}: meta must be an object")
+    return Algorithm(topology, collective, float(chunk_bytes), transfers, meta)
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _parse_transfer(entry: Any, index: int, source: str) -> Transfer:
+    where = f"{source}: transfers[{index}]"
+    if not isinstance(entry, dict):
+        raise AlgorithmFormatError(f"{where}: expected an object")
+    for key in ("id", "src", "dst"):
+        if not _is_int(entry.get(key)):
+            raise AlgorithmFormatError(f"{where}.{key}: expected an integer, got {entry.get(key)!r}")
+    if "chunk" in entry and "chunks" in entry:
+        raise AlgorithmFormatError(f"{where}: give either 'chunk' or 'chunks', not both")
+    if "chunk" in entry:
+        if not _is_int(entry["chunk"]):
+            raise AlgorithmFormatError(f"{where}.chunk: expected an integer")
+        chunks: tuple[int, ...] = (entry["chunk"],)
+    elif "chunks" in entry:
+        value = entry["chunks"]
+        if not (isinstance(value, list) and value and all(_is_int(c) for c in value)):
+            raise AlgorithmFormatError(f"{where}.chunks: expected a non-empty list of integers")
+        chunks = tuple(value)
+    else:
+        raise AlgorithmFormatError(f"{where}: missing field 'chunk' (or 'chunks')")
+    op = entry.get("op", "copy")
+    if op not in ("copy", "reduce"):
+        raise AlgorithmFormatError(f"{where}.op: expected 'copy' or 'reduce', got {op!r}")
+    deps = entry.get("deps", [])
+    if not (isinstance(deps, list) and all(_is_int(d) for d in deps)):
+        raise AlgorithmFormatError(f"{where}.deps: expected a list of transfer ids")
+    times = []
+    for key in ("t_start", "t_end"):
+        value = entry.get(key)
+        if value is not None and (not isinstance(value, (int, float)) or isinstance(value, bool)):
+            raise AlgorithmFormatError(f"{where}.{key}: expected a number or null")
+        times.append(None if value is None else float(value))
+    return Transfer(entry["id"], chunks, entry["src"], entry["dst"], op, tuple(deps), times[0], times[1])

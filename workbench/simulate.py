@@ -1,0 +1,306 @@
+"""The link-level simulator: one set of timing rules for every algorithm (DESIGN.md, "Simulator").
+
+* The file order is the plan. A transfer uses its direct link, else the BFS route of
+  ``Topology.route``. The route is cut into segments at NPUs (they store and forward); a switch is
+  cut-through, so a segment ``npu -> switch -> npu`` occupies all its links at once
+  (``switch_model="store-and-forward"`` makes every hop its own segment).
+* A segment of ``m`` bytes occupies its links for ``m / min(bandwidth)`` and arrives
+  ``sum(alpha)`` after that (``pipelined``); in the ``blocking`` model its links stay occupied for
+  the alpha sum too.
+* ``in-order`` (default): on every link segments start in file order; one pass in file order.
+  ``fifo``: event driven; at each instant every ready segment whose links are all free starts, in
+  (ready time, file order); a waiting segment reserves nothing.
+"""
+
+from __future__ import annotations
+
+import heapq
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import numpy as np
+
+from workbench.algorithm import Algorithm
+from workbench.collective import bus_factor
+from workbench.topology import Topology
+
+__all__ = ["SimulationResult", "SimulationError", "simulate", "route_segments", "LINK_MODELS", "ORDERS", "SWITCH_MODELS"]
+
+LINK_MODELS = ("pipelined", "blocking")
+ORDERS = ("in-order", "fifo")
+SWITCH_MODELS = ("cut-through", "store-and-forward")
+
+Segment = tuple[tuple[int, ...], float, float]  # (link indices, alpha sum, bottleneck bandwidth)
+
+
+class SimulationError(ValueError):
+    """An algorithm the simulator cannot run (unroutable transfer, bad option); names the transfer."""
+
+
+@dataclass
+class SimulationResult:
+    collective_time: float
+    start: np.ndarray  # per transfer: start of its first segment (s)
+    end: np.ndarray  # per transfer: arrival at dst (s)
+    link_busy: np.ndarray  # per link (topology.links order): occupied seconds
+    link_bytes: np.ndarray  # per link: bytes carried
+    size_bytes: float
+    bus_factor: float
+    options: dict[str, str]
+    topology: Topology = field(repr=False)
+    occupancy: tuple[np.ndarray, np.ndarray, np.ndarray] = field(repr=False)  # (link, start, end)
+
+    @property
+    def algbw(self) -> float:
+        """Algorithm bandwidth in B/s (size / collective time)."""
+        return self.size_bytes / self.collective_time if self.collective_time > 0 else float("inf")
+
+    @property
+    def busbw(self) -> float:
+        """Bus bandwidth in B/s (nccl-tests factor times algbw)."""
+        return self.algbw * self.bus_factor
+
+    def link_utilisation(self) -> np.ndarray:
+        """Per link: busy time / collective time."""
+        if self.collective_time <= 0:
+            return np.zeros_like(self.link_busy)
+        return self.link_busy / self.collective_time
+
+    def utilisation_trace(self, bins: int = 100) -> tuple[np.ndarray, np.ndarray]:
+        """Bin edges (s) and, per bin, the mean fraction of all links that were busy."""
+        edges = np.linspace(0.0, max(self.collective_time, 1e-30), bins + 1)
+        links, starts, ends = self.occupancy
+        if len(links) == 0:
+            return edges, np.zeros(bins)
+        s_sorted = np.sort(starts)
+        e_sorted = np.sort(ends)
+        s_prefix = np.concatenate(([0.0], np.cumsum(s_sorted)))
+        e_prefix = np.concatenate(([0.0], np.cumsum(e_sorted)))
+        ns = np.searchsorted(s_sorted, edges, side="left")
+        ne = np.searchsorted(e_sorted, edges, side="left")
+        cumulative = (edges * ns - s_prefix[ns]) - (edges * ne - e_prefix[ne])  # busy link-seconds up to t
+        busy = np.diff(cumulative)
+        width = np.diff(edges)
+        return edges, busy / (width * max(len(self.link_busy), 1))
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            "collective_time": self.collective_time,
+            "algbw": self.algbw / 1e9,
+            "busbw": self.busbw / 1e9,
+            "size_bytes": self.size_bytes,
+            "transfers": int(len(self.end)),
+            "max_link_utilisation": float(self.link_utilisation().max()) if len(self.link_busy) else 0.0,
+            **self.options,
+        }
+
+    def to_dict(self, per_transfer: bool = False) -> dict[str, Any]:
+        data = self.summary()
+        data["links"] = [
+            {"src": l.src, "dst": l.dst, "busy": float(b), "bytes": float(n)}
+            for l, b, n in zip(self.topology.links, self.link_busy, self.link_bytes)
+        ]
+        if per_transfer:
+            data["start"] = self.start.tolist()
+            data["end"] = self.end.tolist()
+        return data
+
+
+def route_segments(topology: Topology, src: int, dst: int, switch_model: str = "cut-through") -> list[Segment]:
+    """The segments a transfer ``src -> dst`` occupies, in order; SimulationError when unroutable."""
+    path = topology.route(src, dst)
+    if path is None:
+        raise SimulationError(f"no path from node {src} to node {dst} in topology {topology.name!r}")
+    segments: list[Segment] = []
+    current: list[int] = []
+    last = path[-1]
+    for u, v in zip(path, path[1:]):
+        current.append(topology.link_index(u, v))
+        if switch_model == "store-and-forward" or not topology.is_switch(v) or v == last:
+            links = tuple(current)
+            segments.append((links, sum(topology.links[l].alpha for l in links),
+                             min(topology.links[l].bandwidth for l in links)))
+            current = []
+    return segments
+
+
+def _check_options(link_model: str, order: str, switch_model: str) -> None:
+    if link_model not in LINK_MODELS:
+        raise SimulationError(f"unknown link model {link_model!r} (use {' or '.join(LINK_MODELS)})")
+    if order not in ORDERS:
+        raise SimulationError(f"unknown order {order!r} (use {' or '.join(ORDERS)})")
+    if switch_model not in SWITCH_MODELS:
+        raise SimulationError(f"unknown switch model {switch_model!r} (use {' or '.join(SWITCH_MODELS)})")
+
+
+def _segment_table(algorithm: Algorithm, switch_model: str) -> list[list[Segment]]:
+    """Per transfer, its segments (routes are cached per (src, dst) pair)."""
+    topology = algorithm.topology
+    cache: dict[tuple[int, int], list[Segment]] = {}
+    table = []
+    for t in algorithm.transfers:
+        key = (t.src, t.dst)
+        segments = cache.get(key)
+        if segments is None:
+            try:
+                segments = cache[key] = route_segments(topology, t.src, t.dst, switch_model)
+            except SimulationError as exc:
+                raise SimulationError(f"transfer {t.id}: {exc}") from None
+            except (IndexError, KeyError):
+                raise SimulationError(f"transfer {t.id}: endpoint {t.src} or {t.dst} is not a node") from None
+        table.append(segments)
+    return table
+
+
+def simulate(
+    algorithm: Algorithm,
+    link_model: Literal["pipelined", "blocking"] = "pipelined",
+    order: Literal["in-order", "fifo"] = "in-order",
+    switch_model: Literal["cut-through", "store-and-forward"] = "cut-through",
+) -> SimulationResult:
+    """Time an algorithm under DESIGN.md's rules (verify it first; this only times)."""
+    _check_options(link_model, order, switch_model)
+    segments = _segment_table(algorithm, switch_model)
+    for t in algorithm.transfers:
+        for d in t.deps:
+            if not (0 <= d < t.id):
+                raise SimulationError(f"transfer {t.id}: dependency {d} does not name an earlier transfer")
+    blocking = link_model == "blocking"
+    if order == "in-order":
+        timing = _run_in_order(algorithm, segments, blocking)
+    else:
+        timing = _run_fifo(algorithm, segments, blocking)
+    start, end, busy, nbytes, occupancy = timing
+    collective_time = float(end.max()) if len(end) else 0.0
+    return SimulationResult(
+        collective_time=collective_time,
+        start=start,
+        end=end,
+        link_busy=busy,
+        link_bytes=nbytes,
+        size_bytes=algorithm.size_bytes,
+        bus_factor=bus_factor(algorithm.collective.kind, algorithm.collective.num_ranks),
+        options={"link_model": link_model, "order": order, "switch_model": switch_model},
+        topology=algorithm.topology,
+        occupancy=occupancy,
+    )
+
+
+def _run_in_order(algorithm: Algorithm, segments: list[list[Segment]], blocking: bool):
+    """One pass in file order: a segment starts at max(ready, free time of each of its links)."""
+    num_links = len(algorithm.topology.links)
+    free = [0.0] * num_links
+    busy = [0.0] * num_links
+    carried = [0.0] * num_links
+    count = len(algorithm.transfers)
+    start = [0.0] * count
+    end = [0.0] * count
+    occ_link: list[int] = []
+    occ_start: list[float] = []
+    occ_end: list[float] = []
+    chunk_bytes = algorithm.chunk_bytes
+    for t, segs in zip(algorithm.transfers, segments):
+        ready = 0.0
+        for d in t.deps:
+            if end[d] > ready:
+                ready = end[d]
+        nbytes = chunk_bytes * len(t.chunks)
+        first = True
+        for links, alpha_sum, bandwidth in segs:
+            begin = ready
+            for l in links:
+                if free[l] > begin:
+                    begin = free[l]
+            serialise = nbytes / bandwidth
+            release = begin + serialise + alpha_sum if blocking else begin + serialise
+            held = release - begin
+            for l in links:
+                free[l] = release
+                busy[l] += held
+                carried[l] += nbytes
+                occ_link.append(l)
+                occ_start.append(begin)
+                occ_end.append(release)
+            if first:
+                start[t.id] = begin
+                first = False
+            ready = begin + serialise + alpha_sum
+        end[t.id] = ready
+    occupancy = (np.asarray(occ_link, dtype=np.int64), np.asarray(occ_start), np.asarray(occ_end))
+    return np.asarray(start), np.asarray(end), np.asarray(busy), np.asarray(carried), occupancy
+
+
+def _run_fifo(algorithm: Algorithm, segments: list[list[Segment]], blocking: bool):
+    """Event driven: at each instant, ready segments whose links are all free start in (ready, file order)."""
+    topology = algorithm.topology
+    num_links = len(topology.links)
+    count = len(algorithm.transfers)
+    transfers = algorithm.transfers
+    chunk_bytes = algorithm.chunk_bytes
+    link_free_at = [0.0] * num_links
+    busy = [0.0] * num_links
+    carried = [0.0] * num_links
+    waiters: list[list[tuple[float, int, int]]] = [[] for _ in range(num_links)]
+    start = [0.0] * count
+    end = [0.0] * count
+    remaining = [len(t.deps) for t in transfers]
+    dependants: list[list[int]] = [[] for _ in range(count)]
+    for t in transfers:
+        for d in set(t.deps):
+            dependants[d].append(t.id)
+        remaining[t.id] = len(set(t.deps))
+    occ_link: list[int] = []
+    occ_start: list[float] = []
+    occ_end: list[float] = []
+    # event heap entries: (time, kind, a, b); kind 0 = arrival of segment b of transfer a,
+    # kind 1 = link a becomes free. Both are applied before any start at that instant.
+    events: list[tuple[float, int, int, int]] = []
+    candidates: list[tuple[float, int, int]] = [(0.0, t.id, 0) for t in transfers if remaining[t.id] == 0]
+    now = 0.0
+    done = 0
+    while True:
+        candidates.sort()
+        for ready, tid, seg in candidates:
+            links, alpha_sum, bandwidth = segments[tid][seg]
+            blocked = next((l for l in links if link_free_at[l] > now), None)
+            if blocked is not None:
+                waiters[blocked].append((ready, tid, seg))
+                continue
+            nbytes = chunk_bytes * len(transfers[tid].chunks)
+            serialise = nbytes / bandwidth
+            release = now + serialise + (alpha_sum if blocking else 0.0)
+            for l in links:
+                link_free_at[l] = release
+                busy[l] += release - now
+                carried[l] += nbytes
+                occ_link.append(l)
+                occ_start.append(now)
+                occ_end.append(release)
+                heapq.heappush(events, (release, 1, l, 0))
+            if seg == 0:
+                start[tid] = now
+            heapq.heappush(events, (now + serialise + alpha_sum, 0, tid, seg))
+        candidates = []
+        if not events:
+            break
+        now = events[0][0]
+        while events and events[0][0] == now:
+            _, kind, a, b = heapq.heappop(events)
+            if kind == 1:
+                if link_free_at[a] <= now and waiters[a]:
+                    candidates.extend(waiters[a])
+                    waiters[a] = []
+                continue
+            if b + 1 < len(segments[a]):
+                candidates.append((now, a, b + 1))
+                continue
+            end[a] = now
+            done += 1
+            for child in dependants[a]:
+                remaining[child] -= 1
+                if remaining[child] == 0:
+                    candidates.append((now, child, 0))
+    if done != count:
+        raise SimulationError("fifo simulation stalled: some transfers never became ready")
+    occupancy = (np.asarray(occ_link, dtype=np.int64), np.asarray(occ_start), np.asarray(occ_end))
+    return np.asarray(start), np.asarray(end), np.asarray(busy), np.asarray(carried), occupancy

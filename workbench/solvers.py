@@ -1,0 +1,152 @@
+"""A thin solver layer: time limits and one status vocabulary for HiGHS, PuLP/CBC, z3 and CP-SAT.
+
+Whatever a solver library calls its result, the workbench labels it by DESIGN.md's rule:
+``optimal`` (proven), ``feasible`` (stopped at a gap target or a heuristic's own end),
+``timeout`` (a time limit ended the search; the best answer, if any, is attached),
+``infeasible`` (proven impossible), ``error``. PuLP reports "Optimal" for a time-limited MILP
+that has only an incumbent, so its ``sol_status`` is read instead of ``status``.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import numpy as np
+
+__all__ = [
+    "Status",
+    "STATUSES",
+    "LpOutcome",
+    "highs_status",
+    "pulp_status",
+    "smt_status",
+    "cpsat_status",
+    "solve_lp",
+]
+
+Status = Literal["optimal", "feasible", "timeout", "infeasible", "error"]
+STATUSES: tuple[str, ...] = ("optimal", "feasible", "timeout", "infeasible", "error")
+
+
+@dataclass
+class LpOutcome:
+    status: str
+    objective: float | None
+    x: np.ndarray | None
+    seconds: float
+    message: str = ""
+    stats: dict[str, Any] = field(default_factory=dict)
+
+
+def highs_status(model_status_name: str, has_solution: bool) -> str:
+    """Map a HiGHS model status name (e.g. ``'kTimeLimit'``) to the workbench status."""
+    name = model_status_name.split(".")[-1]
+    if name == "kOptimal":
+        return "optimal"
+    if name == "kInfeasible":
+        return "infeasible"
+    if name in ("kTimeLimit", "kIterationLimit", "kInterrupt", "kHighsInterrupt", "kMemoryLimit"):
+        return "timeout"
+    if name in ("kObjectiveBound", "kObjectiveTarget", "kSolutionLimit"):
+        return "feasible" if has_solution else "timeout"
+    return "error"
+
+
+def pulp_status(problem: Any, elapsed: float, time_limit: float | None) -> str:
+    """The workbench status of a solved ``pulp.LpProblem`` (reads ``sol_status``, not ``status``)."""
+    import pulp
+
+    sol = problem.sol_status
+    hit_limit = time_limit is not None and elapsed >= 0.95 * time_limit
+    if sol == pulp.LpSolutionOptimal:
+        return "optimal"
+    if sol == pulp.LpSolutionIntegerFeasible:
+        return "timeout" if hit_limit else "feasible"
+    if sol == pulp.LpSolutionInfeasible:
+        return "infeasible"
+    if sol in (pulp.LpSolutionNoSolutionFound, pulp.LpSolutionNotSolved):
+        return "timeout" if hit_limit else "error"
+    return "error"
+
+
+def smt_status(answer: Any, proven_optimal: bool = False) -> str:
+    """z3: sat -> feasible (optimal when a lower bound proves it), unsat -> infeasible, unknown -> timeout."""
+    text = str(answer)
+    if text == "sat":
+        return "optimal" if proven_optimal else "feasible"
+    if text == "unsat":
+        return "infeasible"
+    if text == "unknown":
+        return "timeout"
+    return "error"
+
+
+def cpsat_status(status_name: str, hit_limit: bool) -> str:
+    """OR-Tools CP-SAT status name to the workbench status."""
+    if status_name == "OPTIMAL":
+        return "optimal"
+    if status_name == "FEASIBLE":
+        return "timeout" if hit_limit else "feasible"
+    if status_name == "INFEASIBLE":
+        return "infeasible"
+    if status_name == "UNKNOWN":
+        return "timeout"
+    return "error"
+
+
+def solve_lp(
+    cost: np.ndarray,
+    col_lower: np.ndarray,
+    col_upper: np.ndarray,
+    rows: tuple[np.ndarray, np.ndarray, np.ndarray],
+    row_lower: np.ndarray,
+    row_upper: np.ndarray,
+    time_limit: float,
+    integrality: np.ndarray | None = None,
+    threads: int = 1,
+) -> LpOutcome:
+    """Minimise ``cost @ x`` on HiGHS. ``rows`` is a COO triple (row index, column index, value).
+
+    The model is passed as arrays in one call (no per-variable Python objects), so models with
+    millions of nonzeros build in seconds.
+    """
+    import highspy
+    from scipy.sparse import csc_matrix
+
+    started = time.perf_counter()
+    num_cols = len(cost)
+    num_rows = len(row_lower)
+    row_idx, col_idx, values = rows
+    matrix = csc_matrix((values, (row_idx, col_idx)), shape=(num_rows, num_cols))
+    lp = highspy.HighsLp()
+    lp.num_col_ = num_cols
+    lp.num_row_ = num_rows
+    lp.col_cost_ = np.asarray(cost, dtype=float)
+    lp.col_lower_ = np.asarray(col_lower, dtype=float)
+    lp.col_upper_ = np.asarray(col_upper, dtype=float)
+    lp.row_lower_ = np.asarray(row_lower, dtype=float)
+    lp.row_upper_ = np.asarray(row_upper, dtype=float)
+    lp.a_matrix_.format_ = highspy.MatrixFormat.kColwise
+    lp.a_matrix_.start_ = matrix.indptr
+    lp.a_matrix_.index_ = matrix.indices
+    lp.a_matrix_.value_ = matrix.data
+    if integrality is not None:
+        lp.integrality_ = [highspy.HighsVarType.kInteger if i else highspy.HighsVarType.kContinuous
+                           for i in integrality]
+    highs = highspy.Highs()
+    highs.setOptionValue("output_flag", False)
+    highs.setOptionValue("time_limit", float(max(time_limit, 0.01)))
+    highs.setOptionValue("threads", int(threads))
+    highs.passModel(lp)
+    highs.run()
+    model_status = highs.getModelStatus()
+    name = highs.modelStatusToString(model_status)
+    info = highs.getInfo()
+    has_solution = info.primal_solution_status == 2  # kSolutionStatusFeasible
+    status = highs_status(str(model_status), has_solution)
+    x = np.asarray(highs.getSolution().col_value) if has_solution else None
+    objective = info.objective_function_value if has_solution else None
+    return LpOutcome(status, objective, x, time.perf_counter() - started, name,
+                     {"variables": num_cols, "constraints": num_rows, "nonzeros": int(len(values))})

@@ -1,0 +1,309 @@
+"""The semantic verifier (DESIGN.md, "Verifier").
+
+Every (node, chunk) buffer holds a contribution set, kept as a bitset (a Python int over ranks).
+``copy`` overwrites the destination with what the source held; ``reduce`` adds it and fails on
+overlap (double counting). An algorithm is valid when
+
+1. replaying its transfers in file order breaks no rule and meets every postcondition, and
+2. replaying the default simulation's timeline (arrivals at an instant in file order, before any
+   start at that instant) every transfer reads exactly what it read in the file-order replay.
+
+Every failure is an ``InvalidAlgorithm`` naming the transfer, chunk, ranks and the reason.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from workbench.algorithm import Algorithm
+from workbench.simulate import SimulationError, SimulationResult, simulate
+
+__all__ = ["InvalidAlgorithm", "VerifyReport", "verify", "check_structure"]
+
+
+class InvalidAlgorithm(ValueError):
+    """Why an algorithm does not implement its collective."""
+
+    def __init__(self, message: str, transfer: int | None = None, chunk: int | None = None,
+                 ranks: tuple[int, ...] = (), kind: str = "invalid") -> None:
+        super().__init__(message)
+        self.transfer = transfer
+        self.chunk = chunk
+        self.ranks = ranks
+        self.kind = kind
+
+
+@dataclass
+class VerifyReport:
+    transfers: int
+    delivered_pairs: int
+    simulation: SimulationResult | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"valid": True, "transfers": self.transfers, "delivered_pairs": self.delivered_pairs}
+
+
+def _ranks_of(mask: int) -> list[int]:
+    ranks = []
+    index = 0
+    while mask:
+        if mask & 1:
+            ranks.append(index)
+        mask >>= 1
+        index += 1
+    return ranks
+
+
+def _show(ranks: list[int], limit: int = 12) -> str:
+    if len(ranks) <= limit:
+        return "{" + ", ".join(map(str, ranks)) + "}"
+    return "{" + ", ".join(map(str, ranks[:limit])) + f", ... ({len(ranks)} ranks)" + "}"
+
+
+def check_structure(algorithm: Algorithm) -> None:
+    """The structural rules: ids are positions, deps point back, src != dst, endpoints exist and
+    are connected, chunks exist, ``reduce`` only on a combining collective and never into a switch."""
+    topology = algorithm.topology
+    collective = algorithm.collective
+    if collective.num_ranks > topology.num_npus:
+        raise InvalidAlgorithm(
+            f"the collective has {collective.num_ranks} ranks but the topology has {topology.num_npus} NPUs",
+            kind="structure")
+    num_nodes = topology.num_nodes
+    num_chunks = collective.num_chunks
+    combining = collective.combining
+    first_switch = topology.num_npus
+    connected: dict[tuple[int, int], bool] = {}
+    for position, t in enumerate(algorithm.transfers):
+        if t.id != position:
+            raise InvalidAlgorithm(f"transfer at position {position} has id {t.id}; ids must equal positions",
+                                   transfer=position, kind="structure")
+        for node in (t.src, t.dst):
+            if not (0 <= node < num_nodes):
+                raise InvalidAlgorithm(f"transfer {t.id}: node {node} does not exist (nodes 0..{num_nodes - 1})",
+                                       transfer=t.id, kind="structure")
+        if t.src == t.dst:
+            raise InvalidAlgorithm(f"transfer {t.id}: src and dst are both {t.src}", transfer=t.id, kind="structure")
+        for d in t.deps:
+            if not (0 <= d < t.id):
+                raise InvalidAlgorithm(f"transfer {t.id}: dependency {d} does not name an earlier transfer",
+                                       transfer=t.id, kind="structure")
+        if len(set(t.chunks)) != len(t.chunks):
+            raise InvalidAlgorithm(f"transfer {t.id}: a chunk appears twice in one message", transfer=t.id,
+                                   kind="structure")
+        for c in t.chunks:
+            if not (0 <= c < num_chunks):
+                raise InvalidAlgorithm(f"transfer {t.id}: chunk {c} does not exist (chunks 0..{num_chunks - 1})",
+                                       transfer=t.id, chunk=c, kind="structure")
+        if t.op == "reduce":
+            if not combining:
+                raise InvalidAlgorithm(
+                    f"transfer {t.id}: reduce of chunk {t.chunks[0]} in a non-combining {collective.kind}",
+                    transfer=t.id, chunk=t.chunks[0], kind="structure")
+            if t.dst >= first_switch:
+                raise InvalidAlgorithm(f"transfer {t.id}: reduce into switch {t.dst} (a switch cannot reduce)",
+                                       transfer=t.id, chunk=t.chunks[0], kind="structure")
+        elif t.op != "copy":
+            raise InvalidAlgorithm(f"transfer {t.id}: unknown op {t.op!r}", transfer=t.id, kind="structure")
+        key = (t.src, t.dst)
+        ok = connected.get(key)
+        if ok is None:
+            ok = connected[key] = topology.route(t.src, t.dst) is not None
+        if not ok:
+            raise InvalidAlgorithm(f"transfer {t.id}: no path from node {t.src} to node {t.dst}",
+                                   transfer=t.id, kind="structure")
+
+
+def _initial_state(algorithm: Algorithm) -> dict[int, int]:
+    collective = algorithm.collective
+    num_chunks = collective.num_chunks
+    full, _ = collective.masks()
+    state: dict[int, int] = {}
+    for chunk, holders in enumerate(collective.pre):
+        if collective.combining:
+            for rank in holders:
+                state[rank * num_chunks + chunk] = 1 << rank
+        else:
+            for rank in holders:
+                state[rank * num_chunks + chunk] = full[chunk]
+    return state
+
+
+def _file_order_replay(algorithm: Algorithm) -> tuple[list, list, dict[int, int]]:
+    """Apply transfers in file order. Returns per transfer the sets read and the writer of each
+    buffer read (-1 = initial), plus the final state."""
+    num_chunks = algorithm.collective.num_chunks
+    state = _initial_state(algorithm)
+    writer: dict[int, int] = {}
+    reads: list = [None] * len(algorithm.transfers)
+    read_from: list = [None] * len(algorithm.transfers)
+    for t in algorithm.transfers:
+        src_base = t.src * num_chunks
+        dst_base = t.dst * num_chunks
+        if len(t.chunks) == 1:
+            c = t.chunks[0]
+            key = src_base + c
+            value = state.get(key)
+            if not value:
+                _fail_nothing(algorithm, t, c)
+            reads[t.id] = value
+            read_from[t.id] = writer.get(key, -1)
+            target = dst_base + c
+            if t.op == "copy":
+                state[target] = value
+            else:
+                old = state.get(target, 0)
+                if old & value:
+                    _fail_double(algorithm, t, c, old & value)
+                state[target] = old | value
+            writer[target] = t.id
+        else:
+            values = []
+            sources = []
+            for c in t.chunks:
+                key = src_base + c
+                value = state.get(key)
+                if not value:
+                    _fail_nothing(algorithm, t, c)
+                values.append(value)
+                sources.append(writer.get(key, -1))
+            for c, value in zip(t.chunks, values):
+                target = dst_base + c
+                if t.op == "copy":
+                    state[target] = value
+                else:
+                    old = state.get(target, 0)
+                    if old & value:
+                        _fail_double(algorithm, t, c, old & value)
+                    state[target] = old | value
+                writer[target] = t.id
+            reads[t.id] = tuple(values)
+            read_from[t.id] = tuple(sources)
+    return reads, read_from, state
+
+
+def _fail_nothing(algorithm: Algorithm, t, chunk: int) -> None:
+    where = "switch" if algorithm.topology.is_switch(t.src) else "rank"
+    raise InvalidAlgorithm(
+        f"transfer {t.id}: {where} {t.src} sends chunk {chunk} to {t.dst} but holds nothing for it "
+        f"(in file order no earlier transfer delivered it)",
+        transfer=t.id, chunk=chunk, ranks=(t.src, t.dst), kind="missing")
+
+
+def _fail_double(algorithm: Algorithm, t, chunk: int, overlap: int) -> None:
+    ranks = _ranks_of(overlap)
+    raise InvalidAlgorithm(
+        f"transfer {t.id}: reduce of chunk {chunk} from {t.src} into {t.dst} double counts the "
+        f"contributions of ranks {_show(ranks)}",
+        transfer=t.id, chunk=chunk, ranks=tuple(ranks), kind="double-count")
+
+
+def _check_post(algorithm: Algorithm, state: dict[int, int]) -> int:
+    collective = algorithm.collective
+    num_chunks = collective.num_chunks
+    full, _ = collective.masks()
+    delivered = 0
+    for chunk, ranks in enumerate(collective.post):
+        want = full[chunk]
+        for rank in ranks:
+            have = state.get(rank * num_chunks + chunk, 0)
+            if have != want:
+                if not have:
+                    detail = "holds nothing for it"
+                elif collective.combining:
+                    missing = _ranks_of(want & ~have)
+                    extra = _ranks_of(have & ~want)
+                    detail = f"is missing the contributions of ranks {_show(missing)}"
+                    if extra:
+                        detail += f" and has extra ones from {_show(extra)}"
+                else:
+                    detail = f"holds rank {_ranks_of(have)} data instead of rank {_ranks_of(want)}'s"
+                raise InvalidAlgorithm(
+                    f"postcondition: rank {rank} must end with chunk {chunk} but {detail}",
+                    chunk=chunk, ranks=(rank,), kind="postcondition")
+            delivered += 1
+    return delivered
+
+
+def _timeline_replay(algorithm: Algorithm, simulation: SimulationResult, reads: list, read_from: list) -> None:
+    """Replay the default timeline; every transfer must read what it read in file order."""
+    count = len(algorithm.transfers)
+    if count == 0:
+        return
+    num_chunks = algorithm.collective.num_chunks
+    times = np.concatenate((simulation.end, simulation.start))
+    kinds = np.concatenate((np.zeros(count, dtype=np.int8), np.ones(count, dtype=np.int8)))
+    ids = np.concatenate((np.arange(count), np.arange(count)))
+    order = np.lexsort((ids, kinds, times))
+    event_kind = kinds[order].tolist()
+    event_id = ids[order].tolist()
+    state = _initial_state(algorithm)
+    writer: dict[int, int] = {}
+    carried: list = [None] * count
+    transfers = algorithm.transfers
+    for kind, tid in zip(event_kind, event_id):
+        t = transfers[tid]
+        if kind == 1:  # start: read the source buffers
+            base = t.src * num_chunks
+            if len(t.chunks) == 1:
+                key = base + t.chunks[0]
+                value = state.get(key)
+                if value != reads[tid]:
+                    _fail_race(algorithm, simulation, t, t.chunks[0], read_from[tid], writer.get(key, -1))
+            else:
+                value = tuple(state.get(base + c) for c in t.chunks)
+                if value != reads[tid]:
+                    for i, c in enumerate(t.chunks):
+                        if value[i] != reads[tid][i]:
+                            _fail_race(algorithm, simulation, t, c, read_from[tid][i], writer.get(base + c, -1))
+            carried[tid] = value
+            continue
+        base = t.dst * num_chunks
+        values = (carried[tid],) if len(t.chunks) == 1 else carried[tid]
+        for c, value in zip(t.chunks, values):
+            target = base + c
+            if t.op == "copy":
+                state[target] = value
+            else:
+                state[target] = state.get(target, 0) | value
+            writer[target] = tid
+
+
+def _fail_race(algorithm: Algorithm, simulation: SimulationResult, t, chunk: int, planned: int, actual: int) -> None:
+    when = simulation.start[t.id] * 1e6
+    def name(writer: int) -> str:
+        return "the initial data" if writer < 0 else f"transfer {writer}'s write"
+    if actual == planned:
+        why = ("the buffer holds other data than in file order: a write listed before it has not arrived, "
+               "or one listed after it arrived early")
+    elif actual < planned:
+        why = (f"{name(planned)} (listed before it) has not arrived yet; it would read {name(actual)}")
+    else:
+        why = (f"{name(actual)} arrived first although it is listed after it (file order reads {name(planned)})")
+    raise InvalidAlgorithm(
+        f"race: transfer {t.id} reads chunk {chunk} at node {t.src} at t={when:.6g} us in the default "
+        f"execution, but {why}; add the missing dependency",
+        transfer=t.id, chunk=chunk, ranks=(t.src, t.dst), kind="race")
+
+
+def verify(algorithm: Algorithm, timeline: bool = True, simulation: SimulationResult | None = None) -> VerifyReport:
+    """Raise ``InvalidAlgorithm`` unless the algorithm implements its collective (both rules).
+
+    ``simulation`` may pass an already computed default simulation (pipelined, in-order,
+    cut-through) to save recomputing it; the report carries the one used.
+    """
+    check_structure(algorithm)
+    reads, read_from, state = _file_order_replay(algorithm)
+    delivered = _check_post(algorithm, state)
+    if timeline:
+        if simulation is None or simulation.options != {"link_model": "pipelined", "order": "in-order",
+                                                        "switch_model": "cut-through"}:
+            try:
+                simulation = simulate(algorithm)
+            except SimulationError as exc:
+                raise InvalidAlgorithm(str(exc), kind="structure") from None
+        _timeline_replay(algorithm, simulation, reads, read_from)
+    return VerifyReport(len(algorithm.transfers), delivered, simulation)
