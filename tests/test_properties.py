@@ -92,3 +92,21 @@ def test_random_corruptions_are_caught(seed, kind, corruption):
             return  # copy -> reduce into an NPU can be harmless in a reduction
     with pytest.raises(InvalidAlgorithm):
         verify(algo)
+
+
+@SETTINGS
+@given(seed=st.integers(0, 10**9),
+       kind=st.sampled_from(["allgather", "reducescatter", "allreduce", "alltoall", "broadcast", "reduce", "gather",
+                             "scatter"]))
+def test_bfs_trees_output_verifies_on_random_topologies(seed, kind):
+    from workbench.collective import make_collective
+    from workbench.registry import Problem, get_formulation
+
+    rng = random.Random(seed)
+    n = rng.randint(2, 7)
+    topo = random_connected_topology(rng, n, extra=rng.randint(0, 2 * n), switch=rng.random() < 0.4)
+    problem = Problem(topo, make_collective(kind, n, rng.randint(1, 2), 0 if kind in ("broadcast", "reduce", "gather",
+                                                                                        "scatter") else None), 1e6)
+    result = get_formulation("bfs-trees").synthesize(problem, time_limit=10, seed=seed)
+    assert result.status == "feasible"
+    verify(result.algorithms[0])

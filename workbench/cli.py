@@ -160,6 +160,189 @@ def _cmd_bounds(args: argparse.Namespace) -> int:
     return 0
 
 
+def _parse_set(values: list[str] | None) -> dict[str, Any]:
+    import yaml
+
+    params: dict[str, Any] = {}
+    for item in values or []:
+        key, sep, raw = item.partition("=")
+        if not sep or not key.strip():
+            raise UsageError(f"--set {item!r}: expected key=value")
+        try:
+            params[key.strip()] = yaml.safe_load(raw) if raw.strip() else ""
+        except yaml.YAMLError:
+            params[key.strip()] = raw
+    return params
+
+
+def _load_demand(path: str, num_npus: int) -> dict[str, Any]:
+    """A custom collective from a demand file: explicit pre/post, or a matrix of chunks s -> d."""
+    import yaml
+
+    from workbench.collective import custom_collective
+
+    try:
+        data = yaml.safe_load(open(path).read())
+    except FileNotFoundError:
+        raise UsageError(f"--demand {path}: no such file") from None
+    except yaml.YAMLError as exc:
+        raise UsageError(f"--demand {path}: malformed file: {str(exc).splitlines()[0]}") from None
+    if not isinstance(data, dict):
+        raise UsageError(f"{path}: expected a mapping with 'matrix' or 'pre' and 'post'")
+    ranks = data.get("ranks", num_npus)
+    if "matrix" in data:
+        matrix = data["matrix"]
+        if not (isinstance(matrix, list) and len(matrix) == ranks and all(isinstance(r, list) and len(r) == ranks
+                                                                           for r in matrix)):
+            raise UsageError(f"{path}: matrix: expected {ranks} rows of {ranks} chunk counts")
+        pre, post = [], []
+        for src, row in enumerate(matrix):
+            for dst, count in enumerate(row):
+                if not isinstance(count, int) or count < 0:
+                    raise UsageError(f"{path}: matrix[{src}][{dst}]: expected a chunk count >= 0, got {count!r}")
+                if src != dst:
+                    pre += [[src]] * count
+                    post += [[dst]] * count
+        combining = False
+    else:
+        for key in ("pre", "post"):
+            if key not in data:
+                raise UsageError(f"{path}: missing field {key!r} (or give 'matrix')")
+        from workbench.collective import _pairs_to_lists
+
+        pre = _pairs_to_lists(data["pre"], "pre", path)
+        post = _pairs_to_lists(data["post"], "post", path)
+        combining = bool(data.get("combining", False))
+    custom_collective(ranks, pre, post, combining, path)  # validates
+    return {"kind": "custom", "ranks": ranks, "pre": pre, "post": post, "combining": combining}
+
+
+_SYNTH_EXIT = {"optimal": 0, "feasible": 0, "infeasible": 3, "timeout": 4, "error": 5}
+
+
+def _cmd_synth(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from workbench.registry import FormulationError, resolve_formulation
+    from workbench.runner import execute, solver_time_limit
+
+    try:
+        resolve_formulation(args.name)
+    except FormulationError as exc:
+        raise UsageError(str(exc)) from None
+    topology = topology_from_args(args.topology, args.alpha, args.bandwidth)
+    try:
+        size = parse_size(args.size)
+        limit = parse_time(args.time_limit)
+    except UnitError as exc:
+        raise UsageError(str(exc)) from None
+    if size <= 0 or limit <= 0:
+        raise UsageError("--size and --time-limit must be positive")
+    if args.chunks < 1:
+        raise UsageError("--chunks must be at least 1")
+    if args.demand:
+        collective = _load_demand(args.demand, topology.num_npus)
+    else:
+        if not args.collective:
+            raise UsageError("give --collective KIND (or --demand FILE)")
+        probe = make_collective(args.collective, topology.num_npus, args.chunks, args.root)
+        probe.check_reachable(topology)
+        collective = {"kind": probe.kind, "root": probe.root}
+    output = Path(args.output)
+    cell = {"experiment": "synth", "topology": {"label": topology.name, "doc": topology.to_dict()},
+            "collective": collective, "size_bytes": size, "chunks": args.chunks,
+            "formulation": {"name": args.name, "label": args.name, "params": _parse_set(args.set)},
+            "seed": args.seed, "time_limit": limit, "algorithm_path": str(output.resolve()),
+            "evaluation": {"link_model": "pipelined", "order": "in-order", "switch_model": "cut-through",
+                           "save_algorithms": True, "lp_bound": True, "evaluation_time_limit": 600.0}}
+    print(f"synthesizing with {args.name} (time limit {limit:g} s, solver limit {solver_time_limit(limit):g} s) ...",
+          file=sys.stderr)
+    fields = execute({"kind": "schedule", "cell": cell}) or {}
+    status = fields.get("status", "error")
+    synth = fields.get("synthesis_seconds")
+    print(f"status            {status}")
+    if synth is not None:
+        print(f"synthesis time    {synth:.3f} s")
+    if fields.get("collective_time") is not None:
+        claimed = fields.get("claimed_time")
+        print(f"collective time   {format_time(fields['collective_time'])} (simulated)"
+              + (f", {format_time(claimed)} claimed" if claimed is not None else ""))
+        print(f"algbw / busbw     {fields['algbw']:.4g} / {fields['busbw']:.4g} GB/s")
+        print(f"efficiency        {fields['efficiency']:.1%} of the best lower bound")
+    for path in fields.get("algorithm_files", []):
+        print(f"wrote             {path}")
+    message = fields.get("message")
+    if status == "infeasible":
+        print(f"infeasible: {args.name} proved that no algorithm exists for this problem"
+              + (f" ({message})" if message else ""), file=sys.stderr)
+    elif status == "timeout":
+        found = "its best algorithm was written" if fields.get("algorithm_files") else "no algorithm was found"
+        print(f"timed out after {limit:g} s; {found}" + (f" ({message})" if message else ""), file=sys.stderr)
+    elif status == "error":
+        print(f"error: {message}", file=sys.stderr)
+    return _SYNTH_EXIT.get(status, 5)
+
+
+def _run_folder(args: argparse.Namespace, experiment) -> "Path":
+    from pathlib import Path
+    import time as _time
+
+    if args.out:
+        return Path(args.out)
+    suffix = "-quick" if args.quick else ""
+    root = Path(args.results_dir)
+    if args.fresh:
+        return root / "runs" / f"{experiment.name}{suffix}-{_time.strftime('%Y%m%d-%H%M%S')}"
+    return root / f"{experiment.name}{suffix}"
+
+
+def _cmd_run(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from workbench.experiment import load_experiment
+    from workbench.report import compare_runs, load_run, write_report
+    from workbench.runner import ResultStore, run_experiment, write_atomic
+
+    if args.jobs < 1:
+        raise UsageError("--jobs must be at least 1")
+    experiment = load_experiment(args.config, quick=args.quick)
+    folder = _run_folder(args, experiment)
+    folder.mkdir(parents=True, exist_ok=True)
+    config_text = Path(args.config).read_text()
+    snapshot = folder / "config.yaml"
+    if snapshot.exists() and snapshot.read_text() != config_text:
+        print(f"note: {args.config} differs from the snapshot in {folder}; cells that changed run anew",
+              file=sys.stderr)
+    write_atomic(snapshot, config_text)
+    write_atomic(folder / "run.json", json.dumps({"config": str(args.config), "quick": args.quick,
+                                                  "config_dir": str(Path(args.config).resolve().parent)}))
+    cells = len(experiment.cells()) + len(experiment.designs)
+    print(f"{experiment.name}: {cells} cell(s) -> {folder}", file=sys.stderr)
+    try:
+        summary = run_experiment(experiment, folder, jobs=args.jobs, scheduler=args.scheduler,
+                                 retry_errors=args.retry_errors)
+    except RuntimeError as exc:
+        raise UsageError(str(exc)) from None
+    if summary.interrupted:
+        return 130
+    table = write_report(folder, figures=not args.no_figures)
+    print(table.read_text())
+    reference = Path(args.results_dir) / experiment.name
+    if args.fresh and (reference / "rows.jsonl").exists() and reference.resolve() != folder.resolve():
+        _, reference_rows = load_run(reference) if (reference / "config.yaml").exists() else (None, ResultStore(reference).rows())
+        print(compare_runs(ResultStore(folder).rows(), reference_rows, experiment))
+    print(f"results: {folder}/table.md, table.csv, rows.jsonl, figures/", file=sys.stderr)
+    return 0
+
+
+def _cmd_report(args: argparse.Namespace) -> int:
+    from workbench.report import write_report
+
+    table = write_report(args.folder, figures=not args.no_figures)
+    print(table.read_text())
+    return 0
+
+
 def _build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="workbench", description="Collective-algorithm synthesis workbench")
     sub = parser.add_subparsers(dest="command", parser_class=_Parser)
@@ -202,10 +385,59 @@ def _build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=_cmd_bounds)
 
+    p = sub.add_parser("synth", help="run one formulation and write its algorithm file")
+    p.add_argument("name", help="formulation name (see `workbench formulations`) or module:Attribute")
+    add_topology_arguments(p, required=True)
+    p.add_argument("--collective", help="allgather, reducescatter, allreduce, broadcast, reduce, gather, scatter, "
+                                         "alltoall")
+    p.add_argument("--size", required=True, help="nccl-tests size, e.g. 1GiB")
+    p.add_argument("--chunks", type=int, default=1, help="chunks per rank (default 1)")
+    p.add_argument("--root", type=int, help="root rank of rooted collectives (default 0)")
+    p.add_argument("--demand", help="custom collective: YAML/JSON with 'matrix' (chunks s->d) or 'pre'/'post'")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--time-limit", default="60s", help="hard limit for the run (default 60s)")
+    p.add_argument("--set", action="append", metavar="KEY=VALUE", help="formulation parameter (repeatable)")
+    p.add_argument("-o", "--output", required=True, help="algorithm file to write (.json)")
+    p.set_defaults(func=_cmd_synth)
+
+    p = sub.add_parser("run", help="run an experiment config (resumable)")
+    p.add_argument("config", help="experiment YAML, e.g. experiments/tacos_table5.yaml")
+    p.add_argument("--jobs", type=int, default=1, help="cells in parallel on this machine (default 1)")
+    p.add_argument("--scheduler", help="address of a Dask scheduler, e.g. tcp://127.0.0.1:8786")
+    p.add_argument("--quick", action="store_true", help="the config's reduced grid (its 'quick' section)")
+    p.add_argument("--fresh", action="store_true",
+                   help="compute into a new folder under results/runs/ and compare with the committed reference")
+    p.add_argument("--out", help="run folder (default results/<name>/, resumed if it exists)")
+    p.add_argument("--results-dir", default="results", help="where run folders live (default results/)")
+    p.add_argument("--retry-errors", action="store_true", help="run cells whose row says 'error' again")
+    p.add_argument("--no-figures", action="store_true")
+    p.set_defaults(func=_cmd_run)
+
+    p = sub.add_parser("report", help="write table.md, table.csv and figures for a run folder")
+    p.add_argument("folder")
+    p.add_argument("--no-figures", action="store_true")
+    p.set_defaults(func=_cmd_report)
+
+    p = sub.add_parser("formulations", help="list the registered formulations")
+    p.set_defaults(func=_cmd_formulations)
     return parser
 
 
-_INPUT_ERRORS = (UsageError, TopologyError, CollectiveError, AlgorithmFormatError, UnitError)
+def _cmd_formulations(args: argparse.Namespace) -> int:
+    from workbench.registry import available_formulations, get_formulation
+
+    for name in available_formulations():
+        print(f"{name:<16} {get_formulation(name).kind}")
+    return 0
+
+
+def _input_errors() -> tuple[type[BaseException], ...]:
+    from workbench.experiment import ConfigError
+    from workbench.registry import FormulationError
+    from workbench.report import ReportError
+
+    return (UsageError, TopologyError, CollectiveError, AlgorithmFormatError, UnitError, ConfigError,
+            FormulationError, ReportError)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -216,7 +448,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             parser.print_help()
             return 2
         return int(args.func(args) or 0)
-    except _INPUT_ERRORS as exc:
+    except _input_errors() as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     except FileNotFoundError as exc:

@@ -15,6 +15,7 @@ class, or a zero-argument factory. A researcher's own package can add one withou
 
 from __future__ import annotations
 
+import importlib
 import importlib.metadata
 from dataclasses import dataclass, field
 from typing import Any, Callable, Literal, Protocol, runtime_checkable
@@ -37,6 +38,7 @@ __all__ = [
     "register",
     "unregister",
     "get_formulation",
+    "resolve_formulation",
     "available_formulations",
     "ENTRY_POINT_GROUP",
 ]
@@ -177,6 +179,19 @@ def refresh() -> None:
 def available_formulations() -> list[str]:
     _discover()
     return sorted(_REGISTRY)
+
+
+def resolve_formulation(name: str) -> Formulation:
+    """A registered name, or an import path ``package.module:Attribute`` (a class, factory or instance)."""
+    if ":" in name and name not in _REGISTRY:
+        module_name, _, attribute = name.partition(":")
+        try:
+            module = importlib.import_module(module_name)
+            target = getattr(module, attribute)
+        except (ImportError, AttributeError) as exc:
+            raise FormulationError(f"cannot import formulation {name!r}: {exc}") from None
+        return register(target, name)
+    return get_formulation(name)
 
 
 def get_formulation(name: str) -> Formulation:

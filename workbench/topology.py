@@ -34,6 +34,7 @@ __all__ = [
     "BUILDERS",
     "DEFAULT_ALPHA",
     "DEFAULT_BANDWIDTH",
+    "expand_per_npu",
 ]
 
 DEFAULT_ALPHA = 0.5e-6  # TACOS paper default link latency
@@ -817,3 +818,28 @@ def build(
         raise TopologyError(f"topology spec {spec!r}: {exc}") from None
     known = ", ".join(BUILDERS)
     raise TopologyError(f"unknown topology spec {spec!r} (known: {known}; or a .json/.yaml file)")
+
+
+def expand_per_npu(spec: str, per_npu_bandwidths: Sequence[float]) -> list[float]:
+    """Per-NPU dimension bandwidths (LIBRA's B_i) to the per-link values builders take.
+
+    Ring: two links per NPU (one each way), each B/2 (a ring of 2 is one link each way: B);
+    fully connected of n: n-1 links, each B/(n-1); switch: one port, B.
+    """
+    probe = build(spec)
+    dims = probe.meta.get("dims")
+    if not dims:
+        raise TopologyError(f"topology spec {spec!r}: has no dimensions to expand per-NPU bandwidths onto")
+    if len(per_npu_bandwidths) != len(dims):
+        raise TopologyError(f"topology spec {spec!r}: {len(dims)} dimensions but {len(per_npu_bandwidths)} "
+                            f"per-NPU bandwidths")
+    result = []
+    for dim, bandwidth in zip(dims, per_npu_bandwidths):
+        size = dim["size"]
+        if dim["kind"] == "ring":
+            result.append(bandwidth if size <= 2 else bandwidth / 2)
+        elif dim["kind"] == "fc":
+            result.append(bandwidth / max(size - 1, 1))
+        else:
+            result.append(bandwidth)
+    return result

@@ -1,0 +1,143 @@
+"""Shortest-path trees: the small example formulation of the README's "Adding a formulation".
+
+Not from a paper. Every chunk travels from its origin along a breadth-first-search tree of
+the NPU graph (two NPUs are adjacent when a direct link, or a path through switches only,
+joins them), pruned to the branches that lead to ranks that need the chunk. Transfers are
+emitted level by level (all chunks' first hops, then second hops, ...), each waiting for the
+transfer that delivered its chunk, so the plan order follows the planned start.
+
+Mapping to the workbench:
+
+* non-combining collectives (all-gather, broadcast, gather, scatter, all-to-all, custom):
+  trees from each chunk's origin, copies;
+* reduce-scatter / reduce: the all-gather / broadcast of the reversed graph, reversed in time
+  and direction (``Algorithm.reverse``); all-reduce: reduce-scatter then all-gather
+  (``Algorithm.concat``).
+* ``seed`` shuffles the order in which a node's neighbours are explored, so different seeds
+  give different (equally short) trees; ``restarts`` is not needed, the search is exact per seed.
+
+The formulation claims no time of its own (``claimed_time`` is None): the simulator judges it.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections import deque
+from typing import Any, Callable
+
+from workbench.algorithm import Algorithm, Transfer
+from workbench.collective import Collective, make_collective
+from workbench.registry import Problem, SynthesisResult
+from workbench.topology import Topology
+
+__all__ = ["BfsTrees"]
+
+
+def npu_neighbours(topology: Topology) -> list[list[int]]:
+    """For each NPU, the NPUs reachable by a direct link or through switches only."""
+    result = []
+    for u in topology.npus:
+        found: set[int] = set()
+        queue = deque([u])
+        seen = {u}
+        while queue:
+            node = queue.popleft()
+            for v in topology.out_neighbors(node):
+                if v in seen:
+                    continue
+                seen.add(v)
+                if topology.is_switch(v):
+                    queue.append(v)
+                else:
+                    found.add(v)
+        result.append(sorted(found))
+    return result
+
+
+def _tree(neighbours: list[list[int]], root: int, rng: random.Random) -> tuple[dict[int, int], dict[int, int]]:
+    """BFS parents and depths from ``root`` with a seeded neighbour order."""
+    parent = {root: root}
+    depth = {root: 0}
+    queue = deque([root])
+    while queue:
+        u = queue.popleft()
+        order = list(neighbours[u])
+        rng.shuffle(order)
+        for v in order:
+            if v not in parent:
+                parent[v] = u
+                depth[v] = depth[u] + 1
+                queue.append(v)
+    return parent, depth
+
+
+def _gather_like(topology: Topology, collective: Collective, chunk_bytes: float, seed: int) -> Algorithm:
+    """Copies along pruned BFS trees, for a non-combining collective."""
+    rng = random.Random(seed)
+    neighbours = npu_neighbours(topology)
+    trees: dict[int, tuple[dict[int, int], dict[int, int]]] = {}
+    hops: list[tuple[int, int, int, int, int]] = []  # (depth, chunk, parent, child, origin)
+    for chunk, needers in enumerate(collective.post):
+        origin = collective.origin(chunk)
+        if origin not in trees:
+            trees[origin] = _tree(neighbours, origin, rng)
+        parent, depth = trees[origin]
+        edges: set[tuple[int, int]] = set()
+        for rank in needers:
+            if rank in collective.pre[chunk]:
+                continue
+            if rank not in parent:
+                raise ValueError(f"rank {rank} cannot be reached from rank {origin} (chunk {chunk})")
+            node = rank
+            while node != origin and (parent[node], node) not in edges:
+                edges.add((parent[node], node))
+                node = parent[node]
+        for u, v in edges:
+            hops.append((depth[v], chunk, u, v, origin))
+    hops.sort()
+    transfers: list[Transfer] = []
+    delivered: dict[tuple[int, int], int] = {}
+    for _, chunk, u, v, _origin in hops:
+        dep = delivered.get((u, chunk))
+        tid = len(transfers)
+        transfers.append(Transfer(tid, (chunk,), u, v, "copy", () if dep is None else (dep,)))
+        delivered[(v, chunk)] = tid
+    return Algorithm(topology, collective, chunk_bytes, transfers, {})
+
+
+def _synthesize(topology: Topology, collective: Collective, chunk_bytes: float, seed: int) -> Algorithm:
+    kind = collective.kind
+    n, k = collective.num_ranks, collective.chunks_per_rank
+    if kind in ("reducescatter", "reduce"):
+        gather_kind = "allgather" if kind == "reducescatter" else "broadcast"
+        gather = make_collective(gather_kind, n, k, collective.root)
+        reversed_topology = topology.reversed()
+        return _gather_like(reversed_topology, gather, chunk_bytes, seed).reverse(topology)
+    if kind == "allreduce":
+        rs = _synthesize(topology, make_collective("reducescatter", n, k), chunk_bytes, seed)
+        ag = _synthesize(topology, make_collective("allgather", n, k), chunk_bytes, seed)
+        return rs.concat(ag)
+    if collective.combining:
+        raise ValueError("bfs-trees handles combining collectives only as reduce-scatter, reduce or all-reduce")
+    return _gather_like(topology, collective, chunk_bytes, seed)
+
+
+class BfsTrees:
+    """Shortest-path-tree schedules (see the module docstring)."""
+
+    name = "bfs-trees"
+    kind = "schedule"
+
+    def synthesize(self, problem: Problem, *, time_limit: float, seed: int,
+                   on_incumbent: Callable[[Algorithm], None] | None = None, **params: Any) -> SynthesisResult:
+        if params:
+            raise ValueError(f"bfs-trees takes no parameters, got {sorted(params)}")
+        started = time.perf_counter()
+        algorithm = _synthesize(problem.topology, problem.collective, problem.chunk_bytes, seed)
+        seconds = time.perf_counter() - started
+        algorithm.meta.update(formulation=self.name, params={}, seed=seed, status="feasible",
+                              synthesis_seconds=seconds, claimed_time=None)
+        if on_incumbent is not None:
+            on_incumbent(algorithm)
+        return SynthesisResult([algorithm], "feasible", seconds, stats={"transfers": len(algorithm.transfers)})

@@ -1,0 +1,74 @@
+"""Formulations that misbehave on purpose, for the runner's tests (imported by path in configs)."""
+
+from __future__ import annotations
+
+import os
+import time
+
+from workbench.examples import ring_allgather
+from workbench.registry import DesignResult, SynthesisResult
+
+
+def _ring(problem):
+    algorithm = ring_allgather(problem.collective.num_ranks, problem.chunk_bytes, problem.topology)
+    algorithm.meta["claimed_time"] = 1.0
+    return algorithm
+
+
+class Sleeper:
+    """Reports one incumbent, then never returns."""
+
+    name = "sleeper"
+    kind = "schedule"
+
+    def synthesize(self, problem, *, time_limit, seed, on_incumbent=None, **params):
+        if on_incumbent:
+            on_incumbent(_ring(problem))
+        time.sleep(3600)
+
+
+class Slow:
+    """Takes ``delay`` seconds, then returns a ring all-gather."""
+
+    name = "slow"
+    kind = "schedule"
+
+    def synthesize(self, problem, *, time_limit, seed, on_incumbent=None, delay=1.0, **params):
+        time.sleep(delay)
+        return SynthesisResult([_ring(problem)], "feasible", delay)
+
+
+class Raiser:
+    name = "raiser"
+    kind = "schedule"
+
+    def synthesize(self, problem, *, time_limit, seed, on_incumbent=None, **params):
+        raise ValueError("boom from the formulation")
+
+
+class Aborter:
+    name = "aborter"
+    kind = "schedule"
+
+    def synthesize(self, problem, *, time_limit, seed, on_incumbent=None, **params):
+        os.abort()
+
+
+class Impossible:
+    name = "impossible"
+    kind = "schedule"
+
+    def synthesize(self, problem, *, time_limit, seed, on_incumbent=None, **params):
+        return SynthesisResult([], "infeasible", 0.01, message="no schedule in 0 steps")
+
+
+class EvenSplit:
+    """A toy design formulation: the per-NPU bandwidth budget split evenly over the dimensions."""
+
+    name = "even-split"
+    kind = "design"
+
+    def synthesize(self, problem, *, time_limit, seed, on_incumbent=None, **params):
+        budget = float(problem.constraints["total_bandwidth"])
+        dims = len(problem.dimensions)
+        return DesignResult([budget / dims] * dims, None, None, "optimal", 0.0)

@@ -1,0 +1,82 @@
+"""The child process that runs one cell: ``python -m workbench.cell`` (used by the runner).
+
+Protocol: the parent writes one pickled request to stdin. The child answers on its original
+stdout with length-prefixed pickled messages:
+
+* ``("ready", None)``: imports done and the problem built; the synthesis clock starts now
+* ``("incumbent", Algorithm)``: each improved answer the formulation reports
+* ``("synthesized", summary)``: the formulation returned; evaluation (verify, simulate) follows
+* ``("result", fields)``: the row fields of a finished cell
+* ``("error", message)``: an exception; the child exits with code 1
+
+Anything the formulation prints goes to stderr, so it cannot corrupt the message stream.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import struct
+import sys
+import traceback
+from typing import Any, BinaryIO
+
+__all__ = ["send", "read_message", "main"]
+
+
+def send(stream: BinaryIO, kind: str, payload: Any) -> None:
+    data = pickle.dumps((kind, payload), protocol=pickle.HIGHEST_PROTOCOL)
+    stream.write(struct.pack("<Q", len(data)))
+    stream.write(data)
+    stream.flush()
+
+
+def read_message(stream: BinaryIO) -> tuple[str, Any] | None:
+    header = stream.read(8)
+    if len(header) < 8:
+        return None
+    (length,) = struct.unpack("<Q", header)
+    data = stream.read(length)
+    if len(data) < length:
+        return None
+    return pickle.loads(data)
+
+
+def _limit_memory(limit: float | None) -> None:
+    if not limit:
+        return
+    import resource
+
+    resource.setrlimit(resource.RLIMIT_AS, (int(limit), int(limit)))
+
+
+def main() -> int:
+    channel = os.fdopen(os.dup(1), "wb")
+    os.dup2(2, 1)  # prints from formulations go to stderr
+    sys.stdout = sys.stderr
+    try:
+        request = pickle.load(sys.stdin.buffer)
+        _limit_memory(request.get("cell", {}).get("evaluation", {}).get("memory_limit"))
+        from workbench import runner
+
+        if request["kind"] == "design":
+            fields = runner.child_run_design(request["cell"], lambda kind, payload: send(channel, kind, payload))
+        else:
+            fields = runner.child_run_schedule(request["cell"], lambda kind, payload: send(channel, kind, payload))
+        send(channel, "result", fields)
+        return 0
+    except MemoryError:
+        send(channel, "error", "MemoryError: out of memory (evaluation.memory_limit or the machine's)")
+        return 1
+    except BaseException as exc:  # report everything, including SystemExit from a formulation
+        tail = traceback.format_exc().strip().splitlines()[-3:]
+        message = f"{type(exc).__name__}: {exc}".strip()
+        try:
+            send(channel, "error", {"message": message, "traceback": tail})
+        except OSError:
+            pass
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,466 @@
+"""Experiment configs: schema, validation with precise messages, and grid expansion.
+
+A config is YAML::
+
+    name: tiny                         # results go to results/<name>/
+    description: what it shows
+    time_limit: 60s                    # per cell (the runner kills the cell a little after)
+    seeds: [0]                         # or repeats: 3 (seeds 0..2)
+    grid:
+      topologies:
+        - {spec: "rfs:2x4x2", bandwidth: [200GiB/s, 100GiB/s, 50GiB/s], alpha: 0.5us, label: "16 (2)"}
+        - {file: my_topology.yaml}
+        - {from: my_design, builder: "md:R4,F8,S4", expand: per-npu}   # a design cell's bandwidths
+      collectives: [{kind: allreduce}, {kind: broadcast, root: 0}]   # or plain strings
+      sizes: [1MB, 1GiB]
+      chunks: [1]
+      formulations:
+        - {name: bfs-trees, label: Trees, params: {}}
+        - {name: my_package.module:MyFormulation}                    # import path works too
+      designs:                                                       # design (LIBRA-like) cells
+        - {name: my_design, formulation: libra, problem: {...}, params: {}}
+    evaluation: {link_model: pipelined, order: in-order, switch_model: cut-through, save_algorithms: false}
+    paper:                             # reference values, matched by row and column labels
+      values:
+        - {row: "16 (2)", column: Trees, value: 1.0, synthesis_ms: 0.63}
+      normalised: true                 # paper values are already normalised like the table
+    table: {rows: topology, columns: formulation, value: collective_time, normalise_by: Trees, geomean: true}
+    quick: {sizes: [1MB], time_limit: 5s, topologies: ["16 (2)"]}   # what --quick shrinks
+
+Every error names the file, the key path and what was expected, e.g.
+``experiments/x.yaml: grid.formulations[2].params.time_limit: expected a duration like '30s'``.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import itertools
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from workbench.collective import KINDS
+from workbench.units import UnitError, parse_bandwidth, parse_size, parse_time
+
+__all__ = ["ConfigError", "Experiment", "Cell", "DesignCell", "load_experiment", "parse_experiment",
+           "TABLE_VALUES"]
+
+TABLE_VALUES = ("collective_time", "synthesis_seconds", "algbw", "busbw", "efficiency", "claimed_time")
+_TOP_KEYS = {"name", "description", "time_limit", "seeds", "repeats", "grid", "evaluation", "paper", "table",
+             "quick", "notes"}
+_GRID_KEYS = {"topologies", "collectives", "sizes", "chunks", "formulations", "designs"}
+_EVAL_KEYS = {"link_model", "order", "switch_model", "save_algorithms", "lp_bound", "memory_limit",
+              "evaluation_time_limit"}
+
+
+class ConfigError(ValueError):
+    """A malformed experiment config; the message is one line naming file, key path and expectation."""
+
+
+@dataclass
+class Cell:
+    """One schedule run: everything a worker needs, JSON-serialisable."""
+
+    experiment: str
+    topology: dict[str, Any]  # {label, spec|file|doc, alpha, bandwidth} or {label, from, builder, expand}
+    collective: dict[str, Any]  # {kind, root}
+    size_bytes: float
+    chunks: int
+    formulation: dict[str, Any]  # {name, label, params}
+    seed: int
+    time_limit: float
+    evaluation: dict[str, Any]
+
+    @property
+    def key(self) -> dict[str, Any]:
+        return {"topology": self.topology.get("label"), "collective": self.collective, "size_bytes": self.size_bytes,
+                "chunks": self.chunks, "formulation": self.formulation["label"],
+                "params": self.formulation.get("params", {}), "seed": self.seed}
+
+    @property
+    def cell_id(self) -> str:
+        digest = hashlib.sha1(json.dumps(self.key, sort_keys=True, default=str).encode()).hexdigest()[:12]
+        return f"{self.formulation['label']}:{digest}"
+
+    def describe(self) -> str:
+        from workbench.units import format_size
+
+        coll = self.collective["kind"] + (f"(root {self.collective['root']})" if self.collective.get("root") is not None else "")
+        return (f"{self.topology.get('label')} {coll} {format_size(self.size_bytes)} k={self.chunks} "
+                f"{self.formulation['label']} seed {self.seed}")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"experiment": self.experiment, "topology": self.topology, "collective": self.collective,
+                "size_bytes": self.size_bytes, "chunks": self.chunks, "formulation": self.formulation,
+                "seed": self.seed, "time_limit": self.time_limit, "evaluation": self.evaluation}
+
+
+@dataclass
+class DesignCell:
+    """One design run (LIBRA-like); its result can become a topology for schedule cells."""
+
+    experiment: str
+    name: str
+    formulation: dict[str, Any]
+    problem: dict[str, Any]
+    seed: int
+    time_limit: float
+
+    @property
+    def cell_id(self) -> str:
+        key = {"design": self.name, "formulation": self.formulation, "problem": self.problem, "seed": self.seed}
+        digest = hashlib.sha1(json.dumps(key, sort_keys=True, default=str).encode()).hexdigest()[:12]
+        return f"design:{self.name}:{digest}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"experiment": self.experiment, "name": self.name, "formulation": self.formulation,
+                "problem": self.problem, "seed": self.seed, "time_limit": self.time_limit}
+
+
+@dataclass
+class Experiment:
+    name: str
+    description: str
+    path: Path | None
+    time_limit: float
+    seeds: list[int]
+    topologies: list[dict[str, Any]]
+    collectives: list[dict[str, Any]]
+    sizes: list[float]
+    chunks: list[int]
+    formulations: list[dict[str, Any]]
+    designs: list[dict[str, Any]]
+    evaluation: dict[str, Any]
+    paper: dict[str, Any]
+    table: dict[str, Any]
+    raw: dict[str, Any] = field(default_factory=dict, repr=False)
+
+    def cells(self) -> list[Cell]:
+        """The schedule cells in a stable order (topology, collective, size, chunks, formulation, seed)."""
+        result = []
+        for topology, collective, size, chunks, formulation, seed in itertools.product(
+                self.topologies, self.collectives, self.sizes, self.chunks, self.formulations, self.seeds):
+            params = formulation.get("params", {})
+            limit = params.get("time_limit", self.time_limit)
+            result.append(Cell(self.name, topology, collective, size, chunks, formulation, seed, limit,
+                               self.evaluation))
+        return result
+
+    def design_cells(self) -> list[DesignCell]:
+        return [DesignCell(self.name, d["name"], {"name": d["formulation"], "label": d["formulation"],
+                                                 "params": d.get("params", {})},
+                           d.get("problem", {}), self.seeds[0], d.get("time_limit", self.time_limit))
+                for d in self.designs]
+
+
+# ---------------------------------------------------------------------------- validation helpers
+class _Checker:
+    def __init__(self, source: str) -> None:
+        self.source = source
+
+    def fail(self, path: str, expected: str) -> ConfigError:
+        return ConfigError(f"{self.source}: {path}: {expected}")
+
+    def mapping(self, value: Any, path: str, allowed: set[str] | None = None) -> dict:
+        if not isinstance(value, dict):
+            raise self.fail(path, f"expected a mapping, got {_kind(value)}")
+        if allowed is not None:
+            for key in value:
+                if key not in allowed:
+                    raise self.fail(f"{path}.{key}" if path else str(key),
+                                    f"unknown key (expected one of: {', '.join(sorted(allowed))})")
+        return value
+
+    def seq(self, value: Any, path: str, non_empty: bool = True) -> list:
+        if not isinstance(value, list):
+            value = [value]
+        if non_empty and not value:
+            raise self.fail(path, "expected a non-empty list")
+        return value
+
+    def required(self, mapping: dict, key: str, path: str) -> Any:
+        if key not in mapping:
+            raise self.fail(f"{path}.{key}" if path else key, "missing required key")
+        return mapping[key]
+
+    def duration(self, value: Any, path: str) -> float:
+        try:
+            seconds = parse_time(value)
+        except UnitError:
+            raise self.fail(path, f"expected a duration like '30s', got {value!r}") from None
+        if seconds <= 0:
+            raise self.fail(path, f"expected a positive duration like '30s', got {value!r}")
+        return seconds
+
+    def size(self, value: Any, path: str) -> float:
+        try:
+            nbytes = parse_size(value)
+        except UnitError:
+            raise self.fail(path, f"expected a size like '1GiB' or '64KB', got {value!r}") from None
+        if nbytes <= 0:
+            raise self.fail(path, f"expected a positive size, got {value!r}")
+        return nbytes
+
+    def integer(self, value: Any, path: str, minimum: int = 0) -> int:
+        if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
+            raise self.fail(path, f"expected an integer >= {minimum}, got {value!r}")
+        return value
+
+    def string(self, value: Any, path: str) -> str:
+        if not isinstance(value, str) or not value.strip():
+            raise self.fail(path, f"expected a non-empty string, got {value!r}")
+        return value
+
+
+def _kind(value: Any) -> str:
+    return {dict: "a mapping", list: "a list", str: "a string", type(None): "nothing"}.get(type(value),
+                                                                                        type(value).__name__)
+
+
+def _per_dim(check: _Checker, value: Any, path: str, parse, what: str) -> list[float] | None:
+    if value is None:
+        return None
+    values = value if isinstance(value, list) else [value]
+    result = []
+    for i, item in enumerate(values):
+        try:
+            result.append(parse(item))
+        except UnitError:
+            where = f"{path}[{i}]" if isinstance(value, list) else path
+            raise check.fail(where, f"expected a {what}, got {item!r}") from None
+    return result
+
+
+def _parse_topology(check: _Checker, entry: Any, path: str, base_dir: Path | None, designs: set[str]) -> dict:
+    if isinstance(entry, str):
+        entry = {"spec": entry}
+    check.mapping(entry, path, {"spec", "file", "alpha", "bandwidth", "label", "from", "builder", "expand"})
+    sources = [k for k in ("spec", "file", "from") if k in entry]
+    if len(sources) != 1:
+        raise check.fail(path, "expected exactly one of 'spec', 'file' or 'from'")
+    topo: dict[str, Any] = {}
+    if "spec" in entry:
+        topo["spec"] = check.string(entry["spec"], f"{path}.spec")
+    elif "file" in entry:
+        file = Path(check.string(entry["file"], f"{path}.file"))
+        if not file.is_absolute() and base_dir is not None and not file.exists():
+            file = base_dir / file
+        topo["file"] = str(file)
+    else:
+        design = check.string(entry["from"], f"{path}.from")
+        if design not in designs:
+            raise check.fail(f"{path}.from", f"no design cell named {design!r} in grid.designs")
+        topo["from"] = design
+        topo["builder"] = check.string(check.required(entry, "builder", path), f"{path}.builder")
+        expand = entry.get("expand", "per-npu")
+        if expand not in ("per-npu", "per-link"):
+            raise check.fail(f"{path}.expand", f"expected 'per-npu' or 'per-link', got {expand!r}")
+        topo["expand"] = expand
+    topo["alpha"] = _per_dim(check, entry.get("alpha"), f"{path}.alpha", parse_time, "duration like '0.5us'")
+    topo["bandwidth"] = _per_dim(check, entry.get("bandwidth"), f"{path}.bandwidth", parse_bandwidth,
+                                 "bandwidth like '50GB/s'")
+    if topo["bandwidth"] is not None and any(b <= 0 for b in topo["bandwidth"]):
+        raise check.fail(f"{path}.bandwidth", "expected positive bandwidths")
+    label = entry.get("label") or topo.get("spec") or topo.get("file") or f"from {topo.get('from')}"
+    topo["label"] = str(label)
+    if "spec" in topo or "file" in topo:
+        _check_builds(check, topo, path)
+    return topo
+
+
+def _check_builds(check: _Checker, topo: dict, path: str) -> None:
+    """Build the topology once now, so a bad spec fails at load time, not in a worker."""
+    from workbench.topology import TopologyError, load_topology
+
+    try:
+        load_topology(topo.get("spec") or topo["file"], topo["alpha"], topo["bandwidth"])
+    except TopologyError as exc:
+        raise check.fail(path, str(exc)) from None
+
+
+def _parse_collective(check: _Checker, entry: Any, path: str) -> dict:
+    if isinstance(entry, str):
+        entry = {"kind": entry}
+    check.mapping(entry, path, {"kind", "root"})
+    kind = str(check.required(entry, "kind", path)).lower().replace("-", "").replace("_", "")
+    if kind not in KINDS or kind == "custom":
+        raise check.fail(f"{path}.kind", f"expected one of {', '.join(KINDS[:-1])}, got {entry['kind']!r}")
+    root = entry.get("root")
+    if root is not None:
+        check.integer(root, f"{path}.root")
+    return {"kind": kind, "root": root}
+
+
+def _parse_formulation(check: _Checker, entry: Any, path: str) -> dict:
+    from workbench.registry import FormulationError, resolve_formulation
+
+    if isinstance(entry, str):
+        entry = {"name": entry}
+    check.mapping(entry, path, {"name", "label", "params"})
+    name = check.string(check.required(entry, "name", path), f"{path}.name")
+    try:
+        resolve_formulation(name)
+    except FormulationError as exc:
+        raise check.fail(f"{path}.name", str(exc)) from None
+    params = dict(check.mapping(entry.get("params") or {}, f"{path}.params"))
+    if "time_limit" in params:
+        params["time_limit"] = check.duration(params["time_limit"], f"{path}.params.time_limit")
+    return {"name": name, "label": str(entry.get("label") or name), "params": params}
+
+
+def _parse_paper(check: _Checker, value: Any) -> dict:
+    if value is None:
+        return {"values": [], "normalised": False, "unit": "s", "source": ""}
+    check.mapping(value, "paper", {"values", "normalised", "source", "unit", "notes"})
+    unit = value.get("unit", "s")
+    if unit not in ("s", "ms", "us", "GB/s"):
+        raise check.fail("paper.unit", f"expected one of s, ms, us, GB/s, got {unit!r}")
+    values = []
+    for i, item in enumerate(check.seq(value.get("values", []), "paper.values", non_empty=False)):
+        path = f"paper.values[{i}]"
+        check.mapping(item, path, {"row", "column", "value", "synthesis_ms", "note"})
+        check.required(item, "row", path)
+        check.required(item, "column", path)
+        for key in ("value", "synthesis_ms"):
+            if item.get(key) is not None and not isinstance(item[key], (int, float)):
+                raise check.fail(f"{path}.{key}", f"expected a number, got {item[key]!r}")
+        values.append({**item, "row": str(item["row"]), "column": str(item["column"])})
+    return {"values": values, "normalised": bool(value.get("normalised", False)),
+            "source": value.get("source", ""), "unit": unit}
+
+
+def _parse_table(check: _Checker, value: Any, formulations: list[dict]) -> dict:
+    table = {"rows": "topology", "columns": "formulation", "value": "collective_time", "normalise_by": None,
+             "geomean": True, "extra_columns": [], "show_synthesis": False}
+    if value is None:
+        return table
+    check.mapping(value, "table", set(table) | {"column_order"})
+    table.update(value)
+    if table["rows"] not in ("topology", "collective", "size", "chunks", "seed"):
+        raise check.fail("table.rows", "expected one of topology, collective, size, chunks, seed")
+    if table["value"] not in TABLE_VALUES:
+        raise check.fail("table.value", f"expected one of {', '.join(TABLE_VALUES)}")
+    labels = [f["label"] for f in formulations]
+    if table["normalise_by"] is not None and table["normalise_by"] not in labels:
+        raise check.fail("table.normalise_by", f"expected a formulation label ({', '.join(labels)})")
+    for i, extra in enumerate(check.seq(table["extra_columns"], "table.extra_columns", non_empty=False)):
+        if extra not in ("ideal", "bound", "ideal_efficiency", "efficiency"):
+            raise check.fail(f"table.extra_columns[{i}]",
+                             f"expected one of ideal, bound, ideal_efficiency, efficiency, got {extra!r}")
+    return table
+
+
+def _apply_quick(check: _Checker, data: dict) -> dict:
+    quick = check.mapping(data.get("quick") or {}, "quick",
+                          {"sizes", "chunks", "time_limit", "topologies", "formulations", "collectives", "seeds",
+                           "repeats"})
+    data = copy.deepcopy(data)
+    grid = data.setdefault("grid", {})
+    for key in ("sizes", "chunks"):
+        if key in quick:
+            grid[key] = quick[key]
+    for key in ("time_limit", "seeds", "repeats"):
+        if key in quick:
+            data[key] = quick[key]
+    for key in ("topologies", "formulations", "collectives"):
+        if key not in quick:
+            continue
+        keep = [str(x) for x in check.seq(quick[key], f"quick.{key}")]
+        entries = check.seq(grid.get(key, []), f"grid.{key}")
+
+        def label(entry: Any) -> str:
+            if isinstance(entry, str):
+                return entry
+            return str(entry.get("label") or entry.get("spec") or entry.get("name") or entry.get("kind")
+                       or entry.get("file"))
+
+        chosen = [e for e in entries if label(e) in keep]
+        if not chosen:
+            raise check.fail(f"quick.{key}", f"matches none of grid.{key} (labels: {[label(e) for e in entries]})")
+        grid[key] = chosen
+    return data
+
+
+def parse_experiment(data: Any, source: str = "experiment", quick: bool = False,
+                     base_dir: Path | None = None) -> Experiment:
+    check = _Checker(source)
+    if not isinstance(data, dict):
+        raise ConfigError(f"{source}: expected a mapping at the top level, got {_kind(data)}")
+    check.mapping(data, "", _TOP_KEYS)
+    if quick:
+        data = _apply_quick(check, data)
+    name = check.string(check.required(data, "name", ""), "name")
+    if any(c in name for c in "/\\ ") or name.startswith("."):
+        raise check.fail("name", f"expected a plain name without spaces or slashes, got {name!r}")
+    grid = check.mapping(check.required(data, "grid", ""), "grid", _GRID_KEYS)
+    time_limit = check.duration(data.get("time_limit", "60s"), "time_limit")
+    if "seeds" in data:
+        seeds = [check.integer(s, f"seeds[{i}]") for i, s in enumerate(check.seq(data["seeds"], "seeds"))]
+    else:
+        seeds = list(range(check.integer(data.get("repeats", 1), "repeats", 1)))
+    designs = []
+    for i, entry in enumerate(check.seq(grid.get("designs", []), "grid.designs", non_empty=False)):
+        path = f"grid.designs[{i}]"
+        check.mapping(entry, path, {"name", "formulation", "problem", "params", "time_limit"})
+        design = {"name": check.string(check.required(entry, "name", path), f"{path}.name"),
+                  "formulation": check.string(check.required(entry, "formulation", path), f"{path}.formulation"),
+                  "problem": check.mapping(entry.get("problem") or {}, f"{path}.problem"),
+                  "params": check.mapping(entry.get("params") or {}, f"{path}.params")}
+        if "time_limit" in entry:
+            design["time_limit"] = check.duration(entry["time_limit"], f"{path}.time_limit")
+        designs.append(design)
+    design_names = {d["name"] for d in designs}
+    topologies = [_parse_topology(check, e, f"grid.topologies[{i}]", base_dir, design_names)
+                  for i, e in enumerate(check.seq(check.required(grid, "topologies", "grid"), "grid.topologies"))]
+    collectives = [_parse_collective(check, e, f"grid.collectives[{i}]")
+                   for i, e in enumerate(check.seq(check.required(grid, "collectives", "grid"), "grid.collectives"))]
+    sizes = [check.size(s, f"grid.sizes[{i}]")
+             for i, s in enumerate(check.seq(check.required(grid, "sizes", "grid"), "grid.sizes"))]
+    chunks = [check.integer(c, f"grid.chunks[{i}]", 1) for i, c in enumerate(check.seq(grid.get("chunks", [1]),
+                                                                                      "grid.chunks"))]
+    formulations = [_parse_formulation(check, e, f"grid.formulations[{i}]")
+                    for i, e in enumerate(check.seq(check.required(grid, "formulations", "grid"),
+                                                    "grid.formulations"))]
+    labels = [f["label"] for f in formulations]
+    if len(set(labels)) != len(labels):
+        raise check.fail("grid.formulations", "labels must be unique (give each entry a 'label')")
+    evaluation = {"link_model": "pipelined", "order": "in-order", "switch_model": "cut-through",
+                  "save_algorithms": False, "lp_bound": True, "memory_limit": None,
+                  "evaluation_time_limit": 600.0}
+    given = check.mapping(data.get("evaluation") or {}, "evaluation", _EVAL_KEYS)
+    evaluation.update(given)
+    for key, choices in (("link_model", ("pipelined", "blocking")), ("order", ("in-order", "fifo")),
+                         ("switch_model", ("cut-through", "store-and-forward"))):
+        if evaluation[key] not in choices:
+            raise check.fail(f"evaluation.{key}", f"expected one of {', '.join(choices)}, got {evaluation[key]!r}")
+    if evaluation["memory_limit"] is not None:
+        evaluation["memory_limit"] = check.size(evaluation["memory_limit"], "evaluation.memory_limit")
+    evaluation["evaluation_time_limit"] = check.duration(evaluation["evaluation_time_limit"],
+                                                         "evaluation.evaluation_time_limit")
+    paper = _parse_paper(check, data.get("paper"))
+    table = _parse_table(check, data.get("table"), formulations)
+    return Experiment(name, str(data.get("description", "")), Path(source) if source else None, time_limit, seeds,
+                      topologies, collectives, sizes, chunks, formulations, designs, evaluation, paper, table, data)
+
+
+def load_experiment(path: str | Path, quick: bool = False) -> Experiment:
+    """Read and validate a YAML experiment; ``ConfigError`` is one line naming file and key."""
+    import yaml
+
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: no such experiment file") from None
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read ({exc.strerror})") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark else ""
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise ConfigError(f"{path}: YAML syntax error{where}: {problem}") from None
+    return parse_experiment(data, str(path), quick=quick, base_dir=path.parent)

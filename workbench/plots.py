@@ -1,0 +1,144 @@
+"""Figures for a run folder (matplotlib, no display needed).
+
+* ``synthesis_vs_time.png``: synthesis time vs collective time, log-log, one marker per formulation
+* ``scaling.png``: synthesis time vs NPUs, one line per formulation
+* ``link_heatmap.png``: per-link utilisation of one cell (the largest topology of the first column)
+* ``pareto.png``: collective time of each algorithm of formulations that return several
+"""
+
+from __future__ import annotations
+
+import statistics
+from pathlib import Path
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+
+__all__ = ["write_figures"]
+
+MARKERS = "os^Dv<>pP*hX"
+
+
+def _ok(row: dict[str, Any]) -> bool:
+    return row.get("status") in ("optimal", "feasible", "timeout") and row.get("collective_time") is not None
+
+
+def synthesis_vs_time(rows: list[dict[str, Any]], path: Path) -> bool:
+    points: dict[str, list[tuple[float, float]]] = {}
+    for row in rows:
+        if _ok(row) and row.get("synthesis_seconds"):
+            points.setdefault(row["formulation"], []).append((row["synthesis_seconds"], row["collective_time"]))
+    if not points:
+        return False
+    fig, ax = plt.subplots(figsize=(6, 4.5))
+    for i, (label, pts) in enumerate(sorted(points.items())):
+        xs, ys = zip(*pts)
+        ax.scatter(np.maximum(xs, 1e-6), np.array(ys) * 1e3, marker=MARKERS[i % len(MARKERS)], label=label, alpha=0.8)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("synthesis time (s)")
+    ax.set_ylabel("collective time (ms, simulated)")
+    ax.set_title("Synthesis time vs collective time")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return True
+
+
+def scaling(rows: list[dict[str, Any]], path: Path) -> bool:
+    series: dict[str, dict[int, list[float]]] = {}
+    for row in rows:
+        if row.get("synthesis_seconds") is not None and row.get("npus"):
+            series.setdefault(row["formulation"], {}).setdefault(row["npus"], []).append(row["synthesis_seconds"])
+    if not series or all(len(v) < 2 for v in series.values()):
+        return False
+    fig, ax = plt.subplots(figsize=(6, 4.5))
+    for i, (label, by_npus) in enumerate(sorted(series.items())):
+        xs = sorted(by_npus)
+        ys = [max(statistics.median(by_npus[x]), 1e-6) for x in xs]
+        ax.plot(xs, ys, marker=MARKERS[i % len(MARKERS)], label=label)
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xlabel("NPUs")
+    ax.set_ylabel("synthesis time (s, median)")
+    ax.set_title("Synthesis time vs NPUs")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return True
+
+
+def link_heatmap(row: dict[str, Any], path: Path) -> bool:
+    links = row.get("link_utilisation")
+    if not links:
+        return False
+    size = 1 + max(max(s, d) for s, d, _ in links)
+    grid = np.full((size, size), np.nan)
+    for src, dst, value in links:
+        grid[src, dst] = value
+    fig, ax = plt.subplots(figsize=(6, 5))
+    image = ax.imshow(grid, cmap="magma", vmin=0, vmax=max(1e-9, np.nanmax(grid)), interpolation="nearest")
+    fig.colorbar(image, ax=ax, label="busy fraction of the collective time")
+    ax.set_xlabel("destination node")
+    ax.set_ylabel("source node")
+    ax.set_title(f"Link utilisation: {row['formulation']} on {row['topology']}", fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return True
+
+
+def pareto(rows: list[dict[str, Any]], path: Path) -> bool:
+    fronts = [r for r in rows if len(r.get("algorithms") or []) > 1]
+    if not fronts:
+        return False
+    fig, ax = plt.subplots(figsize=(6, 4.5))
+    for i, row in enumerate(fronts[:12]):
+        entries = row["algorithms"]
+        xs = [e.get("steps") if e.get("steps") is not None else j for j, e in enumerate(entries)]
+        ys = [e["collective_time"] * 1e3 for e in entries]
+        ax.plot(xs, ys, marker=MARKERS[i % len(MARKERS)], label=f"{row['formulation']} {row['topology']}")
+    ax.set_xlabel("frontier point (steps where known)")
+    ax.set_ylabel("collective time (ms, simulated)")
+    ax.set_title("Pareto fronts")
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return True
+
+
+def write_figures(folder: Path, experiment, rows: list[dict[str, Any]], table=None) -> list[Path]:
+    figures = Path(folder) / "figures"
+    figures.mkdir(parents=True, exist_ok=True)
+    written = []
+    schedule = [r for r in rows if r.get("kind", "schedule") == "schedule"]
+    if synthesis_vs_time(schedule, figures / "synthesis_vs_time.png"):
+        written.append(figures / "synthesis_vs_time.png")
+    if scaling(schedule, figures / "scaling.png"):
+        written.append(figures / "scaling.png")
+    chosen = _heatmap_row(schedule, experiment)
+    if chosen is not None and link_heatmap(chosen, figures / "link_heatmap.png"):
+        written.append(figures / "link_heatmap.png")
+    if pareto(schedule, figures / "pareto.png"):
+        written.append(figures / "pareto.png")
+    return written
+
+
+def _heatmap_row(rows: list[dict[str, Any]], experiment) -> dict[str, Any] | None:
+    wanted = experiment.table.get("normalise_by") or (experiment.formulations[0]["label"] if experiment.formulations else None)
+    candidates = [r for r in rows if _ok(r) and r.get("link_utilisation") and r["formulation"] == wanted]
+    if not candidates:
+        candidates = [r for r in rows if _ok(r) and r.get("link_utilisation")]
+    if not candidates:
+        return None
+    return max(candidates, key=lambda r: (r.get("npus") or 0, r.get("size_bytes") or 0))

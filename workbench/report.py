@@ -1,0 +1,346 @@
+"""Tables from result rows: our value beside the paper's, the ratio, and geometric means.
+
+``workbench report RUN_FOLDER`` (also written at the end of ``workbench run``) renders
+``table.md`` and ``table.csv`` from ``rows.jsonl`` and the experiment snapshot ``config.yaml``,
+plus the figures of ``workbench.plots``.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+import statistics
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from workbench.experiment import Experiment, load_experiment, parse_experiment
+from workbench.units import format_size, format_time
+
+__all__ = ["Table", "build_table", "render_markdown", "render_csv", "write_report", "load_run", "compare_runs",
+           "ReportError"]
+
+OK_STATUSES = ("optimal", "feasible", "timeout")
+EXTRA_LABELS = {"ideal": "Ideal", "bound": "Bound", "ideal_efficiency": "Efficiency vs Ideal",
+                "efficiency": "Efficiency vs bound"}
+
+
+class ReportError(ValueError):
+    """A run folder that cannot be reported on (missing rows or config)."""
+
+
+@dataclass
+class TableCell:
+    ours: float | None = None
+    paper: float | None = None
+    synthesis: float | None = None  # seconds (median)
+    paper_synthesis_ms: float | None = None
+    status: str = ""
+    runs: int = 0
+
+    @property
+    def ratio(self) -> float | None:
+        if self.ours is None or self.paper in (None, 0):
+            return None
+        return self.ours / self.paper
+
+
+@dataclass
+class Table:
+    title: str
+    value_name: str
+    normalised_by: str | None
+    rows: list[str]
+    columns: list[str]
+    cells: dict[tuple[str, str], TableCell] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+    time_valued: bool = True
+
+    def cell(self, row: str, column: str) -> TableCell:
+        return self.cells.setdefault((row, column), TableCell())
+
+    def geomean(self, column: str, which: str) -> float | None:
+        values = []
+        for row in self.rows:
+            cell = self.cells.get((row, column))
+            value = None if cell is None else (cell.ours if which == "ours" else cell.paper)
+            if value is not None and value > 0:
+                values.append(value)
+        if not values:
+            return None
+        return math.exp(sum(math.log(v) for v in values) / len(values))
+
+
+def _row_label(row: dict[str, Any], key: str, varying: list[str]) -> str:
+    def value_of(name: str) -> str:
+        if name == "size":
+            return format_size(row["size_bytes"])
+        if name == "collective":
+            root = row.get("root")
+            return row["collective"] + (f"(root {root})" if root is not None else "")
+        return str(row.get(name))
+
+    parts = [value_of(key)] + [value_of(name) for name in varying if name != key]
+    return " / ".join(parts)
+
+
+def _varying(experiment: Experiment) -> list[str]:
+    varying = []
+    if len(experiment.topologies) > 1:
+        varying.append("topology")
+    if len(experiment.collectives) > 1:
+        varying.append("collective")
+    if len(experiment.sizes) > 1:
+        varying.append("size")
+    if len(experiment.chunks) > 1:
+        varying.append("chunks")
+    return varying
+
+
+def build_table(rows: list[dict[str, Any]], experiment: Experiment) -> Table:
+    spec = experiment.table
+    key = spec["rows"]
+    value_name = spec["value"]
+    varying = [v for v in _varying(experiment) if v != key]
+    schedule_rows = [r for r in rows if r.get("kind", "schedule") == "schedule"]
+    order = _expected_rows(experiment, key, varying)
+    seen = {_row_label(r, key, varying) for r in schedule_rows}
+    row_labels = [label for label in order if label in seen or _paper_has_row(experiment, label)]
+    row_labels += sorted(seen - set(row_labels))
+    columns = [f["label"] for f in experiment.formulations]
+    extras = [EXTRA_LABELS[e] for e in spec.get("extra_columns", [])]
+    normaliser = spec.get("normalise_by")
+    table = Table(experiment.description or experiment.name, value_name, normaliser, row_labels, columns + extras,
+                  time_valued=value_name in ("collective_time", "synthesis_seconds", "claimed_time"))
+    grouped: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for r in schedule_rows:
+        grouped.setdefault((_row_label(r, key, varying), r["formulation"]), []).append(r)
+    for (row_label, column), group in grouped.items():
+        cell = table.cell(row_label, column)
+        cell.runs = len(group)
+        values = [g[value_name] for g in group if g.get("status") in OK_STATUSES and g.get(value_name) is not None]
+        synth = [g["synthesis_seconds"] for g in group if g.get("synthesis_seconds") is not None]
+        cell.ours = statistics.median(values) if values else None
+        cell.synthesis = statistics.median(synth) if synth else None
+        statuses = sorted({g.get("status", "?") for g in group})
+        cell.status = ",".join(statuses)
+    for extra_key, label in zip(spec.get("extra_columns", []), extras):
+        source = normaliser or (columns[0] if columns else None)
+        for row_label in row_labels:
+            group = grouped.get((row_label, source), [])
+            values = [g.get(extra_key) for g in group if g.get(extra_key) is not None]
+            if extra_key in ("ideal", "bound"):
+                values = values[:1]
+            if values:
+                cell = table.cell(row_label, label)
+                cell.ours = statistics.median(values)
+                cell.status = "derived"
+                cell.runs = len(values)
+    if normaliser is not None:
+        for row_label in row_labels:
+            base = table.cells.get((row_label, normaliser))
+            base_value = base.ours if base else None
+            for column in table.columns:
+                extra_key = next((k for k, v in EXTRA_LABELS.items() if v == column), None)
+                if extra_key in ("ideal_efficiency", "efficiency"):
+                    continue
+                cell = table.cells.get((row_label, column))
+                if cell is None or cell.ours is None:
+                    continue
+                cell.ours = cell.ours / base_value if base_value else None
+    for entry in experiment.paper.get("values", []):
+        cell = table.cell(entry["row"], entry["column"])
+        if entry.get("value") is not None:
+            cell.paper = float(entry["value"]) * _paper_scale(experiment)
+        cell.paper_synthesis_ms = entry.get("synthesis_ms")
+        if entry["row"] not in table.rows:
+            table.rows.append(entry["row"])
+    for column in table.columns:
+        if not any((row, column) in table.cells and table.cells[(row, column)].runs for row in table.rows):
+            if column in columns:
+                table.notes.append(f"{column}: not yet run")
+    return table
+
+
+def _paper_scale(experiment: Experiment) -> float:
+    if experiment.paper.get("normalised"):
+        return 1.0
+    unit = experiment.paper.get("unit") or "s"
+    return {"s": 1.0, "ms": 1e-3, "us": 1e-6, "GB/s": 1.0}.get(unit, 1.0)
+
+
+def _paper_has_row(experiment: Experiment, label: str) -> bool:
+    return any(v["row"] == label for v in experiment.paper.get("values", []))
+
+
+def _expected_rows(experiment: Experiment, key: str, varying: list[str]) -> list[str]:
+    import itertools
+
+    choices = {
+        "topology": [{"topology": t["label"]} for t in experiment.topologies],
+        "collective": [{"collective": c["kind"], "root": c.get("root")} for c in experiment.collectives],
+        "size": [{"size_bytes": s} for s in experiment.sizes],
+        "chunks": [{"chunks": c} for c in experiment.chunks],
+        "seed": [{"seed": s} for s in experiment.seeds],
+    }
+    names = [key] + [v for v in varying if v != key]
+    labels = []
+    for combo in itertools.product(*(choices[n] for n in names)):
+        merged: dict[str, Any] = {}
+        for part in combo:
+            merged.update(part)
+        labels.append(_row_label(merged, key, varying))
+    return list(dict.fromkeys(labels))
+
+
+# ------------------------------------------------------------------------------- rendering
+_RATIO_COLUMNS = (EXTRA_LABELS["ideal_efficiency"], EXTRA_LABELS["efficiency"])
+
+
+def _fmt(value: float | None, table: Table, column: str | None = None) -> str:
+    if value is None:
+        return "-"
+    if column in _RATIO_COLUMNS:
+        return f"{value:.1%}"
+    if table.normalised_by is not None or not table.time_valued:
+        return f"{value:.3g}" if abs(value) < 1000 else f"{value:,.0f}"
+    return format_time(value)
+
+
+def _fmt_ms(seconds: float | None) -> str:
+    if seconds is None:
+        return "-"
+    ms = seconds * 1e3
+    return f"{ms:.3g}" if ms < 1000 else f"{ms:,.0f}"
+
+
+def render_markdown(table: Table, experiment: Experiment, show_synthesis: bool | None = None) -> str:
+    show_synthesis = experiment.table.get("show_synthesis", False) if show_synthesis is None else show_synthesis
+    has_paper = any(c.paper is not None for c in table.cells.values())
+    what = table.value_name.replace("_", " ")
+    if table.normalised_by:
+        what += f", normalised to {table.normalised_by}"
+    lines = [f"# {experiment.name}", "", table.title, ""]
+    legend = f"Value: {what}."
+    if has_paper:
+        legend += " Each cell: ours / paper (ours / paper ratio)."
+    lines += [legend, ""]
+    header = [experiment.table["rows"]] + table.columns
+    lines.append("| " + " | ".join(header) + " |")
+    lines.append("|" + "---|" * len(header))
+    for row in table.rows + ["geomean"]:
+        cells = []
+        for column in table.columns:
+            if row == "geomean":
+                ours, paper = table.geomean(column, "ours"), table.geomean(column, "paper")
+                cell = TableCell(ours=ours, paper=paper)
+            else:
+                cell = table.cells.get((row, column), TableCell())
+            text = _fmt(cell.ours, table, column)
+            if cell.ours is None and cell.status and cell.status not in ("derived",):
+                text = cell.status
+            elif cell.ours is None and row != "geomean":
+                text = "not run" if cell.runs == 0 else "-"
+            if has_paper and (cell.paper is not None or row != "geomean"):
+                paper_text = _fmt(cell.paper, table, column)
+                ratio = cell.ratio
+                text += f" / {paper_text}" + (f" ({ratio:.2f}x)" if ratio is not None else "")
+            cells.append(text)
+        lines.append(f"| {row} | " + " | ".join(cells) + " |")
+    if show_synthesis:
+        lines += ["", "Synthesis time (ms, median over seeds)" + (": ours / paper" if has_paper else ""), ""]
+        synth_columns = [c for c in table.columns if c not in EXTRA_LABELS.values()]
+        lines.append("| " + " | ".join([experiment.table["rows"]] + synth_columns) + " |")
+        lines.append("|" + "---|" * (len(synth_columns) + 1))
+        for row in table.rows:
+            cells = []
+            for column in synth_columns:
+                cell = table.cells.get((row, column), TableCell())
+                text = _fmt_ms(cell.synthesis)
+                if cell.paper_synthesis_ms is not None:
+                    text += f" / {cell.paper_synthesis_ms:g}"
+                cells.append(text)
+            lines.append(f"| {row} | " + " | ".join(cells) + " |")
+    if table.notes:
+        lines += [""] + [f"- {note}" for note in table.notes]
+    return "\n".join(lines) + "\n"
+
+
+def render_csv(table: Table) -> str:
+    buffer = io.StringIO()
+    writer = csv.writer(buffer)
+    writer.writerow(["row", "column", "ours", "paper", "ratio", "synthesis_seconds", "paper_synthesis_ms", "status",
+                     "runs"])
+    for row in table.rows:
+        for column in table.columns:
+            cell = table.cells.get((row, column))
+            if cell is None:
+                continue
+            writer.writerow([row, column, cell.ours, cell.paper, cell.ratio, cell.synthesis, cell.paper_synthesis_ms,
+                             cell.status, cell.runs])
+    for column in table.columns:
+        writer.writerow(["geomean", column, table.geomean(column, "ours"), table.geomean(column, "paper"), "", "", "",
+                         "", ""])
+    return buffer.getvalue()
+
+
+# ------------------------------------------------------------------------------- run folders
+def load_run(folder: str | Path) -> tuple[Experiment, list[dict[str, Any]]]:
+    """The experiment snapshot and rows of a run folder."""
+    folder = Path(folder)
+    config = folder / "config.yaml"
+    rows_path = folder / "rows.jsonl"
+    if not folder.is_dir():
+        raise ReportError(f"{folder}: no such run folder")
+    if not config.exists():
+        raise ReportError(f"{folder}: no config.yaml (not a run folder written by `workbench run`)")
+    run_info = {}
+    if (folder / "run.json").exists():
+        run_info = json.loads((folder / "run.json").read_text())
+    import yaml
+
+    experiment = parse_experiment(yaml.safe_load(config.read_text()), str(config), quick=run_info.get("quick", False),
+                                  base_dir=Path(run_info.get("config_dir", folder)))
+    from workbench.runner import ResultStore
+
+    rows = ResultStore(folder).rows() if rows_path.exists() else []
+    return experiment, rows
+
+
+def write_report(folder: str | Path, figures: bool = True) -> Path:
+    """Write table.md, table.csv and figures into the run folder; returns table.md's path."""
+    from workbench.runner import write_atomic
+
+    folder = Path(folder)
+    experiment, rows = load_run(folder)
+    table = build_table(rows, experiment)
+    markdown = render_markdown(table, experiment)
+    write_atomic(folder / "table.md", markdown)
+    write_atomic(folder / "table.csv", render_csv(table))
+    if figures and rows:
+        from workbench import plots
+
+        plots.write_figures(folder, experiment, rows, table)
+    return folder / "table.md"
+
+
+def compare_runs(new_rows: list[dict[str, Any]], reference_rows: list[dict[str, Any]],
+                 experiment: Experiment) -> str:
+    """A markdown table: this run beside the committed reference and the paper, per cell."""
+    new = build_table(new_rows, experiment)
+    reference = build_table(reference_rows, experiment)
+    lines = [f"New run vs committed reference vs paper ({experiment.table['value'].replace('_', ' ')}"
+             + (f", normalised to {new.normalised_by}" if new.normalised_by else "") + ")", "",
+             "| " + " | ".join([experiment.table["rows"]] + new.columns) + " |",
+             "|" + "---|" * (len(new.columns) + 1)]
+    for row in new.rows:
+        cells = []
+        for column in new.columns:
+            a = new.cells.get((row, column), TableCell())
+            b = reference.cells.get((row, column), TableCell())
+            cells.append(f"{_fmt(a.ours, new, column)} / {_fmt(b.ours, new, column)} / {_fmt(a.paper, new, column)}")
+        lines.append(f"| {row} | " + " | ".join(cells) + " |")
+    lines += ["", "Each cell: new / reference / paper."]
+    return "\n".join(lines) + "\n"
