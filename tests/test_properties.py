@@ -110,3 +110,24 @@ def test_bfs_trees_output_verifies_on_random_topologies(seed, kind):
     result = get_formulation("bfs-trees").synthesize(problem, time_limit=10, seed=seed)
     assert result.status == "feasible"
     verify(result.algorithms[0])
+
+
+@SETTINGS
+@given(seed=st.integers(0, 10**9), kind=st.sampled_from(["allgather", "reducescatter", "allreduce"]),
+       name=st.sampled_from(["tacos", "ring", "direct", "rhd", "dbt"]))
+def test_tacos_and_baselines_verify_on_random_topologies(seed, kind, name):
+    from workbench.collective import make_collective
+    from workbench.registry import Problem, get_formulation
+
+    rng = random.Random(seed)
+    n = rng.choice([2, 4, 8]) if name == "rhd" else rng.randint(2, 7)
+    topo = random_connected_topology(rng, n, extra=rng.randint(0, 2 * n), switch=rng.random() < 0.3)
+    k = rng.randint(1, 2)
+    problem = Problem(topo, make_collective(kind, n, k), 1e6 * n * k)
+    params = {"restarts": 2, "switch_degree": rng.choice([1, "full"])} if name == "tacos" else {}
+    result = get_formulation(name).synthesize(problem, time_limit=10, seed=seed, **params)
+    if name == "dbt" and kind != "allreduce":
+        assert result.status == "error"
+        return
+    assert result.status == "feasible", result.message
+    verify(result.algorithms[0])

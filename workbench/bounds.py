@@ -248,14 +248,25 @@ def ideal_factor(kind: str, num_ranks: int) -> float:
     return 1.0
 
 
-def tacos_ideal(topology: Topology, collective: Collective, size_bytes: float) -> float:
+def tacos_ideal(topology: Topology, collective: Collective, size_bytes: float,
+                bandwidth_rule: str = "links") -> float | None:
     """TACOS's Ideal: ``size * factor / min_N BW_N + alpha-only diameter`` between NPUs (ranks).
 
-    BW_N = min(total ingress, total egress) link bandwidth of NPU N (a switch port counts once).
+    ``bandwidth_rule="links"`` (spec tacos 4.1, the recommended reading): BW_N = min(total ingress,
+    total egress) link bandwidth of NPU N (a switch port counts once). ``"dimensions"``: BW_N = the
+    sum over dimensions of one link's bandwidth (ASTRA-sim's per-dimension bandwidth; ambiguity
+    A13), None for a topology not built from dimensions.
     """
     ranks = range(collective.num_ranks)
-    per_npu = [min(sum(l.bandwidth for l in topology.in_links(r)), sum(l.bandwidth for l in topology.out_links(r)))
-               for r in ranks]
+    if bandwidth_rule == "dimensions":
+        dims = topology.meta.get("dims")
+        per_dim = topology.meta.get("dim_bandwidth")
+        if not dims or not per_dim:
+            return None
+        per_npu = [sum(bw for dim, bw in zip(dims, per_dim) if dim["size"] > 1)]
+    else:
+        per_npu = [min(sum(l.bandwidth for l in topology.in_links(r)),
+                       sum(l.bandwidth for l in topology.out_links(r))) for r in ranks]
     dist = _alpha_matrix(topology)[: collective.num_ranks, : collective.num_ranks]
     diameter = float(np.max(dist)) if collective.num_ranks > 1 else 0.0
     return size_bytes * ideal_factor(collective.kind, collective.num_ranks) / min(per_npu) + diameter

@@ -47,6 +47,7 @@ from workbench.units import UnitError, parse_bandwidth, parse_size, parse_time
 __all__ = ["ConfigError", "Experiment", "Cell", "DesignCell", "load_experiment", "parse_experiment",
            "TABLE_VALUES"]
 
+EXTRA_COLUMNS = ("ideal", "bound", "ideal_efficiency", "efficiency", "ideal_dims", "ideal_dims_efficiency", "claimed")
 TABLE_VALUES = ("collective_time", "synthesis_seconds", "algbw", "busbw", "efficiency", "claimed_time")
 _TOP_KEYS = {"name", "description", "time_limit", "seeds", "repeats", "grid", "evaluation", "paper", "table",
              "quick", "notes"}
@@ -144,6 +145,14 @@ class Experiment:
                 self.topologies, self.collectives, self.sizes, self.chunks, self.formulations, self.seeds):
             params = formulation.get("params", {})
             limit = params.get("time_limit", self.time_limit)
+            own = formulation.get("chunks")
+            if own is not None:
+                if chunks != self.chunks[0]:
+                    continue  # the formulation fixes its own chunks; run it once per grid point
+                for own_chunks in own:
+                    result.append(Cell(self.name, topology, collective, size, own_chunks, formulation, seed, limit,
+                                       self.evaluation))
+                continue
             result.append(Cell(self.name, topology, collective, size, chunks, formulation, seed, limit,
                                self.evaluation))
         return result
@@ -298,7 +307,7 @@ def _parse_formulation(check: _Checker, entry: Any, path: str) -> dict:
 
     if isinstance(entry, str):
         entry = {"name": entry}
-    check.mapping(entry, path, {"name", "label", "params"})
+    check.mapping(entry, path, {"name", "label", "params", "chunks"})
     name = check.string(check.required(entry, "name", path), f"{path}.name")
     try:
         resolve_formulation(name)
@@ -307,7 +316,11 @@ def _parse_formulation(check: _Checker, entry: Any, path: str) -> dict:
     params = dict(check.mapping(entry.get("params") or {}, f"{path}.params"))
     if "time_limit" in params:
         params["time_limit"] = check.duration(params["time_limit"], f"{path}.params.time_limit")
-    return {"name": name, "label": str(entry.get("label") or name), "params": params}
+    result = {"name": name, "label": str(entry.get("label") or name), "params": params}
+    if "chunks" in entry:  # this formulation's own chunks per rank (e.g. a bidirectional ring needs 2)
+        result["chunks"] = [check.integer(c, f"{path}.chunks[{i}]", 1)
+                            for i, c in enumerate(check.seq(entry["chunks"], f"{path}.chunks"))]
+    return result
 
 
 def _parse_paper(check: _Checker, value: Any) -> dict:
@@ -338,6 +351,8 @@ def _parse_table(check: _Checker, value: Any, formulations: list[dict]) -> dict:
         return table
     check.mapping(value, "table", set(table) | {"column_order"})
     table.update(value)
+    if "column_order" in value:
+        table["column_order"] = [str(c) for c in check.seq(value["column_order"], "table.column_order")]
     if table["rows"] not in ("topology", "collective", "size", "chunks", "seed"):
         raise check.fail("table.rows", "expected one of topology, collective, size, chunks, seed")
     if table["value"] not in TABLE_VALUES:
@@ -346,9 +361,8 @@ def _parse_table(check: _Checker, value: Any, formulations: list[dict]) -> dict:
     if table["normalise_by"] is not None and table["normalise_by"] not in labels:
         raise check.fail("table.normalise_by", f"expected a formulation label ({', '.join(labels)})")
     for i, extra in enumerate(check.seq(table["extra_columns"], "table.extra_columns", non_empty=False)):
-        if extra not in ("ideal", "bound", "ideal_efficiency", "efficiency"):
-            raise check.fail(f"table.extra_columns[{i}]",
-                             f"expected one of ideal, bound, ideal_efficiency, efficiency, got {extra!r}")
+        if extra not in EXTRA_COLUMNS:
+            raise check.fail(f"table.extra_columns[{i}]", f"expected one of {', '.join(EXTRA_COLUMNS)}, got {extra!r}")
     return table
 
 

@@ -24,7 +24,9 @@ __all__ = ["Table", "build_table", "render_markdown", "render_csv", "write_repor
 
 OK_STATUSES = ("optimal", "feasible", "timeout")
 EXTRA_LABELS = {"ideal": "Ideal", "bound": "Bound", "ideal_efficiency": "Efficiency vs Ideal",
-                "efficiency": "Efficiency vs bound"}
+                "efficiency": "Efficiency vs bound", "ideal_dims": "Ideal (per-dim BW)",
+                "ideal_dims_efficiency": "Efficiency vs Ideal (per-dim BW)", "claimed": "Claimed / simulated"}
+_UNNORMALISED = ("ideal_efficiency", "efficiency", "ideal_dims_efficiency", "claimed")
 
 
 class ReportError(ValueError):
@@ -112,7 +114,10 @@ def build_table(rows: list[dict[str, Any]], experiment: Experiment) -> Table:
     columns = [f["label"] for f in experiment.formulations]
     extras = [EXTRA_LABELS[e] for e in spec.get("extra_columns", [])]
     normaliser = spec.get("normalise_by")
-    table = Table(experiment.description or experiment.name, value_name, normaliser, row_labels, columns + extras,
+    shown = columns + extras
+    if spec.get("column_order"):  # may name paper-only columns (a method not built yet)
+        shown = list(spec["column_order"]) + [c for c in shown if c not in spec["column_order"]]
+    table = Table(experiment.description or experiment.name, value_name, normaliser, row_labels, shown,
                   time_valued=value_name in ("collective_time", "synthesis_seconds", "claimed_time"))
     grouped: dict[tuple[str, str], list[dict[str, Any]]] = {}
     for r in schedule_rows:
@@ -130,8 +135,12 @@ def build_table(rows: list[dict[str, Any]], experiment: Experiment) -> Table:
         source = normaliser or (columns[0] if columns else None)
         for row_label in row_labels:
             group = grouped.get((row_label, source), [])
-            values = [g.get(extra_key) for g in group if g.get(extra_key) is not None]
-            if extra_key in ("ideal", "bound"):
+            if extra_key == "claimed":
+                values = [g["claimed_time"] / g["collective_time"] for g in group
+                          if g.get("claimed_time") is not None and g.get("collective_time")]
+            else:
+                values = [g.get(extra_key) for g in group if g.get(extra_key) is not None]
+            if extra_key in ("ideal", "bound", "ideal_dims"):
                 values = values[:1]
             if values:
                 cell = table.cell(row_label, label)
@@ -144,7 +153,7 @@ def build_table(rows: list[dict[str, Any]], experiment: Experiment) -> Table:
             base_value = base.ours if base else None
             for column in table.columns:
                 extra_key = next((k for k, v in EXTRA_LABELS.items() if v == column), None)
-                if extra_key in ("ideal_efficiency", "efficiency"):
+                if extra_key in _UNNORMALISED:
                     continue
                 cell = table.cells.get((row_label, column))
                 if cell is None or cell.ours is None:
@@ -158,9 +167,15 @@ def build_table(rows: list[dict[str, Any]], experiment: Experiment) -> Table:
         if entry["row"] not in table.rows:
             table.rows.append(entry["row"])
     for column in table.columns:
+        if column in extras:
+            continue
         if not any((row, column) in table.cells and table.cells[(row, column)].runs for row in table.rows):
-            if column in columns:
-                table.notes.append(f"{column}: not yet run")
+            table.notes.append(f"{column}: not yet run" + ("" if column in columns else
+                                                          " (no formulation in this workbench yet; paper values only)"))
+            for row in table.rows:
+                cell = table.cell(row, column)
+                if cell.ours is None and not cell.status:
+                    cell.status = "not yet run"
     return table
 
 
@@ -196,7 +211,8 @@ def _expected_rows(experiment: Experiment, key: str, varying: list[str]) -> list
 
 
 # ------------------------------------------------------------------------------- rendering
-_RATIO_COLUMNS = (EXTRA_LABELS["ideal_efficiency"], EXTRA_LABELS["efficiency"])
+_RATIO_COLUMNS = (EXTRA_LABELS["ideal_efficiency"], EXTRA_LABELS["efficiency"],
+                  EXTRA_LABELS["ideal_dims_efficiency"])
 
 
 def _fmt(value: float | None, table: Table, column: str | None = None) -> str:

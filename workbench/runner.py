@@ -104,13 +104,18 @@ def evaluate_algorithms(algorithms: list, problem, evaluation: dict[str, Any]) -
         entries.append(entry)
         if best_result is None or result.collective_time < best_result[1].collective_time:
             best_result = (entry, result)
-    fields: dict[str, Any] = {"bound": bounds.best, "ideal": bounds.ideal, "bounds": bounds.to_dict()}
+    from workbench.bounds import tacos_ideal
+
+    ideal_dims = tacos_ideal(topology, collective, problem.size_bytes, "dimensions") if collective.num_ranks > 1 else None
+    fields: dict[str, Any] = {"bound": bounds.best, "ideal": bounds.ideal, "ideal_dims": ideal_dims,
+                              "bounds": bounds.to_dict()}
     if best_result is None:
         return fields
     entry, result = best_result
     fields.update({k: entry[k] for k in ("claimed_time", "collective_time", "algbw", "busbw", "transfers")})
     fields["efficiency"] = bounds.efficiency(result.collective_time)
     fields["ideal_efficiency"] = (bounds.ideal / result.collective_time) if bounds.ideal else None
+    fields["ideal_dims_efficiency"] = (ideal_dims / result.collective_time) if ideal_dims else None
     if len(entries) > 1:
         fields["algorithms"] = entries
     if len(topology.links) <= 20_000:

@@ -1,0 +1,307 @@
+"""Classic collective algorithms, emitted in the common IR and timed by the shared simulator.
+
+Definitions follow ``../shared/spec/tacos.md`` section 4.1 and ``prior-art.md`` section 7; the
+alpha-beta costs there are the closed forms the tests check on topologies where the algorithm
+runs contention-free.
+
+* ``ring``: logical ring over the ranks in id order (routed onto the physical topology).
+  Reduce-scatter then all-gather, n-1 steps each. Bidirectional (the TACOS paper's "Ring"):
+  chunks with even index j travel clockwise, odd j counter-clockwise, so it needs k >= 2 chunks
+  per rank to use both directions; with k = 1 it is the unidirectional ring (``bidirectional``
+  parameter, default true).
+* ``direct``: every rank sends each shard straight to its owner (reduce-scatter), then every
+  owner sends its reduced shard to every rank (all-gather); one message per (source, destination)
+  pair, routed (multi-hop on sparse topologies, hence contention).
+* ``rhd``: recursive halving (reduce-scatter, partner distance n/2, n/4, ..., 1) then recursive
+  doubling (all-gather, distance 1, 2, ..., n/2); power-of-two ranks only; one message per step.
+* ``dbt``: NCCL's double binary tree for all-reduce: tree 1 is NCCL's btree (odd ranks are
+  leaves), tree 2 its mirror (r -> n-1-r; a shift by one for odd n), so a rank is interior in at
+  most one tree. Even-numbered chunks use tree 1, odd ones tree 2; each chunk is reduced up its tree
+  and broadcast down, chunks pipelined.
+* ``hierarchical``: BlueConnect's multi-dimensional all-reduce: ring reduce-scatter inside each
+  dimension from dim 0 up, then ring all-gather from the last dimension down. Needs a topology built
+  from dimensions (``md:``, ``rfs:``, ``mesh:``, ``torus:``).
+
+Dependencies come from buffer accesses (``workbench.schedule.ScheduleBuilder``).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from typing import Any, Callable
+
+from workbench.algorithm import Algorithm
+from workbench.collective import Collective
+from workbench.registry import Problem, SynthesisResult
+from workbench.schedule import ScheduleBuilder
+
+__all__ = ["Ring", "Direct", "RecursiveHalvingDoubling", "DoubleBinaryTree", "Hierarchical"]
+
+
+class UnsupportedCollective(ValueError):
+    pass
+
+
+def _owner_chunks(collective: Collective, owner: int) -> list[int]:
+    n = collective.num_ranks
+    return [j * n + owner for j in range(collective.chunks_per_rank)]
+
+
+def _phases(collective: Collective, supported: tuple[str, ...], name: str) -> tuple[bool, bool]:
+    """(reduce-scatter phase?, all-gather phase?) for the collective."""
+    if collective.kind not in supported:
+        raise UnsupportedCollective(f"{name} defines {', '.join(supported)}, not {collective.kind}")
+    return collective.kind in ("reducescatter", "allreduce"), collective.kind in ("allgather", "allreduce")
+
+
+# ---------------------------------------------------------------------------------------- ring
+def ring_schedule(problem: Problem, bidirectional: bool = True) -> Algorithm:
+    collective = problem.collective
+    rs, ag = _phases(collective, ("allgather", "reducescatter", "allreduce"), "ring")
+    n, k = collective.num_ranks, collective.chunks_per_rank
+    builder = ScheduleBuilder(problem.topology, collective, problem.chunk_bytes)
+    plan: list[tuple[int, int, int, int, int, str]] = []  # (step, j, position, chunk, dst, op) as sends
+    for j in range(k):
+        direction = -1 if (bidirectional and j % 2 == 1) else 1
+        if rs:
+            for step in range(n - 1):
+                for p in range(n):
+                    owner = (p - direction * (step + 1)) % n
+                    plan.append((step, j, p, j * n + owner, (p + direction) % n, "reduce"))
+        if ag:
+            offset = n - 1 if rs else 0
+            for step in range(n - 1):
+                for p in range(n):
+                    owner = (p - direction * step) % n
+                    plan.append((offset + step, j, p, j * n + owner, (p + direction) % n, "copy"))
+    for step, j, p, chunk, dst, op in sorted(plan):
+        builder.add(chunk, p, dst, op)
+    return builder.build({"bidirectional": bidirectional and k >= 2})
+
+
+# ---------------------------------------------------------------------------------------- direct
+def direct_schedule(problem: Problem) -> Algorithm:
+    collective = problem.collective
+    rs, ag = _phases(collective, ("allgather", "reducescatter", "allreduce"), "direct")
+    n = collective.num_ranks
+    builder = ScheduleBuilder(problem.topology, collective, problem.chunk_bytes)
+    if rs:
+        for offset in range(1, n):
+            for src in range(n):
+                dst = (src + offset) % n
+                builder.add(_owner_chunks(collective, dst), src, dst, "reduce")
+    if ag:
+        for offset in range(1, n):
+            for src in range(n):
+                builder.add(_owner_chunks(collective, src), src, (src + offset) % n, "copy")
+    return builder.build()
+
+
+# ---------------------------------------------------------------------------------------- rhd
+def rhd_schedule(problem: Problem) -> Algorithm:
+    collective = problem.collective
+    rs, ag = _phases(collective, ("allgather", "reducescatter", "allreduce"), "rhd")
+    n = collective.num_ranks
+    if n & (n - 1):
+        raise UnsupportedCollective(f"rhd needs a power-of-two number of ranks, got {n}")
+    bits = n.bit_length() - 1
+    builder = ScheduleBuilder(problem.topology, collective, problem.chunk_bytes)
+
+    def chunks_of(owners) -> list[int]:
+        return [c for o in owners for c in _owner_chunks(collective, o)]
+
+    if rs:
+        for level in range(bits - 1, -1, -1):  # distance n/2, n/4, ..., 1
+            mask = 1 << level
+            high = ~((mask << 1) - 1)  # bits already halved
+            for r in range(n):
+                partner = r ^ mask
+                owners = [o for o in range(n) if (o & high) == (r & high) and (o & mask) == (partner & mask)]
+                builder.add(chunks_of(owners), r, partner, "reduce")
+    if ag:
+        for level in range(bits):  # distance 1, 2, ..., n/2
+            mask = 1 << level
+            keep = ~(mask - 1)
+            for r in range(n):
+                owners = [o for o in range(n) if (o & keep) == (r & keep)]
+                builder.add(chunks_of(owners), r, r ^ mask, "copy")
+    return builder.build()
+
+
+# ---------------------------------------------------------------------------------------- dbt
+def nccl_btree(n: int, rank: int) -> tuple[int, list[int]]:
+    """NCCL's binary tree (src/graph/trees.cc): (parent or -1, children)."""
+    bit = 1
+    while bit < n:
+        if bit & rank:
+            break
+        bit <<= 1
+    if rank == 0:
+        return -1, ([bit >> 1] if n > 1 else [])
+    parent = (rank ^ bit) | (bit << 1)
+    if parent >= n:
+        parent = rank ^ bit
+    low = bit >> 1
+    children = []
+    if low:
+        children.append(rank - low)
+        down = rank + low
+        while low and down >= n:
+            low >>= 1
+            down = rank + low
+        if low:
+            children.append(down)
+    return parent, children
+
+
+def _tree(n: int, which: int) -> tuple[list[int], list[list[int]]]:
+    """Parents and children of tree 1 (btree) or tree 2 (mirror for even n, shift for odd n)."""
+    def relabel(r: int) -> int:
+        if which == 0:
+            return r
+        return n - 1 - r if n % 2 == 0 else (r + 1) % n
+    parents = [-1] * n
+    children: list[list[int]] = [[] for _ in range(n)]
+    for rank in range(n):
+        parent, kids = nccl_btree(n, rank)
+        node = relabel(rank)
+        parents[node] = -1 if parent < 0 else relabel(parent)
+        children[node] = [relabel(kid) for kid in kids]
+    return parents, children
+
+
+def dbt_schedule(problem: Problem) -> Algorithm:
+    collective = problem.collective
+    if collective.kind != "allreduce":
+        raise UnsupportedCollective(f"dbt defines allreduce, not {collective.kind}")
+    n = collective.num_ranks
+    builder = ScheduleBuilder(problem.topology, collective, problem.chunk_bytes)
+    plan = []
+    for which in (0, 1):
+        parents, children = _tree(n, which)
+        root = parents.index(-1)
+        height = [0] * n
+        depth = [0] * n
+
+        def measure(node: int, d: int) -> int:
+            depth[node] = d
+            height[node] = 1 + max((measure(kid, d + 1) for kid in children[node]), default=-1)
+            return height[node]
+
+        tree_height = measure(root, 0)
+        chunks = [c for c in range(collective.num_chunks) if c % 2 == which]
+        for q, chunk in enumerate(chunks):
+            for node in range(n):
+                if parents[node] >= 0:  # reduce up: after all of node's subtree arrived
+                    plan.append((q + height[node], which, node, chunk, node, parents[node], "reduce"))
+                    plan.append((q + tree_height + depth[node], which, node, chunk, parents[node], node, "copy"))
+    for step, which, node, chunk, src, dst, op in sorted(plan):
+        builder.add(chunk, src, dst, op)
+    return builder.build()
+
+
+# ---------------------------------------------------------------------------------------- hierarchical
+def hierarchical_schedule(problem: Problem) -> Algorithm:
+    collective = problem.collective
+    rs, ag = _phases(collective, ("allgather", "reducescatter", "allreduce"), "hierarchical")
+    dims = problem.topology.meta.get("dims")
+    n = collective.num_ranks
+    if not dims or math.prod(d["size"] for d in dims) != n:
+        raise UnsupportedCollective("hierarchical needs a topology built from dimensions (md:, rfs:, mesh:, torus:)")
+    sizes = [d["size"] for d in dims]
+    strides = [math.prod(sizes[:i]) for i in range(len(sizes))]
+
+    def coordinate(rank: int, dim: int) -> int:
+        return (rank // strides[dim]) % sizes[dim]
+
+    def group(rank: int, dim: int) -> list[int]:
+        base = rank - coordinate(rank, dim) * strides[dim]
+        return [base + i * strides[dim] for i in range(sizes[dim])]
+
+    builder = ScheduleBuilder(problem.topology, collective, problem.chunk_bytes)
+    owners_of = {r: [r] for r in range(n)}
+    if rs:
+        for dim in range(len(sizes)):
+            m = sizes[dim]
+            if m == 1:
+                continue
+            for step in range(m - 1):
+                for r in range(n):
+                    members = group(r, dim)
+                    p = coordinate(r, dim)
+                    target = members[(p - step - 1) % m]
+                    # chunks whose owners agree with r on dims < dim and with target on dim
+                    owners = [o for o in range(n)
+                              if all(coordinate(o, d) == coordinate(r, d) for d in range(dim))
+                              and coordinate(o, dim) == coordinate(target, dim)]
+                    builder.add([c for o in owners for c in _owner_chunks(collective, o)], r,
+                                members[(p + 1) % m], "reduce")
+    if ag:
+        for dim in range(len(sizes) - 1, -1, -1):
+            m = sizes[dim]
+            if m == 1:
+                continue
+            for step in range(m - 1):
+                for r in range(n):
+                    members = group(r, dim)
+                    p = coordinate(r, dim)
+                    source = members[(p - step) % m]
+                    # what source held entering this dim: owners agreeing with it on dims <= dim
+                    owners = [o for o in range(n) if all(coordinate(o, d) == coordinate(source, d)
+                                                         for d in range(dim + 1))]
+                    builder.add([c for o in owners for c in _owner_chunks(collective, o)], r,
+                                members[(p + 1) % m], "copy")
+    del owners_of
+    return builder.build()
+
+
+# ---------------------------------------------------------------------------------------- formulations
+class _Baseline:
+    name = ""
+    kind = "schedule"
+    builder: Callable[..., Algorithm]
+    parameters: tuple[str, ...] = ()
+
+    def synthesize(self, problem: Problem, *, time_limit: float, seed: int,
+                   on_incumbent: Callable[[Algorithm], None] | None = None, **params: Any) -> SynthesisResult:
+        unknown = sorted(set(params) - set(self.parameters))
+        if unknown:
+            raise ValueError(f"{self.name}: unknown parameters {unknown}")
+        started = time.perf_counter()
+        try:
+            algorithm = type(self).builder(problem, **params)
+        except UnsupportedCollective as exc:
+            return SynthesisResult([], "error", time.perf_counter() - started, message=str(exc))
+        seconds = time.perf_counter() - started
+        algorithm.meta.update(formulation=self.name, params=dict(params), seed=seed, status="feasible",
+                              synthesis_seconds=seconds, claimed_time=None)
+        if on_incumbent is not None:
+            on_incumbent(algorithm)
+        return SynthesisResult([algorithm], "feasible", seconds, {"transfers": len(algorithm.transfers)})
+
+
+class Ring(_Baseline):
+    name = "ring"
+    builder = staticmethod(ring_schedule)
+    parameters = ("bidirectional",)
+
+
+class Direct(_Baseline):
+    name = "direct"
+    builder = staticmethod(direct_schedule)
+
+
+class RecursiveHalvingDoubling(_Baseline):
+    name = "rhd"
+    builder = staticmethod(rhd_schedule)
+
+
+class DoubleBinaryTree(_Baseline):
+    name = "dbt"
+    builder = staticmethod(dbt_schedule)
+
+
+class Hierarchical(_Baseline):
+    name = "hierarchical"
+    builder = staticmethod(hierarchical_schedule)

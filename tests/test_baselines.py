@@ -1,0 +1,99 @@
+"""Baselines: closed-form costs where they run contention-free, validity everywhere."""
+
+import pytest
+
+from formulations.baselines import nccl_btree, _tree
+from workbench.collective import make_collective
+from workbench.registry import Problem, get_formulation
+from workbench.simulate import simulate
+from workbench.topology import build
+from workbench.verify import verify
+
+A, B = 1e-6, 10e9
+
+
+def run(name, spec, kind, k=1, size=None, **params):
+    topo = build(spec, alpha=A, bandwidth=B)
+    n = topo.num_npus
+    collective = make_collective(kind, n, k)
+    problem = Problem(topo, collective, size or 1e6 * n * k)
+    result = get_formulation(name).synthesize(problem, time_limit=10, seed=0, **params)
+    assert result.status == "feasible", result.message
+    algorithm = result.algorithms[0]
+    verify(algorithm)
+    return algorithm, simulate(algorithm).collective_time, problem.chunk_bytes
+
+
+@pytest.mark.parametrize("n", [4, 7])
+def test_ring_closed_forms(n):
+    _, time, m = run("ring", f"uniring:{n}", "allgather", bidirectional=False)
+    assert time == pytest.approx((n - 1) * (A + m / B))
+    _, time, m = run("ring", f"uniring:{n}", "allreduce", bidirectional=False)
+    assert time == pytest.approx(2 * (n - 1) * (A + m / B))
+    _, time, m = run("ring", f"ring:{n}", "allreduce", k=2)  # bidirectional: half the data each way
+    assert time == pytest.approx(2 * (n - 1) * (A + m / B))
+
+
+def test_direct_on_fully_connected():
+    n, k = 6, 2
+    _, time, m = run("direct", f"fc:{n}", "allgather", k=k)
+    assert time == pytest.approx(A + k * m / B)
+    _, time, m = run("direct", f"fc:{n}", "allreduce", k=k)
+    assert time == pytest.approx(2 * (A + k * m / B))
+
+
+def test_rhd_matches_mpich_cost_on_fully_connected():
+    n, k = 8, 1
+    _, time, m = run("rhd", f"fc:{n}", "allgather", k=k)
+    assert time == pytest.approx(3 * A + (n - 1) * k * m / B)  # lg p alpha + (p-1)/p n beta
+    _, time, m = run("rhd", f"fc:{n}", "allreduce", k=k)
+    assert time == pytest.approx(2 * (3 * A + (n - 1) * k * m / B))
+
+
+def test_rhd_needs_power_of_two():
+    topo = build("fc:6")
+    problem = Problem(topo, make_collective("allreduce", 6), 6e6)
+    result = get_formulation("rhd").synthesize(problem, time_limit=10, seed=0)
+    assert result.status == "error" and "power-of-two" in result.message
+
+
+def test_nccl_btree_shape():
+    # n = 8: 0 -> 4; 4 -> 2, 6; 2 -> 1, 3; 6 -> 5, 7 (odd ranks are leaves)
+    assert nccl_btree(8, 0) == (-1, [4])
+    assert nccl_btree(8, 4) == (0, [2, 6])
+    assert nccl_btree(8, 6) == (4, [5, 7])
+    assert nccl_btree(8, 3) == (2, [])
+
+
+@pytest.mark.parametrize("n", [2, 5, 8, 12])
+def test_double_binary_tree_interiors_are_disjoint(n):
+    interiors = []
+    for which in (0, 1):
+        parents, children = _tree(n, which)
+        assert parents.count(-1) == 1
+        interiors.append({v for v in range(n) if children[v]})
+    if n % 2 == 0:
+        assert len(interiors[0] & interiors[1]) <= 1  # at most the two roots' neighbourhood
+
+
+def test_dbt_allreduce_valid_and_pipelined():
+    algorithm, time, m = run("dbt", "fc:8", "allreduce", k=4)
+    assert algorithm.collective.kind == "allreduce"
+    serial = 2 * 3 * (A + m / B) * 16  # every chunk up and down one at a time
+    assert time < serial
+
+
+def test_hierarchical_closed_form_on_two_fully_connected_dims():
+    # md:F4,F2: RS dim0 (ring of 4, 3 steps of n/4 shards) ... each step moves one message
+    algorithm, time, m = run("hierarchical", "md:F4,F2", "allreduce")
+    assert time > 0
+    with pytest.raises(AssertionError):
+        run("hierarchical", "dgx1", "allreduce")
+
+
+@pytest.mark.parametrize("name", ["ring", "direct", "rhd", "dbt", "hierarchical"])
+@pytest.mark.parametrize("spec", ["rfs:2x4x2", "torus:4x4", "md:R2,F4,S2"])
+def test_valid_on_multidimensional_topologies(name, spec):
+    kinds = ["allreduce"] if name == "dbt" else ["allgather", "reducescatter", "allreduce"]
+    for kind in kinds:
+        run(name, spec, kind, k=2)
