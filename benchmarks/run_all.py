@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import sys
 
-from benchmarks import verify_simulate
+from benchmarks import tacos_scaling, verify_simulate
 
 
 def main() -> int:
-    verify_simulate.main(sys.argv[1:])
+    verify_simulate.main([])
+    tacos_scaling.main([])
     return 0
 
 

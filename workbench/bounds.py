@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from workbench.collective import Collective
+from workbench.collective import Collective, bus_factor
 from workbench.topology import Topology
 
 __all__ = [
@@ -239,13 +239,11 @@ def flow_lp_bound(topology: Topology, collective: Collective, chunk_bytes: float
 
 
 def ideal_factor(kind: str, num_ranks: int) -> float:
-    """The bandwidth factor of TACOS's Ideal for each collective (all-reduce 2(n-1)/n)."""
-    n = num_ranks
-    if kind == "allreduce":
-        return 2 * (n - 1) / n
-    if kind in ("allgather", "reducescatter", "alltoall", "gather", "scatter"):
-        return (n - 1) / n
-    return 1.0
+    """The bandwidth factor of TACOS's Ideal: all-reduce 2(n-1)/n, all-gather and kin (n-1)/n.
+
+    These are the nccl-tests bus-bandwidth factors, so the two stay one definition.
+    """
+    return bus_factor(kind, num_ranks)
 
 
 def tacos_ideal(topology: Topology, collective: Collective, size_bytes: float,

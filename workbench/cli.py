@@ -314,10 +314,12 @@ def _cmd_run(args: argparse.Namespace) -> int:
         print(f"note: {args.config} differs from the snapshot in {folder}; cells that changed run anew",
               file=sys.stderr)
     write_atomic(snapshot, config_text)
+    config_dir = Path(args.config).parent
     write_atomic(folder / "run.json", json.dumps({"config": str(args.config), "quick": args.quick,
-                                                  "config_dir": str(Path(args.config).resolve().parent)}))
+                                                  "config_dir": str(config_dir)}))
     cells = len(experiment.cells()) + len(experiment.designs)
     print(f"{experiment.name}: {cells} cell(s) -> {folder}", file=sys.stderr)
+    print(_expected_time(Path(args.results_dir) / experiment.name, experiment, args.jobs), file=sys.stderr)
     try:
         summary = run_experiment(experiment, folder, jobs=args.jobs, scheduler=args.scheduler,
                                  retry_errors=args.retry_errors)
@@ -333,6 +335,22 @@ def _cmd_run(args: argparse.Namespace) -> int:
         print(compare_runs(ResultStore(folder).rows(), reference_rows, experiment))
     print(f"results: {folder}/table.md, table.csv, rows.jsonl, figures/", file=sys.stderr)
     return 0
+
+
+def _expected_time(reference: "Path", experiment, jobs: int) -> str:
+    """An estimate from the committed reference run's cell times."""
+    from workbench.runner import ResultStore
+
+    if not (reference / "rows.jsonl").exists():
+        return "expected run time: unknown (no reference results to estimate from)"
+    wanted = {c.cell_id for c in experiment.cells()} | {d.cell_id for d in experiment.design_cells()}
+    seconds = [r.get("wall_seconds") or 0.0 for r in ResultStore(reference).rows() if r.get("cell_id") in wanted]
+    if not seconds:
+        return "expected run time: unknown (the reference run has none of these cells)"
+    estimate = sum(seconds) / max(1, min(jobs, len(seconds))) + 5
+    missing = len(wanted) - len(seconds)
+    text = f"expected run time: about {format_time(estimate)} with --jobs {jobs} (from the reference run in {reference})"
+    return text + (f"; {missing} cell(s) have no reference time" if missing > 0 else "")
 
 
 def _cmd_report(args: argparse.Namespace) -> int:

@@ -18,9 +18,26 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-__all__ = ["write_figures"]
+__all__ = ["write_figures", "finish_axes"]
 
 MARKERS = "os^Dv<>pP*hX"
+
+
+def finish_axes(fig, ax, path: Path, xlabel: str, ylabel: str, title: str, log_x: int | None = 10,
+                log_y: bool = True, legend_size: int = 8) -> None:
+    """Log scales, labels, grid and legend, then save and close."""
+    if log_x:
+        ax.set_xscale("log", base=log_x)
+    if log_y:
+        ax.set_yscale("log")
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=legend_size)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
 
 
 def _ok(row: dict[str, Any]) -> bool:
@@ -38,16 +55,8 @@ def synthesis_vs_time(rows: list[dict[str, Any]], path: Path) -> bool:
     for i, (label, pts) in enumerate(sorted(points.items())):
         xs, ys = zip(*pts)
         ax.scatter(np.maximum(xs, 1e-6), np.array(ys) * 1e3, marker=MARKERS[i % len(MARKERS)], label=label, alpha=0.8)
-    ax.set_xscale("log")
-    ax.set_yscale("log")
-    ax.set_xlabel("synthesis time (s)")
-    ax.set_ylabel("collective time (ms, simulated)")
-    ax.set_title("Synthesis time vs collective time")
-    ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    finish_axes(fig, ax, path, "synthesis time (s)", "collective time (ms, simulated)",
+                "Synthesis time vs collective time")
     return True
 
 
@@ -63,16 +72,7 @@ def scaling(rows: list[dict[str, Any]], path: Path) -> bool:
         xs = sorted(by_npus)
         ys = [max(statistics.median(by_npus[x]), 1e-6) for x in xs]
         ax.plot(xs, ys, marker=MARKERS[i % len(MARKERS)], label=label)
-    ax.set_xscale("log", base=2)
-    ax.set_yscale("log")
-    ax.set_xlabel("NPUs")
-    ax.set_ylabel("synthesis time (s, median)")
-    ax.set_title("Synthesis time vs NPUs")
-    ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    finish_axes(fig, ax, path, "NPUs", "synthesis time (s, median)", "Synthesis time vs NPUs", log_x=2)
     return True
 
 
@@ -106,14 +106,8 @@ def pareto(rows: list[dict[str, Any]], path: Path) -> bool:
         xs = [e.get("steps") if e.get("steps") is not None else j for j, e in enumerate(entries)]
         ys = [e["collective_time"] * 1e3 for e in entries]
         ax.plot(xs, ys, marker=MARKERS[i % len(MARKERS)], label=f"{row['formulation']} {row['topology']}")
-    ax.set_xlabel("frontier point (steps where known)")
-    ax.set_ylabel("collective time (ms, simulated)")
-    ax.set_title("Pareto fronts")
-    ax.grid(True, alpha=0.3)
-    ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    finish_axes(fig, ax, path, "frontier point (steps where known)", "collective time (ms, simulated)",
+                "Pareto fronts", log_x=None, log_y=False, legend_size=7)
     return True
 
 

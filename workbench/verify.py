@@ -142,15 +142,17 @@ def _file_order_replay(algorithm: Algorithm) -> tuple[list, list, dict[int, int]
     read_from: list = [None] * len(algorithm.transfers)
     for t in algorithm.transfers:
         src_base = t.src * num_chunks
-        dst_base = t.dst * num_chunks
-        if len(t.chunks) == 1:
-            c = t.chunks[0]
+        values = []
+        sources = []
+        for c in t.chunks:
             key = src_base + c
             value = state.get(key)
             if not value:
                 _fail_nothing(algorithm, t, c)
-            reads[t.id] = value
-            read_from[t.id] = writer.get(key, -1)
+            values.append(value)
+            sources.append(writer.get(key, -1))
+        dst_base = t.dst * num_chunks
+        for c, value in zip(t.chunks, values):
             target = dst_base + c
             if t.op == "copy":
                 state[target] = value
@@ -160,26 +162,10 @@ def _file_order_replay(algorithm: Algorithm) -> tuple[list, list, dict[int, int]
                     _fail_double(algorithm, t, c, old & value)
                 state[target] = old | value
             writer[target] = t.id
+        if len(values) == 1:  # the common single-chunk transfer keeps plain values (less memory)
+            reads[t.id] = values[0]
+            read_from[t.id] = sources[0]
         else:
-            values = []
-            sources = []
-            for c in t.chunks:
-                key = src_base + c
-                value = state.get(key)
-                if not value:
-                    _fail_nothing(algorithm, t, c)
-                values.append(value)
-                sources.append(writer.get(key, -1))
-            for c, value in zip(t.chunks, values):
-                target = dst_base + c
-                if t.op == "copy":
-                    state[target] = value
-                else:
-                    old = state.get(target, 0)
-                    if old & value:
-                        _fail_double(algorithm, t, c, old & value)
-                    state[target] = old | value
-                writer[target] = t.id
             reads[t.id] = tuple(values)
             read_from[t.id] = tuple(sources)
     return reads, read_from, state
