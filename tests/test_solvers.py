@@ -44,3 +44,18 @@ def test_pulp_time_limited_milp_is_not_called_optimal():
         assert status == "optimal"
     else:
         assert status == "timeout"
+
+
+@pytest.mark.parametrize("first", ["highspy", "ortools"])
+def test_ortools_and_highspy_load_in_either_order(first):
+    """They share the soname libhighs.so.1; mismatched versions break whichever loads second."""
+    import subprocess
+    import sys
+
+    pytest.importorskip("ortools")
+    imports = {"highspy": "import highspy; highspy.Highs()",
+               "ortools": "from ortools.sat.python import cp_model; cp_model.CpSolver()"}
+    second = "ortools" if first == "highspy" else "highspy"
+    code = f"{imports[first]}\n{imports[second]}\nprint('ok')"
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0 and "ok" in proc.stdout, proc.stderr[-500:]

@@ -48,6 +48,8 @@ __all__ = ["ConfigError", "Experiment", "Cell", "DesignCell", "load_experiment",
            "TABLE_VALUES"]
 
 EXTRA_COLUMNS = ("ideal", "bound", "ideal_efficiency", "efficiency", "ideal_dims", "ideal_dims_efficiency", "claimed")
+ROW_METRICS = ("status", "label", "optimality", "synthesis_seconds", "collective_time", "claimed_time", "algbw",
+               "busbw", "efficiency")
 TABLE_VALUES = ("collective_time", "synthesis_seconds", "algbw", "busbw", "efficiency", "claimed_time")
 _TOP_KEYS = {"name", "description", "time_limit", "seeds", "repeats", "grid", "evaluation", "paper", "table",
              "quick", "notes"}
@@ -139,22 +141,25 @@ class Experiment:
     raw: dict[str, Any] = field(default_factory=dict, repr=False)
 
     def cells(self) -> list[Cell]:
-        """The schedule cells in a stable order (topology, collective, size, chunks, formulation, seed)."""
+        """The schedule cells in a stable order (topology, collective, size, chunks, formulation, seed).
+
+        A formulation entry with its own ``collectives`` or ``chunks`` runs once per remaining grid
+        point with those instead of the grid's.
+        """
         result = []
         for topology, collective, size, chunks, formulation, seed in itertools.product(
                 self.topologies, self.collectives, self.sizes, self.chunks, self.formulations, self.seeds):
-            params = formulation.get("params", {})
-            limit = params.get("time_limit", self.time_limit)
-            own = formulation.get("chunks")
-            if own is not None:
-                if chunks != self.chunks[0]:
-                    continue  # the formulation fixes its own chunks; run it once per grid point
-                for own_chunks in own:
-                    result.append(Cell(self.name, topology, collective, size, own_chunks, formulation, seed, limit,
-                                       self.evaluation))
+            own_collectives = formulation.get("collectives")
+            own_chunks = formulation.get("chunks")
+            if own_collectives is not None and collective != self.collectives[0]:
                 continue
-            result.append(Cell(self.name, topology, collective, size, chunks, formulation, seed, limit,
-                               self.evaluation))
+            if own_chunks is not None and chunks != self.chunks[0]:
+                continue
+            limit = formulation.get("params", {}).get("time_limit", self.time_limit)
+            for this_collective in own_collectives or [collective]:
+                for this_chunks in own_chunks or [chunks]:
+                    result.append(Cell(self.name, topology, this_collective, size, this_chunks, formulation, seed,
+                                       limit, self.evaluation))
         return result
 
     def design_cells(self) -> list[DesignCell]:
@@ -307,7 +312,7 @@ def _parse_formulation(check: _Checker, entry: Any, path: str) -> dict:
 
     if isinstance(entry, str):
         entry = {"name": entry}
-    check.mapping(entry, path, {"name", "label", "params", "chunks"})
+    check.mapping(entry, path, {"name", "label", "params", "chunks", "collectives"})
     name = check.string(check.required(entry, "name", path), f"{path}.name")
     try:
         resolve_formulation(name)
@@ -317,6 +322,9 @@ def _parse_formulation(check: _Checker, entry: Any, path: str) -> dict:
     if "time_limit" in params:
         params["time_limit"] = check.duration(params["time_limit"], f"{path}.params.time_limit")
     result = {"name": name, "label": str(entry.get("label") or name), "params": params}
+    if "collectives" in entry:  # this formulation's own collectives (tables with one row per instance)
+        result["collectives"] = [_parse_collective(check, c, f"{path}.collectives[{i}]")
+                                 for i, c in enumerate(check.seq(entry["collectives"], f"{path}.collectives"))]
     if "chunks" in entry:  # this formulation's own chunks per rank (e.g. a bidirectional ring needs 2)
         result["chunks"] = [check.integer(c, f"{path}.chunks[{i}]", 1)
                             for i, c in enumerate(check.seq(entry["chunks"], f"{path}.chunks"))]
@@ -349,12 +357,19 @@ def _parse_table(check: _Checker, value: Any, formulations: list[dict]) -> dict:
              "geomean": True, "extra_columns": [], "show_synthesis": False}
     if value is None:
         return table
-    check.mapping(value, "table", set(table) | {"column_order"})
+    check.mapping(value, "table", set(table) | {"column_order", "metrics"})
     table.update(value)
     if "column_order" in value:
         table["column_order"] = [str(c) for c in check.seq(value["column_order"], "table.column_order")]
-    if table["rows"] not in ("topology", "collective", "size", "chunks", "seed"):
-        raise check.fail("table.rows", "expected one of topology, collective, size, chunks, seed")
+    if table["rows"] not in ("topology", "collective", "size", "chunks", "seed", "formulation"):
+        raise check.fail("table.rows", "expected one of topology, collective, size, chunks, seed, formulation")
+    if table["rows"] == "formulation":
+        metrics = [str(m) for m in check.seq(table.get("metrics") or ["status", "synthesis_seconds",
+                                                                      "collective_time"], "table.metrics")]
+        for i, metric in enumerate(metrics):
+            if metric not in ROW_METRICS:
+                raise check.fail(f"table.metrics[{i}]", f"expected one of {', '.join(ROW_METRICS)}, got {metric!r}")
+        table["metrics"] = metrics
     if table["value"] not in TABLE_VALUES:
         raise check.fail("table.value", f"expected one of {', '.join(TABLE_VALUES)}")
     labels = [f["label"] for f in formulations]

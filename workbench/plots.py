@@ -111,6 +111,31 @@ def pareto(rows: list[dict[str, Any]], path: Path) -> bool:
     return True
 
 
+def steps_vs_bandwidth(rows: list[dict[str, Any]], path: Path) -> bool:
+    """Latency cost S vs bandwidth cost R/C of every algorithm found, per collective; the
+    non-dominated points (SCCL's Pareto frontier) joined by a line."""
+    points: dict[str, set[tuple[int, float]]] = {}
+    for row in rows:
+        if not _ok(row):
+            continue
+        entries = row.get("algorithms") or [row.get("algorithm_meta") or {}]
+        for entry in entries:
+            if entry.get("steps") and entry.get("rounds") and entry.get("sccl_chunks"):
+                points.setdefault(row["collective"], set()).add((entry["steps"], entry["rounds"] / entry["sccl_chunks"]))
+    if not points:
+        return False
+    fig, ax = plt.subplots(figsize=(6.5, 4.5))
+    for i, (collective, pts) in enumerate(sorted(points.items())):
+        pts = sorted(pts)
+        front = [p for p in pts if not any(q != p and q[0] <= p[0] and q[1] <= p[1] for q in pts)]
+        marker = MARKERS[i % len(MARKERS)]
+        ax.scatter([p[0] for p in pts], [p[1] for p in pts], marker=marker, alpha=0.35)
+        ax.plot([p[0] for p in front], [p[1] for p in front], marker=marker, label=f"{collective} (frontier)")
+    finish_axes(fig, ax, path, "steps S (latency cost)", "rounds per chunk R/C (bandwidth cost)",
+                "Latency-bandwidth trade-off of the algorithms found", log_x=None, log_y=False)
+    return True
+
+
 def write_figures(folder: Path, experiment, rows: list[dict[str, Any]], table=None) -> list[Path]:
     figures = Path(folder) / "figures"
     figures.mkdir(parents=True, exist_ok=True)
@@ -125,6 +150,8 @@ def write_figures(folder: Path, experiment, rows: list[dict[str, Any]], table=No
         written.append(figures / "link_heatmap.png")
     if pareto(schedule, figures / "pareto.png"):
         written.append(figures / "pareto.png")
+    if steps_vs_bandwidth(schedule, figures / "steps_vs_bandwidth.png"):
+        written.append(figures / "steps_vs_bandwidth.png")
     return written
 
 

@@ -59,6 +59,7 @@ class Table:
     cells: dict[tuple[str, str], TableCell] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     time_valued: bool = True
+    text: dict[tuple[str, str], str] = field(default_factory=dict)
 
     def cell(self, row: str, column: str) -> TableCell:
         return self.cells.setdefault((row, column), TableCell())
@@ -101,8 +102,59 @@ def _varying(experiment: Experiment) -> list[str]:
     return varying
 
 
+def _optimality(row: dict[str, Any]) -> str:
+    meta = row.get("algorithm_meta") or {}
+    marks = [name for name, key in (("latency", "latency_optimal"), ("bandwidth", "bandwidth_optimal")) if meta.get(key)]
+    return "both" if len(marks) == 2 else (marks[0] if marks else "")
+
+
+def _formulation_rows_table(rows: list[dict[str, Any]], experiment: Experiment) -> Table:
+    """One row per formulation entry (label up to " @ "), one column per (group after " @ ", metric)."""
+    metrics = experiment.table["metrics"]
+    row_labels: list[str] = []
+    groups: list[str] = []
+    for f in experiment.formulations:
+        name, _, group = f["label"].partition(" @ ")
+        row_labels.append(name) if name not in row_labels else None
+        groups.append(group) if group not in groups else None
+    columns = [f"{g} {m}".strip() for g in groups for m in metrics]
+    table = Table(experiment.description or experiment.name, "per-instance metrics", None, row_labels, columns,
+                  time_valued=True)
+    by_label: dict[str, list[dict[str, Any]]] = {}
+    for r in rows:
+        if r.get("kind", "schedule") == "schedule":
+            by_label.setdefault(r["formulation"], []).append(r)
+    for f in experiment.formulations:
+        name, _, group = f["label"].partition(" @ ")
+        group_rows = by_label.get(f["label"], [])
+        for metric in metrics:
+            column = f"{group} {metric}".strip()
+            cell = table.cell(name, column)
+            cell.runs = len(group_rows)
+            if not group_rows:
+                cell.status = "not run"
+                continue
+            if metric == "status":
+                table.text[(name, column)] = ",".join(sorted({g.get("status", "?") for g in group_rows}))
+            elif metric == "label":
+                table.text[(name, column)] = (group_rows[0].get("algorithm_meta") or {}).get("label", "-")
+            elif metric == "optimality":
+                table.text[(name, column)] = _optimality(group_rows[0]) or "-"
+            else:
+                values = [g[metric] for g in group_rows if g.get(metric) is not None]
+                cell.ours = statistics.median(values) if values else None
+                cell.status = ",".join(sorted({g.get("status", "?") for g in group_rows}))
+    for entry in experiment.paper.get("values", []):
+        cell = table.cell(entry["row"], entry["column"])
+        if entry.get("value") is not None:
+            cell.paper = float(entry["value"])
+    return table
+
+
 def build_table(rows: list[dict[str, Any]], experiment: Experiment) -> Table:
     spec = experiment.table
+    if spec["rows"] == "formulation":
+        return _formulation_rows_table(rows, experiment)
     key = spec["rows"]
     value_name = spec["value"]
     varying = [v for v in _varying(experiment) if v != key]
@@ -235,6 +287,7 @@ def _fmt_ms(seconds: float | None) -> str:
 def render_markdown(table: Table, experiment: Experiment, show_synthesis: bool | None = None) -> str:
     show_synthesis = experiment.table.get("show_synthesis", False) if show_synthesis is None else show_synthesis
     has_paper = any(c.paper is not None for c in table.cells.values())
+    paper_columns = {column for (_, column), c in table.cells.items() if c.paper is not None}
     what = table.value_name.replace("_", " ")
     if table.normalised_by:
         what += f", normalised to {table.normalised_by}"
@@ -255,11 +308,13 @@ def render_markdown(table: Table, experiment: Experiment, show_synthesis: bool |
             else:
                 cell = table.cells.get((row, column), TableCell())
             text = _fmt(cell.ours, table, column)
-            if cell.ours is None and cell.status and cell.status not in ("derived",):
+            if (row, column) in getattr(table, "text", {}):
+                text = table.text[(row, column)]
+            elif cell.ours is None and cell.status and cell.status not in ("derived",):
                 text = cell.status
             elif cell.ours is None and row != "geomean":
                 text = "not run" if cell.runs == 0 else "-"
-            if has_paper and (cell.paper is not None or row != "geomean"):
+            if has_paper and column in paper_columns and (cell.paper is not None or row != "geomean"):
                 paper_text = _fmt(cell.paper, table, column)
                 ratio = cell.ratio
                 text += f" / {paper_text}" + (f" ({ratio:.2f}x)" if ratio is not None else "")

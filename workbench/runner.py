@@ -100,6 +100,8 @@ def evaluate_algorithms(algorithms: list, problem, evaluation: dict[str, Any]) -
             "transfers": len(algorithm.transfers),
             "label": algorithm.meta.get("label"),
             "steps": algorithm.meta.get("steps"),
+            "rounds": algorithm.meta.get("rounds"),
+            "sccl_chunks": algorithm.meta.get("sccl_chunks"),
         }
         entries.append(entry)
         if best_result is None or result.collective_time < best_result[1].collective_time:
@@ -113,6 +115,9 @@ def evaluate_algorithms(algorithms: list, problem, evaluation: dict[str, Any]) -
         return fields
     entry, result = best_result
     fields.update({k: entry[k] for k in ("claimed_time", "collective_time", "algbw", "busbw", "transfers")})
+    best_meta = next(a.meta for a, e in zip(algorithms, entries) if e is entry)
+    fields["algorithm_meta"] = {k: best_meta[k] for k in ("label", "steps", "rounds", "sccl_chunks",
+                                                         "latency_optimal", "bandwidth_optimal") if k in best_meta}
     fields["efficiency"] = bounds.efficiency(result.collective_time)
     fields["ideal_efficiency"] = (bounds.ideal / result.collective_time) if bounds.ideal else None
     fields["ideal_dims_efficiency"] = (ideal_dims / result.collective_time) if ideal_dims else None

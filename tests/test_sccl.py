@@ -1,0 +1,143 @@
+"""SCCL: table rows SAT and valid, UNSAT boundaries, bounds, duality, backends agree, hard time limit."""
+
+import json
+import time
+
+import pytest
+
+from formulations.sccl import Sccl, bandwidth_bound, bandwidth_groups, solve_instance, step_bound
+from workbench.cli import main
+from workbench.collective import make_collective
+from workbench.registry import Problem
+from workbench.topology import build
+from workbench.verify import verify
+
+DGX1 = build("dgx1")
+RING = build("amd-z52")
+
+
+def instance(topology, kind, c, steps, rounds, backend="cpsat", root=0, seconds=60):
+    k = c // 8 if kind == "alltoall" else c
+    collective = make_collective(kind, 8, k, root if kind in ("broadcast", "gather", "scatter") else None)
+    return solve_instance(topology, collective, 1e6, steps, rounds, seconds, backend)
+
+
+def test_bounds_match_the_spec():
+    groups = bandwidth_groups(DGX1)
+    assert {b for _, b in groups} == {1, 2}
+    for collective, a_l, b_l in [(make_collective("allgather", 8, 1), 2, "7/6"),
+                                 (make_collective("broadcast", 8, 1, 0), 2, "1/6"),
+                                 (make_collective("gather", 8, 1, 0), 2, "7/6"),
+                                 (make_collective("alltoall", 8, 1), 2, "1/3")]:
+        assert step_bound(DGX1, collective) == a_l
+        assert str(bandwidth_bound(DGX1, collective, groups)) == b_l
+    ring_ag = make_collective("allgather", 8, 1)
+    assert step_bound(RING, ring_ag) == 4
+    assert str(bandwidth_bound(RING, ring_ag, bandwidth_groups(RING))) == "7/2"
+
+
+# fast rows of Tables 4 and 5 (spec 6.1/6.2): (topology, collective, C, S, R)
+FAST_ROWS = [
+    (DGX1, "allgather", 1, 2, 2), (DGX1, "allgather", 2, 3, 3), (DGX1, "allgather", 3, 4, 4),
+    (DGX1, "allgather", 2, 2, 3), (DGX1, "allgather", 6, 3, 7), (DGX1, "allgather", 6, 7, 7),
+    (DGX1, "broadcast", 2, 2, 2), (DGX1, "broadcast", 6, 3, 3), (DGX1, "broadcast", 12, 4, 4),
+    (DGX1, "broadcast", 6, 3, 5), (DGX1, "broadcast", 10, 3, 5),
+    (DGX1, "gather", 1, 2, 2), (DGX1, "gather", 2, 3, 3), (DGX1, "gather", 2, 2, 3),
+    (DGX1, "alltoall", 8, 3, 3), (DGX1, "alltoall", 8, 2, 3),
+    (RING, "allgather", 1, 4, 4), (RING, "allgather", 2, 7, 7), (RING, "allgather", 2, 4, 7),
+    (RING, "broadcast", 2, 4, 4), (RING, "broadcast", 4, 5, 5), (RING, "broadcast", 10, 8, 8),
+    (RING, "gather", 1, 4, 4), (RING, "gather", 2, 4, 7), (RING, "alltoall", 8, 4, 8),
+]
+
+
+@pytest.mark.parametrize("topology, kind, c, steps, rounds", FAST_ROWS,
+                         ids=[f"{t.name}-{k}-{c},{s},{r}" for t, k, c, s, r in FAST_ROWS])
+def test_table_rows_are_sat_and_verify(topology, kind, c, steps, rounds):
+    result = instance(topology, kind, c, steps, rounds)
+    assert result.answer == "sat"
+    verify(result.algorithm)
+    assert result.algorithm.meta["steps"] == steps and result.algorithm.meta["rounds"] == rounds
+
+
+@pytest.mark.parametrize("kind, c, steps, rounds, root, expected", [
+    ("broadcast", 3, 2, 2, 0, "unsat"), ("broadcast", 7, 3, 3, 0, "unsat"), ("broadcast", 8, 3, 3, 1, "unsat"),
+    ("broadcast", 7, 3, 3, 1, "sat"),
+    ("allgather", 2, 2, 2, None, "bound"), ("alltoall", 8, 2, 2, None, "bound"),
+    ("allgather", 7, 3, 7, None, "bound"), ("allgather", 3, 3, 3, None, "bound"), ("allgather", 1, 1, 1, None, "bound"),
+])
+def test_unsat_boundaries(kind, c, steps, rounds, root, expected):
+    result = instance(DGX1, kind, c, steps, rounds, root=root)
+    assert result.answer == expected, result.note
+
+
+@pytest.mark.parametrize("kind, c, steps, rounds, root", [
+    ("allgather", 1, 2, 2, None), ("allgather", 2, 2, 3, None), ("broadcast", 2, 2, 2, 0),
+    ("broadcast", 3, 2, 2, 0), ("broadcast", 7, 3, 3, 0), ("broadcast", 7, 3, 3, 1), ("gather", 2, 3, 3, 0),
+    ("alltoall", 8, 2, 3, None),
+])
+def test_z3_and_cpsat_agree(kind, c, steps, rounds, root):
+    answers = {backend: instance(DGX1, kind, c, steps, rounds, backend, root=root).answer
+               for backend in ("z3", "cpsat")}
+    assert answers["z3"] == answers["cpsat"]
+
+
+@pytest.mark.parametrize("kind, k", [("reducescatter", 1), ("reduce", 2), ("allreduce", 1)])
+def test_combining_collectives_by_duality(kind, k):
+    collective = make_collective(kind, 8, k, 0 if kind == "reduce" else None)
+    problem = Problem(DGX1, collective, 8e6)
+    result = Sccl().synthesize(problem, time_limit=60, seed=0, mode="instance", steps=2,
+                               rounds=3 if kind != "reduce" else 2, backend="cpsat")
+    assert result.status in ("feasible", "optimal")
+    algorithm = result.algorithms[0]
+    verify(algorithm)
+    if kind == "allreduce":  # (P*C, 2S, 2R)
+        assert (algorithm.meta["sccl_chunks"], algorithm.meta["steps"], algorithm.meta["rounds"]) == (8, 4, 6)
+
+
+def test_pareto_k0_allgather_reproduces_the_table_frontier():
+    problem = Problem(DGX1, make_collective("allgather", 8, 1), 8e6)
+    result = Sccl().synthesize(problem, time_limit=120, seed=0, mode="pareto", k=0, backend="cpsat")
+    points = [(a.meta["sccl_chunks"], a.meta["steps"], a.meta["rounds"]) for a in result.algorithms]
+    assert points == [(1, 2, 2), (2, 3, 3), (3, 4, 4), (4, 5, 5), (5, 6, 6), (6, 7, 7)]
+    assert result.status == "optimal" and "bandwidth bound 7/6 reached" in result.message
+    for algorithm in result.algorithms:
+        verify(algorithm)
+
+
+def test_least_steps_mode():
+    problem = Problem(DGX1, make_collective("allgather", 8, 2), 8e6)
+    result = Sccl().synthesize(problem, time_limit=60, seed=0, mode="least-steps", k=1, backend="cpsat")
+    assert result.status == "optimal" and result.algorithms[0].meta["steps"] == 2
+
+
+def test_bound_rejection_reports_infeasible_without_solving():
+    problem = Problem(DGX1, make_collective("allgather", 8, 3), 8e6)
+    result = Sccl().synthesize(problem, time_limit=60, seed=0, mode="instance", steps=3, rounds=3)
+    assert result.status == "infeasible" and "bandwidth bound" in result.message
+    assert result.stats["calls"][0]["answer"] == "bound"
+
+
+def test_optimal_when_bounds_prove_it():
+    problem = Problem(RING, make_collective("allgather", 8, 2), 8e6)
+    result = Sccl().synthesize(problem, time_limit=60, seed=0, mode="instance", steps=4, rounds=7, backend="cpsat")
+    assert result.status == "optimal"
+
+
+def test_slow_unsat_times_out_under_a_hard_limit(tmp_path, capsys):
+    started = time.monotonic()
+    code = main(["synth", "sccl", "--topology", "dgx1", "--collective", "broadcast", "--root", "0", "--chunks", "12",
+                 "--size", "12MB", "--set", "steps=3", "--set", "rounds=5", "--time-limit", "3s",
+                 "-o", str(tmp_path / "b.json")])
+    elapsed = time.monotonic() - started
+    assert code == 4, capsys.readouterr()
+    assert elapsed < 3 + 10
+
+
+def test_parameters_are_checked():
+    problem = Problem(DGX1, make_collective("allgather", 8, 1), 8e6)
+    with pytest.raises(ValueError, match="needs steps and rounds"):
+        Sccl().synthesize(problem, time_limit=5, seed=0)
+    with pytest.raises(ValueError, match="backend"):
+        Sccl().synthesize(problem, time_limit=5, seed=0, steps=2, rounds=2, backend="gurobi")
+    with pytest.raises(ValueError, match="switchless"):
+        bandwidth_groups(build("switch:4"))
