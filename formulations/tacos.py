@@ -183,7 +183,9 @@ class _Engine:
         if any(self.need):
             v = next(i for i, bits in enumerate(self.need) if bits)
             chunk = _bit_positions(self.need[v])[0]
-            raise TopologyError(f"rank {v} can never receive chunk {chunk}: no holder can reach it")
+            raise TopologyError(f"rank {v} can never receive chunk {chunk}: TACOS sends a chunk only to ranks "
+                                f"that need it, so a chunk that must be relayed through other ranks (All-to-All, "
+                                f"Scatter on a sparse topology) cannot arrive")
         return MatchResult(claimed, matches, delivered_by, wasted, events)
 
     def _replacement(self, u: int, v: int, started: float, now: float) -> int:

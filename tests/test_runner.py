@@ -372,7 +372,9 @@ def test_ctrl_c_keeps_finished_rows_and_the_next_run_finishes(tmp_path):
     out = tmp_path / "run"
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")]))
     command = [sys.executable, "-m", "workbench", "run", str(config), "--out", str(out), "--no-figures"]
-    parent = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    # a shell's background job starts with SIGINT ignored, and Python then keeps it ignored: restore it
+    parent = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                              preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     rows_path = out / "rows.jsonl"
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline and not (rows_path.exists() and rows_path.read_text().count("\n") >= 1):

@@ -361,6 +361,67 @@ def _cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_export(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from workbench.msccl import MscclError, export_xml, interpret
+    from workbench.runner import write_atomic
+
+    if args.format != "msccl-xml":
+        raise UsageError(f"--format: only msccl-xml is supported, got {args.format!r}")
+    algorithm = load_algorithm(args.file)
+    try:
+        max_bytes = parse_size(args.max_bytes) if args.max_bytes else None
+    except UnitError as exc:
+        raise UsageError(f"--max-bytes: {exc}") from None
+    try:
+        text = export_xml(algorithm, proto=args.proto, instances=args.instances, max_bytes=max_bytes,
+                          fuse=not args.no_fuse)
+        report = interpret(text, args.output, root=algorithm.collective.root)
+    except MscclError as exc:
+        raise UsageError(f"cannot export {args.file}: {exc}") from None
+    write_atomic(Path(args.output), text)
+    print(f"wrote {args.output}: {report['ranks']} ranks, {report['transfers']} sends; the interpreter ran it and "
+          f"every postcondition holds")
+    return 0
+
+
+def _cmd_interpret(args: argparse.Namespace) -> int:
+    from workbench.msccl import MscclError, interpret
+
+    try:
+        text = open(args.file).read()
+    except OSError as exc:
+        raise UsageError(f"{args.file}: cannot read ({exc.strerror})") from None
+    try:
+        report = interpret(text, args.file, root=args.root)
+    except MscclError as exc:
+        print(f"FAILED {exc}", file=sys.stderr)
+        return 1
+    print(f"ok: {report['collective']} on {report['ranks']} ranks, {report['transfers']} sends, postconditions hold")
+    return 0
+
+
+def _cmd_import(args: argparse.Namespace) -> int:
+    from workbench.msccl import MscclError, import_xml
+
+    topology = topology_from_args(args.topology, args.alpha, args.bandwidth)
+    try:
+        size = parse_size(args.size)
+        text = open(args.file).read()
+    except UnitError as exc:
+        raise UsageError(f"--size: {exc}") from None
+    except OSError as exc:
+        raise UsageError(f"{args.file}: cannot read ({exc.strerror})") from None
+    try:
+        algorithm = import_xml(text, topology, size, args.file, root=args.root)
+    except MscclError as exc:
+        raise UsageError(f"cannot import: {exc}") from None
+    algorithm.save(args.output)
+    print(f"wrote {args.output}: {len(algorithm.transfers)} transfers ({algorithm.collective.describe()})")
+    return 0
+
+
 def _build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="workbench", description="Collective-algorithm synthesis workbench")
     sub = parser.add_subparsers(dest="command", parser_class=_Parser)
@@ -435,6 +496,30 @@ def _build_parser() -> argparse.ArgumentParser:
     p.add_argument("folder")
     p.add_argument("--no-figures", action="store_true")
     p.set_defaults(func=_cmd_report)
+
+    p = sub.add_parser("export", help="lower an algorithm file to MSCCL XML (and run it through the interpreter)")
+    p.add_argument("file")
+    p.add_argument("--format", default="msccl-xml")
+    p.add_argument("--proto", default="Simple", choices=["Simple", "LL", "LL128"])
+    p.add_argument("--instances", type=int, default=1, help="split each chunk in N, one channel per instance")
+    p.add_argument("--max-bytes", help="the size range's upper end for the executor (default 0 = unbounded)")
+    p.add_argument("--no-fuse", action="store_true",
+                   help="keep receives and forwarding sends as separate steps (import then reproduces the timing)")
+    p.add_argument("-o", "--output", required=True)
+    p.set_defaults(func=_cmd_export)
+
+    p = sub.add_parser("interpret", help="run an MSCCL XML as the runtime would and check the collective")
+    p.add_argument("file")
+    p.add_argument("--root", type=int, help="root of a rooted collective (default 0)")
+    p.set_defaults(func=_cmd_interpret)
+
+    p = sub.add_parser("import", help="turn an MSCCL XML into a workbench.algorithm/1 file")
+    p.add_argument("file")
+    add_topology_arguments(p, required=True)
+    p.add_argument("--size", required=True, help="nccl-tests size, e.g. 1GiB")
+    p.add_argument("--root", type=int)
+    p.add_argument("-o", "--output", required=True)
+    p.set_defaults(func=_cmd_import)
 
     p = sub.add_parser("formulations", help="list the registered formulations")
     p.set_defaults(func=_cmd_formulations)
