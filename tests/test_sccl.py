@@ -141,3 +141,26 @@ def test_parameters_are_checked():
         Sccl().synthesize(problem, time_limit=5, seed=0, steps=2, rounds=2, backend="gurobi")
     with pytest.raises(ValueError, match="switchless"):
         bandwidth_groups(build("switch:4"))
+
+
+def test_shared_bus_group_limits_a_node():
+    """An extra group capping node 0's total egress at 1 chunk per round makes a 1-step broadcast of
+    2 chunks to two neighbours impossible, where the links alone allow it."""
+    from workbench.topology import Topology
+
+    star = Topology.create(3, [(0, 1, 0.0, 1e9), (1, 0, 0.0, 1e9), (0, 2, 0.0, 1e9), (2, 0, 0.0, 1e9)])
+    collective = make_collective("broadcast", 3, 1, 0)
+    free = solve_instance(star, collective, 1e6, 1, 1, 30, "z3")
+    assert free.answer == "sat"
+    capped = solve_instance(star, collective, 1e6, 1, 1, 30, "z3",
+                            groups=bandwidth_groups(star, [([(0, 1), (0, 2)], 1)]))
+    assert capped.answer == "unsat"
+    assert solve_instance(star, collective, 1e6, 2, 2, 30, "cpsat",
+                          groups=bandwidth_groups(star, [([(0, 1), (0, 2)], 1)])).answer == "sat"
+
+
+def test_scatter_natively():
+    problem = Problem(RING, make_collective("scatter", 8, 1, 0), 8e6)
+    result = Sccl().synthesize(problem, time_limit=60, seed=0, mode="least-steps", k=4, backend="cpsat")
+    assert result.status in ("optimal", "feasible")
+    verify(result.algorithms[0])
