@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import sys
 
-from benchmarks import tacos_scaling, verify_simulate
+from benchmarks import libra_solve, tacos_scaling, verify_simulate
 
 
 def main() -> int:
     verify_simulate.main([])
     tacos_scaling.main([])
+    libra_solve.main([])
     return 0
 
 

@@ -18,8 +18,10 @@ runs contention-free.
   leaves), tree 2 its mirror (r -> n-1-r; a shift by one for odd n), so a rank is interior in at
   most one tree. Even-numbered chunks use tree 1, odd ones tree 2; each chunk is reduced up its tree
   and broadcast down, chunks pipelined.
-* ``hierarchical``: BlueConnect's multi-dimensional all-reduce: ring reduce-scatter inside each
-  dimension from dim 0 up, then ring all-gather from the last dimension down. Needs a topology built
+* ``hierarchical``: BlueConnect's multi-dimensional (multi-rail) all-reduce: ring reduce-scatter
+  inside each dimension from dim 0 up, then ring all-gather from the last dimension down. The k chunks
+  per rank are pipelined through the dimensions (stage s of chunk j is planned at wavefront j + s, so
+  the dimensions work on different chunks at once), alternating ring directions when k >= 2. Needs a topology built
   from dimensions (``md:``, ``rfs:``, ``mesh:``, ``torus:``).
 
 Dependencies come from buffer accesses (``workbench.schedule.ScheduleBuilder``).
@@ -220,39 +222,45 @@ def hierarchical_schedule(problem: Problem) -> Algorithm:
         return [base + i * strides[dim] for i in range(sizes[dim])]
 
     builder = ScheduleBuilder(problem.topology, collective, problem.chunk_bytes)
-    owners_of = {r: [r] for r in range(n)}
-    if rs:
-        for dim in range(len(sizes)):
-            m = sizes[dim]
-            if m == 1:
-                continue
-            for step in range(m - 1):
-                for r in range(n):
-                    members = group(r, dim)
-                    p = coordinate(r, dim)
-                    target = members[(p - step - 1) % m]
-                    # chunks whose owners agree with r on dims < dim and with target on dim
-                    owners = [o for o in range(n)
-                              if all(coordinate(o, d) == coordinate(r, d) for d in range(dim))
-                              and coordinate(o, dim) == coordinate(target, dim)]
-                    builder.add([c for o in owners for c in _owner_chunks(collective, o)], r,
-                                members[(p + 1) % m], "reduce")
-    if ag:
-        for dim in range(len(sizes) - 1, -1, -1):
-            m = sizes[dim]
-            if m == 1:
-                continue
-            for step in range(m - 1):
-                for r in range(n):
-                    members = group(r, dim)
-                    p = coordinate(r, dim)
-                    source = members[(p - step) % m]
-                    # what source held entering this dim: owners agreeing with it on dims <= dim
-                    owners = [o for o in range(n) if all(coordinate(o, d) == coordinate(source, d)
-                                                         for d in range(dim + 1))]
-                    builder.add([c for o in owners for c in _owner_chunks(collective, o)], r,
-                                members[(p + 1) % m], "copy")
-    del owners_of
+    k = collective.chunks_per_rank
+    bidirectional = k >= 2
+    plan = []  # (wavefront, j, stage, order, chunks, src, dst, op): chunk j enters stage s at wavefront j' + s
+    for j in range(k):
+        direction = -1 if (bidirectional and j % 2 == 1) else 1
+        wave = j // 2 if bidirectional else j
+        stage = 0
+        if rs:
+            for dim in range(len(sizes)):
+                m = sizes[dim]
+                for step in range(m - 1):
+                    for r in range(n):
+                        members = group(r, dim)
+                        p = coordinate(r, dim)
+                        target = members[(p - direction * (step + 1)) % m]
+                        # chunks whose owners agree with r on dims < dim and with target on dim
+                        owners = [o for o in range(n)
+                                  if all(coordinate(o, d) == coordinate(r, d) for d in range(dim))
+                                  and coordinate(o, dim) == coordinate(target, dim)]
+                        plan.append((wave + stage, j, stage, r, [j * n + o for o in owners], r,
+                                     members[(p + direction) % m], "reduce"))
+                    stage += 1
+        if ag:
+            for dim in range(len(sizes) - 1, -1, -1):
+                m = sizes[dim]
+                for step in range(m - 1):
+                    for r in range(n):
+                        members = group(r, dim)
+                        p = coordinate(r, dim)
+                        source = members[(p - direction * step) % m]
+                        # what source held entering this dim: owners agreeing with it on dims <= dim
+                        owners = [o for o in range(n) if all(coordinate(o, d) == coordinate(source, d)
+                                                             for d in range(dim + 1))]
+                        plan.append((wave + stage, j, stage, r, [j * n + o for o in owners], r,
+                                     members[(p + direction) % m], "copy"))
+                    stage += 1
+    # planned start order: a wavefront over chunks, so the dimensions work on different chunks at once
+    for _, _, _, _, chunks, src, dst, op in sorted(plan, key=lambda e: e[:4]):
+        builder.add(chunks, src, dst, op)
     return builder.build()
 
 

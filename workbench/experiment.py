@@ -48,6 +48,8 @@ __all__ = ["ConfigError", "Experiment", "Cell", "DesignCell", "load_experiment",
            "TABLE_VALUES"]
 
 EXTRA_COLUMNS = ("ideal", "bound", "ideal_efficiency", "efficiency", "ideal_dims", "ideal_dims_efficiency", "claimed")
+DESIGN_METRICS = ("status", "bandwidth", "time", "cost", "speedup", "perf_per_cost_gain", "bandwidth_vs_equal",
+                  "synthesis_seconds")
 ROW_METRICS = ("status", "label", "optimality", "synthesis_seconds", "collective_time", "claimed_time", "algbw",
                "busbw", "efficiency")
 TABLE_VALUES = ("collective_time", "synthesis_seconds", "algbw", "busbw", "efficiency", "claimed_time")
@@ -361,8 +363,15 @@ def _parse_table(check: _Checker, value: Any, formulations: list[dict]) -> dict:
     table.update(value)
     if "column_order" in value:
         table["column_order"] = [str(c) for c in check.seq(value["column_order"], "table.column_order")]
-    if table["rows"] not in ("topology", "collective", "size", "chunks", "seed", "formulation"):
-        raise check.fail("table.rows", "expected one of topology, collective, size, chunks, seed, formulation")
+    if table["rows"] not in ("topology", "collective", "size", "chunks", "seed", "formulation", "design"):
+        raise check.fail("table.rows", "expected one of topology, collective, size, chunks, seed, formulation, design")
+    if table["rows"] == "design":
+        metrics = [str(m) for m in check.seq(table.get("metrics") or list(DESIGN_METRICS), "table.metrics")]
+        for i, metric in enumerate(metrics):
+            if metric not in DESIGN_METRICS:
+                raise check.fail(f"table.metrics[{i}]", f"expected one of {', '.join(DESIGN_METRICS)}, got {metric!r}")
+        table["metrics"] = metrics
+        return table
     if table["rows"] == "formulation":
         metrics = [str(m) for m in check.seq(table.get("metrics") or ["status", "synthesis_seconds",
                                                                       "collective_time"], "table.metrics")]
@@ -373,6 +382,8 @@ def _parse_table(check: _Checker, value: Any, formulations: list[dict]) -> dict:
     if table["value"] not in TABLE_VALUES:
         raise check.fail("table.value", f"expected one of {', '.join(TABLE_VALUES)}")
     labels = [f["label"] for f in formulations]
+    if table["rows"] == "formulation" or not labels:
+        return table
     if table["normalise_by"] is not None and table["normalise_by"] not in labels:
         raise check.fail("table.normalise_by", f"expected a formulation label ({', '.join(labels)})")
     for i, extra in enumerate(check.seq(table["extra_columns"], "table.extra_columns", non_empty=False)):
@@ -441,17 +452,22 @@ def parse_experiment(data: Any, source: str = "experiment", quick: bool = False,
             design["time_limit"] = check.duration(entry["time_limit"], f"{path}.time_limit")
         designs.append(design)
     design_names = {d["name"] for d in designs}
-    topologies = [_parse_topology(check, e, f"grid.topologies[{i}]", base_dir, design_names)
-                  for i, e in enumerate(check.seq(check.required(grid, "topologies", "grid"), "grid.topologies"))]
-    collectives = [_parse_collective(check, e, f"grid.collectives[{i}]")
-                   for i, e in enumerate(check.seq(check.required(grid, "collectives", "grid"), "grid.collectives"))]
-    sizes = [check.size(s, f"grid.sizes[{i}]")
-             for i, s in enumerate(check.seq(check.required(grid, "sizes", "grid"), "grid.sizes"))]
-    chunks = [check.integer(c, f"grid.chunks[{i}]", 1) for i, c in enumerate(check.seq(grid.get("chunks", [1]),
-                                                                                      "grid.chunks"))]
-    formulations = [_parse_formulation(check, e, f"grid.formulations[{i}]")
-                    for i, e in enumerate(check.seq(check.required(grid, "formulations", "grid"),
-                                                    "grid.formulations"))]
+    design_only = bool(designs) and "formulations" not in grid
+    if design_only:  # a design study: no schedule cells
+        topologies, collectives, sizes, chunks, formulations = [], [], [], [1], []
+    else:
+        topologies = [_parse_topology(check, e, f"grid.topologies[{i}]", base_dir, design_names)
+                      for i, e in enumerate(check.seq(check.required(grid, "topologies", "grid"), "grid.topologies"))]
+        collectives = [_parse_collective(check, e, f"grid.collectives[{i}]")
+                       for i, e in enumerate(check.seq(check.required(grid, "collectives", "grid"),
+                                                       "grid.collectives"))]
+        sizes = [check.size(s, f"grid.sizes[{i}]")
+                 for i, s in enumerate(check.seq(check.required(grid, "sizes", "grid"), "grid.sizes"))]
+        chunks = [check.integer(c, f"grid.chunks[{i}]", 1)
+                  for i, c in enumerate(check.seq(grid.get("chunks", [1]), "grid.chunks"))]
+        formulations = [_parse_formulation(check, e, f"grid.formulations[{i}]")
+                        for i, e in enumerate(check.seq(check.required(grid, "formulations", "grid"),
+                                                        "grid.formulations"))]
     labels = [f["label"] for f in formulations]
     if len(set(labels)) != len(labels):
         raise check.fail("grid.formulations", "labels must be unique (give each entry a 'label')")

@@ -151,8 +151,63 @@ def _formulation_rows_table(rows: list[dict[str, Any]], experiment: Experiment) 
     return table
 
 
+def _design_table(rows: list[dict[str, Any]], experiment: Experiment) -> Table:
+    """One row per design cell; names "label @ group" get mean and max rows per group."""
+    metrics = experiment.table["metrics"]
+    names = [d["name"] for d in experiment.designs]
+    table = Table(experiment.description or experiment.name, "design metrics", None, list(names), list(metrics),
+                  time_valued=False)
+    by_name = {r["design"]: r for r in rows if r.get("kind") == "design"}
+    groups: dict[str, list[str]] = {}
+    for name in names:
+        groups.setdefault(name.partition(" @ ")[2], []).append(name)
+        row = by_name.get(name)
+        for metric in metrics:
+            cell = table.cell(name, metric)
+            if row is None:
+                table.text[(name, metric)] = "not run"
+                continue
+            cell.runs = 1
+            stats = row.get("stats") or {}
+            if metric == "status":
+                table.text[(name, metric)] = row.get("status", "?")
+            elif metric == "bandwidth":
+                table.text[(name, metric)] = ", ".join(f"{b / 1e9:.2f}" for b in row.get("bandwidths") or [])
+            elif metric == "time":
+                table.text[(name, metric)] = format_time(row["design_time"]) if row.get("design_time") else "-"
+            elif metric == "cost":
+                table.text[(name, metric)] = f"${row['cost']:,.0f}" if row.get("cost") is not None else "-"
+            elif metric == "synthesis_seconds":
+                cell.ours = row.get("synthesis_seconds")
+            else:
+                cell.ours = stats.get(metric)
+    for group, members in groups.items():
+        if not group or len(members) < 2:
+            continue
+        for label, reduce in (("mean", statistics.mean), ("max", max)):
+            row_label = f"{label} @ {group}"
+            table.rows.append(row_label)
+            for metric in metrics:
+                table.cell(row_label, metric).runs = 1
+            for metric in ("speedup", "perf_per_cost_gain"):
+                if metric in metrics:
+                    values = [table.cells[(m, metric)].ours for m in members
+                              if (m, metric) in table.cells and table.cells[(m, metric)].ours is not None]
+                    if values:
+                        table.cell(row_label, metric).ours = reduce(values)
+    for entry in experiment.paper.get("values", []):
+        cell = table.cell(entry["row"], entry["column"])
+        if entry.get("value") is not None:
+            cell.paper = float(entry["value"])
+        if entry["row"] not in table.rows:
+            table.rows.append(entry["row"])
+    return table
+
+
 def build_table(rows: list[dict[str, Any]], experiment: Experiment) -> Table:
     spec = experiment.table
+    if spec["rows"] == "design":
+        return _design_table(rows, experiment)
     if spec["rows"] == "formulation":
         return _formulation_rows_table(rows, experiment)
     key = spec["rows"]
@@ -299,7 +354,7 @@ def render_markdown(table: Table, experiment: Experiment, show_synthesis: bool |
     header = [experiment.table["rows"]] + table.columns
     lines.append("| " + " | ".join(header) + " |")
     lines.append("|" + "---|" * len(header))
-    for row in table.rows + ["geomean"]:
+    for row in table.rows + ([] if experiment.table["rows"] == "design" else ["geomean"]):
         cells = []
         for column in table.columns:
             if row == "geomean":
