@@ -17,7 +17,8 @@ Paper symbol -> code name:
 * time[c,n] (Int), snd[n,c,n'] (Bool)  -> ``time[c][n]``, ``snd[(n, c, n2)]`` (spec 3.2)
 * constraints C1-C6 (spec 3.3, typos fixed: C4 over every c and (n,n') in E; decode with the
   destination's time)  -> ``_Z3Model`` (C5 as pseudo-Boolean with a case split on r_s, encoding (a))
-  and ``_CpSatModel`` (the same model on OR-Tools CP-SAT with one-hot arrival steps)
+  and ``_CpSatModel`` (the same model on OR-Tools CP-SAT with one-hot arrival steps); ``backend`` is
+  ``z3`` (``SolverFor("QF_LIA")``), ``z3-auto`` (z3's default tactic selection) or ``cpsat``
 * decoding (spec 3.4): Q = (r_1..r_S), T = {(c, n, n', t) : snd and time[c,n'] = t+1}  -> ``_decode``;
   phantom sends (destination never reached) are dropped
 * cost T(L) = S*alpha + (R/C)*L*beta  -> ``meta["claimed_time"]`` with beta of the slowest link
@@ -132,11 +133,13 @@ def _collective_for(kind: str, n: int, sccl_c: int, root: int | None) -> Collect
 class _Z3Model:
     """C1-C6 in z3 (QF_LIA; C5 pseudo-Boolean with a case split on r_s)."""
 
-    def __init__(self, n: int, pre, post, groups: list[Group], steps: int, rounds: int) -> None:
+    def __init__(self, n: int, pre, post, groups: list[Group], steps: int, rounds: int, logic: str = "QF_LIA") -> None:
         import z3
 
         self.z3 = z3
-        self.solver = z3.SolverFor("QF_LIA")
+        # "QF_LIA" fixes the logic as the paper did; "auto" lets z3 pick its tactic, which is several
+        # times faster on the hard bandwidth-optimal instances here (its pseudo-Boolean handling)
+        self.solver = z3.SolverFor("QF_LIA") if logic == "QF_LIA" else z3.Solver()
         g = len(pre)
         edges = sorted({pair for pairs, b in groups if b > 0 for pair in pairs})
         self.edges = edges
@@ -304,12 +307,12 @@ def solve_instance(topology: Topology, collective: Collective, chunk_bytes: floa
         return InstanceResult("bound", 0.0, None, f"R/C = {Fraction(rounds, c)} is below the bandwidth bound {b_l}")
     started = time.perf_counter()
     pre, post = list(collective.pre), list(collective.post)
-    if backend == "z3":
-        model = _Z3Model(topology.num_npus, pre, post, groups, steps, rounds)
+    if backend in ("z3", "z3-auto"):
+        model = _Z3Model(topology.num_npus, pre, post, groups, steps, rounds, "QF_LIA" if backend == "z3" else "auto")
     elif backend == "cpsat":
         model = _CpSatModel(topology.num_npus, pre, post, groups, steps, rounds, seed)
     else:
-        raise ValueError(f"sccl: backend must be 'z3' or 'cpsat', got {backend!r}")
+        raise ValueError(f"sccl: backend must be 'z3', 'z3-auto' or 'cpsat', got {backend!r}")
     remaining = max(0.05, seconds - (time.perf_counter() - started))
     answer, solution = model.solve(remaining)
     elapsed = time.perf_counter() - started
