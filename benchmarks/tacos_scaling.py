@@ -10,7 +10,6 @@ All-Gather <= 60 s. The growth exponent is the slope of log(time) vs log(NPUs) f
 from __future__ import annotations
 
 import argparse
-import math
 import time
 
 import numpy as np

@@ -40,7 +40,6 @@ bound rejects the instance without calling the solver), unknown -> timeout.
 
 from __future__ import annotations
 
-import math
 import time
 from fractions import Fraction
 from typing import Any, Callable
@@ -49,7 +48,7 @@ from workbench.algorithm import Algorithm, Transfer
 from workbench.bounds import cut_bound, flow_lp_bound
 from workbench.collective import Collective, make_collective
 from workbench.registry import Problem, SynthesisResult
-from workbench.solvers import cpsat_status, smt_status
+from workbench.solvers import cpsat_status
 from workbench.topology import Topology
 
 __all__ = ["Sccl", "bandwidth_groups", "step_bound", "bandwidth_bound", "solve_instance", "InstanceResult"]

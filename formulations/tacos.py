@@ -148,7 +148,7 @@ class _Engine:
         claimed = 0.0
         wasted = 0
         events = 0
-        held, need, arrive, rng = self.held, self.need, self.arrive, self.rng
+        held, need, arrive = self.held, self.need, self.arrive
         while heap:
             t = heapq.heappop(heap)
             events += 1

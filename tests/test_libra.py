@@ -6,7 +6,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from formulations.libra import Libra, build_model, equal_bw
+from formulations.libra import Libra
 from workbench.cli import main
 from workbench.network_design import DesignInputError, load_network, load_workload, volumes
 from workbench.registry import DesignProblem

@@ -1,6 +1,5 @@
 """SCCL: table rows SAT and valid, UNSAT boundaries, bounds, duality, backends agree, hard time limit."""
 
-import json
 import time
 
 import pytest

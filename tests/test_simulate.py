@@ -1,7 +1,7 @@
 import pytest
 
 from workbench.algorithm import Algorithm
-from workbench.collective import custom_collective, make_collective
+from workbench.collective import custom_collective
 from workbench.examples import ring_allgather
 from workbench.simulate import SimulationError, simulate
 from workbench.topology import Topology, build

@@ -15,7 +15,7 @@ import tempfile
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any, Iterable
 
 from workbench.collective import Collective, CollectiveError, collective_from_dict, make_collective
 from workbench.topology import Topology, TopologyError, topology_from_dict

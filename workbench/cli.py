@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 from typing import Any, Sequence
 
 from workbench.algorithm import Algorithm, AlgorithmFormatError, load_algorithm
@@ -283,8 +284,7 @@ def _cmd_synth(args: argparse.Namespace) -> int:
     return _SYNTH_EXIT.get(status, 5)
 
 
-def _run_folder(args: argparse.Namespace, experiment) -> "Path":
-    from pathlib import Path
+def _run_folder(args: argparse.Namespace, experiment) -> Path:
     import time as _time
 
     if args.out:
@@ -337,7 +337,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _expected_time(reference: "Path", experiment, jobs: int) -> str:
+def _expected_time(reference: Path, experiment, jobs: int) -> str:
     """An estimate from the committed reference run's cell times."""
     from workbench.runner import ResultStore
 

@@ -14,8 +14,7 @@ Units: bytes, GB/s (1e9 B/s) and ns inside the model, as the reference code (byt
 from __future__ import annotations
 
 import math
-import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from workbench.experiment import Experiment, load_experiment, parse_experiment
+from workbench.experiment import Experiment, parse_experiment
 from workbench.units import format_size, format_time
 
 __all__ = ["Table", "build_table", "render_markdown", "render_csv", "write_report", "load_run", "compare_runs",

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import concurrent.futures
 import json
-import math
 import os
 import platform
 import queue
