@@ -8,6 +8,8 @@ import statistics
 import subprocess
 import time
 from pathlib import Path
+
+from workbench.files import write_atomic
 from typing import Callable
 
 RESULTS = Path(__file__).resolve().parent.parent / "results" / "bench"
@@ -32,10 +34,6 @@ def machine() -> str:
 
 
 def write(name: str, text: str) -> Path:
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    path = RESULTS / name
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
+    path = write_atomic(RESULTS / name, text)
     print(f"wrote {path}")
     return path

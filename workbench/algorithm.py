@@ -10,13 +10,12 @@ from __future__ import annotations
 
 import json
 import math
-import os
-import tempfile
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
+from workbench.files import write_atomic
 from workbench.collective import Collective, CollectiveError, collective_from_dict, make_collective
 from workbench.topology import Topology, TopologyError, topology_from_dict
 
@@ -188,17 +187,8 @@ class Algorithm:
         }
 
     def save(self, path: str | Path) -> None:
-        """Write atomically (temporary file then rename), so a reader never sees half a file."""
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-        try:
-            with os.fdopen(fd, "w") as handle:
-                json.dump(self.to_dict(), handle, separators=(",", ":"))
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        """Write atomically, so a reader never sees half a file."""
+        write_atomic(path, json.dumps(self.to_dict(), separators=(",", ":")))
 
     @classmethod
     def from_dict(cls, data: Any, source: str = "algorithm") -> "Algorithm":

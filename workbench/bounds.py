@@ -63,19 +63,11 @@ class Bounds:
                 "flow_lp": self.flow_lp, "best": self.best, "ideal": self.ideal}
 
 
-def _chunk_groups(collective: Collective) -> list[tuple[frozenset[int], frozenset[int], int]]:
-    """Distinct (pre, post) pairs with how many chunks share them."""
-    counts: dict[tuple[frozenset[int], frozenset[int]], int] = {}
-    for pre, post in zip(collective.pre, collective.post):
-        counts[(pre, post)] = counts.get((pre, post), 0) + 1
-    return [(pre, post, count) for (pre, post), count in counts.items()]
-
-
 def injection_bound(topology: Topology, collective: Collective, chunk_bytes: float) -> float:
     n = collective.num_ranks
     must_receive = np.zeros(n)
     must_send = np.zeros(n)
-    for pre, post, count in _chunk_groups(collective):
+    for pre, post, count in collective.groups():
         for rank in post:
             needs = (pre != {rank}) if collective.combining else (rank not in pre)
             if needs:
@@ -101,25 +93,12 @@ def injection_bound(topology: Topology, collective: Collective, chunk_bytes: flo
     return float(best)
 
 
-def _alpha_matrix(topology: Topology) -> np.ndarray:
-    from scipy.sparse import csr_matrix
-    from scipy.sparse.csgraph import dijkstra
-
-    n = topology.num_nodes
-    src = [l.src for l in topology.links]
-    dst = [l.dst for l in topology.links]
-    # tiny epsilon keeps zero-alpha links as edges in the sparse graph
-    weights = [l.alpha + 1e-30 for l in topology.links]
-    graph = csr_matrix((weights, (src, dst)), shape=(n, n))
-    return dijkstra(graph, directed=True)
-
-
 def latency_bound(topology: Topology, collective: Collective, chunk_bytes: float) -> float:
-    dist = _alpha_matrix(topology)
+    dist = topology.alpha_distances()
     fastest_in = np.array([max((l.bandwidth for l in topology.in_links(r)), default=math.inf)
                            for r in range(collective.num_ranks)])
     best = 0.0
-    for pre, post, _ in _chunk_groups(collective):
+    for pre, post, _ in collective.groups():
         holders = np.array(sorted(pre))
         for rank in post:
             if collective.combining:
@@ -142,7 +121,7 @@ def cut_bound(topology: Topology, collective: Collective, chunk_bytes: float, ma
         return None
     subsets = np.arange(1, (1 << n) - 1, dtype=np.int64)
     need = np.zeros(len(subsets))
-    for pre, post, count in _chunk_groups(collective):
+    for pre, post, count in collective.groups():
         pre_mask = sum(1 << r for r in pre)
         post_mask = sum(1 << r for r in post)
         enters = (subsets & post_mask) != 0
@@ -169,7 +148,7 @@ def flow_lp_bound(topology: Topology, collective: Collective, chunk_bytes: float
     """The replication-aware multi-commodity-flow LP bound; None when not applicable or too large."""
     from workbench.solvers import solve_lp
 
-    groups = _chunk_groups(collective)
+    groups = collective.groups()
     if collective.combining:
         if any(len(post) != 1 for _, post, _ in groups):
             return None  # all-reduce: no flow relaxation here
@@ -265,7 +244,7 @@ def tacos_ideal(topology: Topology, collective: Collective, size_bytes: float,
     else:
         per_npu = [min(sum(l.bandwidth for l in topology.in_links(r)),
                        sum(l.bandwidth for l in topology.out_links(r))) for r in ranks]
-    dist = _alpha_matrix(topology)[: collective.num_ranks, : collective.num_ranks]
+    dist = topology.alpha_distances()[: collective.num_ranks, : collective.num_ranks]
     diameter = float(np.max(dist)) if collective.num_ranks > 1 else 0.0
     return size_bytes * ideal_factor(collective.kind, collective.num_ranks) / min(per_npu) + diameter
 

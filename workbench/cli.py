@@ -209,10 +209,10 @@ def _load_demand(path: str, num_npus: int) -> dict[str, Any]:
         for key in ("pre", "post"):
             if key not in data:
                 raise UsageError(f"{path}: missing field {key!r} (or give 'matrix')")
-        from workbench.collective import _pairs_to_lists
+        from workbench.collective import pairs_to_lists
 
-        pre = _pairs_to_lists(data["pre"], "pre", path)
-        post = _pairs_to_lists(data["post"], "post", path)
+        pre = pairs_to_lists(data["pre"], "pre", path)
+        post = pairs_to_lists(data["post"], "post", path)
         combining = bool(data.get("combining", False))
     custom_collective(ranks, pre, post, combining, path)  # validates
     return {"kind": "custom", "ranks": ranks, "pre": pre, "post": post, "combining": combining}
@@ -301,7 +301,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
     from workbench.experiment import load_experiment
     from workbench.report import compare_runs, load_run, write_report
-    from workbench.runner import ResultStore, run_experiment, write_atomic
+    from workbench.files import write_atomic
+    from workbench.runner import ResultStore, run_experiment
 
     if args.jobs < 1:
         raise UsageError("--jobs must be at least 1")
@@ -365,7 +366,7 @@ def _cmd_export(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from workbench.msccl import MscclError, export_xml, interpret
-    from workbench.runner import write_atomic
+    from workbench.files import write_atomic
 
     if args.format != "msccl-xml":
         raise UsageError(f"--format: only msccl-xml is supported, got {args.format!r}")
@@ -423,7 +424,6 @@ def _cmd_import(args: argparse.Namespace) -> int:
 
 
 def _cmd_libra(args: argparse.Namespace) -> int:
-    from workbench.network_design import DesignInputError
     from workbench.registry import DesignProblem, FormulationError, get_formulation
 
     try:
@@ -432,18 +432,16 @@ def _cmd_libra(args: argparse.Namespace) -> int:
         raise UsageError(f"--budget: {exc}") from None
     if budget <= 0:
         raise UsageError("--budget must be positive")
-    workloads = [{"workload": w, "communicator": c} for w, c in zip(args.workload, args.communicator)]
     if len(args.workload) != len(args.communicator):
         raise UsageError("give one --communicator per --workload")
+    workloads = [{"workload": w, "communicator": c} for w, c in zip(args.workload, args.communicator)]
     problem = DesignProblem(dimensions={"file": args.network}, workloads=workloads, cost_model={"file": args.cost},
                             constraints={"total_bandwidth": budget}, objective=args.objective)
     try:
         formulation = get_formulation("libra")
         result = formulation.synthesize(problem, time_limit=parse_time(args.time_limit), seed=0,
                                         backend=args.backend)
-    except (DesignInputError, FormulationError) as exc:
-        raise UsageError(str(exc)) from None
-    except ValueError as exc:
+    except (ValueError, FormulationError) as exc:  # DesignInputError is a ValueError
         raise UsageError(str(exc)) from None
     stats = result.stats
     if args.json:

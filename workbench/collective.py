@@ -48,6 +48,7 @@ class Collective:
     combining: bool
     root: int | None = None
     _masks: tuple[list[int], list[int]] | None = field(default=None, repr=False, compare=False)
+    _groups: list | None = field(default=None, repr=False, compare=False)
 
     @property
     def num_chunks(self) -> int:
@@ -85,16 +86,14 @@ class Collective:
             self._masks = (full, posts)
         return self._masks
 
-    def required_pairs(self) -> Iterable[tuple[int, int]]:
-        """(chunk, rank) pairs that must be delivered (post ranks lacking the full data at the start)."""
-        for chunk, ranks in enumerate(self.post):
-            holders = self.pre[chunk]
-            for rank in ranks:
-                if self.combining:
-                    if holders != {rank}:
-                        yield chunk, rank
-                elif rank not in holders:
-                    yield chunk, rank
+    def groups(self) -> list[tuple[frozenset[int], frozenset[int], int]]:
+        """Distinct (pre, post) pairs with how many chunks share them (computed once)."""
+        if self._groups is None:
+            counts: dict[tuple[frozenset[int], frozenset[int]], int] = {}
+            for pair in zip(self.pre, self.post):
+                counts[pair] = counts.get(pair, 0) + 1
+            self._groups = [(pre, post, count) for (pre, post), count in counts.items()]
+        return self._groups
 
     def check_reachable(self, topology) -> None:
         """Raise ``TopologyError`` naming a post rank that cannot get a chunk it needs."""
@@ -223,7 +222,7 @@ def custom_collective(
     return Collective("custom", num_ranks, 1, tuple(pre_sets), tuple(post_sets), bool(combining), None)
 
 
-def _pairs_to_lists(pairs: Any, field_name: str, source: str) -> list[list[int]]:
+def pairs_to_lists(pairs: Any, field_name: str, source: str) -> list[list[int]]:
     if not isinstance(pairs, list):
         raise CollectiveError(f"{source}: {field_name} must be a list of [chunk, [ranks]]")
     result: dict[int, list[int]] = {}
@@ -249,8 +248,8 @@ def collective_from_dict(data: Any, source: str = "collective") -> Collective:
     ranks = data["ranks"]
     if not isinstance(ranks, int) or ranks < 1:
         raise CollectiveError(f"{source}.ranks: expected a positive integer, got {ranks!r}")
-    pre = _pairs_to_lists(data["pre"], "pre", source)
-    post = _pairs_to_lists(data["post"], "post", source)
+    pre = pairs_to_lists(data["pre"], "pre", source)
+    post = pairs_to_lists(data["post"], "post", source)
     explicit = custom_collective(ranks, pre, post, bool(data["combining"]), source)
     if kind == "custom":
         return explicit

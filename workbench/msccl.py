@@ -578,7 +578,6 @@ def _run(algo: XmlAlgo, initial: dict[tuple[int, str, int], tuple[int, int]], so
                         transfer = message.transfer
                         transfers[transfer]["deps"].update(inherited)
                         transfers[transfer]["op"] = "reduce" if step.type in _REDUCING else "copy"
-                        transfers[transfer]["recv_wbid"] = step.wbid
                         step_transfer[(rank, tb.id, step.index)] = transfer
                         write(rank, step.dstbuf, step.dstoff, message.values, step.type in _REDUCING, where, transfer)
                     if step.type in _SENDING:
@@ -592,7 +591,7 @@ def _run(algo: XmlAlgo, initial: dict[tuple[int, str, int], tuple[int, int]], so
                         transfer = len(transfers)
                         wbid = step.wbid_send if step.wbid_send is not None else step.wbid
                         transfers.append({"src": rank, "dst": tb.send, "chunks": [v[0] for v in values],
-                                          "wbid": wbid, "deps": deps, "op": "copy", "order": transfer})
+                                          "wbid": wbid, "deps": deps, "op": "copy"})
                         step_transfer[(rank, tb.id, step.index)] = transfer
                         fifos.setdefault((rank, tb.send, tb.chan), []).append(
                             _Message(values, rank, tb.id, step.index, wbid, transfer))

@@ -115,8 +115,10 @@ def _formulation_rows_table(rows: list[dict[str, Any]], experiment: Experiment) 
     groups: list[str] = []
     for f in experiment.formulations:
         name, _, group = f["label"].partition(" @ ")
-        row_labels.append(name) if name not in row_labels else None
-        groups.append(group) if group not in groups else None
+        if name not in row_labels:
+            row_labels.append(name)
+        if group not in groups:
+            groups.append(group)
     columns = [f"{g} {m}".strip() for g in groups for m in metrics]
     table = Table(experiment.description or experiment.name, "per-instance metrics", None, row_labels, columns,
                   time_valued=True)
@@ -437,7 +439,7 @@ def load_run(folder: str | Path) -> tuple[Experiment, list[dict[str, Any]]]:
 
 def write_report(folder: str | Path, figures: bool = True) -> Path:
     """Write table.md, table.csv and figures into the run folder; returns table.md's path."""
-    from workbench.runner import write_atomic
+    from workbench.files import write_atomic
 
     folder = Path(folder)
     experiment, rows = load_run(folder)

@@ -73,50 +73,44 @@ def build_problem(cell: dict[str, Any]):
 def evaluate_algorithms(algorithms: list, problem, evaluation: dict[str, Any]) -> dict[str, Any]:
     """Verify and simulate every algorithm; the headline is the fastest simulated one.
 
-    Raises ``InvalidAlgorithm`` for an algorithm that does not implement the collective.
+    The bounds are those of the headline algorithm's own chunking (a Pareto search returns
+    algorithms with different chunk sizes). Raises ``InvalidAlgorithm`` for an algorithm that does
+    not implement the collective.
     """
-    from workbench.bounds import lower_bounds
+    from workbench.bounds import lower_bounds, tacos_ideal
     from workbench.simulate import simulate
     from workbench.verify import verify
 
     options = {k: evaluation.get(k, d) for k, d in (("link_model", "pipelined"), ("order", "in-order"),
                                                     ("switch_model", "cut-through"))}
-    topology, collective = problem.topology, problem.collective
-    small = len(topology.links) * collective.num_chunks <= 50_000
-    bounds = lower_bounds(topology, collective, problem.chunk_bytes, lp=bool(evaluation.get("lp_bound", True)) and small,
-                          lp_time_limit=30.0)
     entries = []
-    best_result = None
+    best = None  # (algorithm, entry, simulation)
     for algorithm in algorithms:
         default = simulate(algorithm)
         verify(algorithm, simulation=default)
         result = default if options == default.options else simulate(algorithm, **options)
-        entry = {
-            "claimed_time": algorithm.meta.get("claimed_time"),
-            "collective_time": result.collective_time,
-            "algbw": result.algbw / 1e9,
-            "busbw": result.busbw / 1e9,
-            "transfers": len(algorithm.transfers),
-            "label": algorithm.meta.get("label"),
-            "steps": algorithm.meta.get("steps"),
-            "rounds": algorithm.meta.get("rounds"),
-            "sccl_chunks": algorithm.meta.get("sccl_chunks"),
-        }
+        entry = {"claimed_time": algorithm.meta.get("claimed_time"), "collective_time": result.collective_time,
+                 "algbw": result.algbw / 1e9, "busbw": result.busbw / 1e9, "transfers": len(algorithm.transfers),
+                 **{k: algorithm.meta.get(k) for k in ("label", "steps", "rounds", "sccl_chunks")}}
         entries.append(entry)
-        if best_result is None or result.collective_time < best_result[1].collective_time:
-            best_result = (entry, result)
-    from workbench.bounds import tacos_ideal
-
+        if best is None or result.collective_time < best[2].collective_time:
+            best = (algorithm, entry, result)
+    topology = problem.topology
+    collective, chunk_bytes = (best[0].collective, best[0].chunk_bytes) if best else (problem.collective,
+                                                                                        problem.chunk_bytes)
+    small = len(topology.links) * collective.num_chunks <= 50_000
+    bounds = lower_bounds(topology, collective, chunk_bytes, lp=bool(evaluation.get("lp_bound", True)) and small,
+                          lp_time_limit=30.0)
     ideal_dims = tacos_ideal(topology, collective, problem.size_bytes, "dimensions") if collective.num_ranks > 1 else None
     fields: dict[str, Any] = {"bound": bounds.best, "ideal": bounds.ideal, "ideal_dims": ideal_dims,
                               "bounds": bounds.to_dict()}
-    if best_result is None:
+    if best is None:
         return fields
-    entry, result = best_result
+    algorithm, entry, result = best
     fields.update({k: entry[k] for k in ("claimed_time", "collective_time", "algbw", "busbw", "transfers")})
-    best_meta = next(a.meta for a, e in zip(algorithms, entries) if e is entry)
-    fields["algorithm_meta"] = {k: best_meta[k] for k in ("label", "steps", "rounds", "sccl_chunks",
-                                                         "latency_optimal", "bandwidth_optimal") if k in best_meta}
+    fields["algorithm_meta"] = {k: algorithm.meta[k] for k in ("label", "steps", "rounds", "sccl_chunks",
+                                                               "latency_optimal", "bandwidth_optimal")
+                                if k in algorithm.meta}
     fields["efficiency"] = bounds.efficiency(result.collective_time)
     fields["ideal_efficiency"] = (bounds.ideal / result.collective_time) if bounds.ideal else None
     fields["ideal_dims_efficiency"] = (ideal_dims / result.collective_time) if ideal_dims else None
@@ -433,16 +427,6 @@ def _json_default(value: Any) -> Any:
     except ImportError:
         pass
     return str(value)
-
-
-def write_atomic(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    with os.fdopen(fd, "w") as handle:
-        handle.write(text)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(tmp, path)
 
 
 # ============================================================================ progress

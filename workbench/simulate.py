@@ -243,7 +243,7 @@ def _run_fifo(algorithm: Algorithm, segments: list[list[Segment]], blocking: boo
     waiters: list[list[tuple[float, int, int]]] = [[] for _ in range(num_links)]
     start = [0.0] * count
     end = [0.0] * count
-    remaining = [len(t.deps) for t in transfers]
+    remaining = [0] * count
     dependants: list[list[int]] = [[] for _ in range(count)]
     for t in transfers:
         for d in set(t.deps):

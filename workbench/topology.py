@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, Iterable, Sequence
 
 import networkx as nx
+import numpy as np
 
 from workbench.units import UnitError, parse_bandwidth, parse_time
 
@@ -84,6 +85,7 @@ class Topology:
         self._in: list[list[int]] = []
         self._bfs_parents: dict[int, list[int]] = {}
         self._path_cache: dict[tuple[int, int], tuple[int, ...] | None] = {}
+        self._alpha = None
         self.validate()
 
     def validate(self) -> None:
@@ -123,6 +125,7 @@ class Topology:
             neighbours.sort()
         self._bfs_parents = {}
         self._path_cache = {}
+        self._alpha = None
 
     # ---------------------------------------------------------------- queries
     @property
@@ -234,14 +237,18 @@ class Topology:
             result.append(dist)
         return result
 
-    def alpha_distances(self) -> list[list[float]]:
-        """Shortest-path sums of alpha between all nodes (inf when unreachable)."""
-        g = self.graph()
-        result = [[math.inf] * self.num_nodes for _ in range(self.num_nodes)]
-        for src, lengths in nx.all_pairs_dijkstra_path_length(g, weight="alpha"):
-            for dst, value in lengths.items():
-                result[src][dst] = value
-        return result
+    def alpha_distances(self) -> np.ndarray:
+        """Shortest-path sums of alpha between all nodes (inf when unreachable), computed once."""
+        if self._alpha is None:
+            from scipy.sparse import csr_matrix
+            from scipy.sparse.csgraph import dijkstra
+
+            n = self.num_nodes
+            # a tiny epsilon keeps zero-alpha links as edges of the sparse graph
+            weights = np.array([l.alpha for l in self.links]) + 1e-30
+            graph = csr_matrix((weights, ([l.src for l in self.links], [l.dst for l in self.links])), shape=(n, n))
+            self._alpha = dijkstra(graph, directed=True)
+        return self._alpha
 
     # ---------------------------------------------------------------- transforms
     def reversed(self) -> "Topology":
@@ -306,14 +313,16 @@ class Topology:
         }
 
     def save(self, path: str | Path) -> None:
+        from workbench.files import write_atomic
+
         path = Path(path)
         data = self.to_dict()
         if path.suffix in (".yaml", ".yml"):
             import yaml
 
-            path.write_text(yaml.safe_dump(data, sort_keys=False))
+            write_atomic(path, yaml.safe_dump(data, sort_keys=False))
         else:
-            path.write_text(json.dumps(data, indent=1))
+            write_atomic(path, json.dumps(data, indent=1))
 
     def describe(self) -> str:
         """A human summary: counts, degrees, bandwidth and alpha ranges, diameter."""
@@ -435,7 +444,7 @@ def load_topology(
 
 # ====================================================================== builders
 class _Edges:
-    """Collects links, merging nothing: a duplicate is a builder bug."""
+    """Collects links; a link already present is kept (grids and rings of 2 meet the same pair twice)."""
 
     def __init__(self) -> None:
         self.links: dict[tuple[int, int], Link] = {}
