@@ -459,7 +459,7 @@ def compare_runs(new_rows: list[dict[str, Any]], reference_rows: list[dict[str, 
     """A markdown table: this run beside the committed reference and the paper, per cell."""
     new = build_table(new_rows, experiment)
     reference = build_table(reference_rows, experiment)
-    lines = [f"New run vs committed reference vs paper ({experiment.table['value'].replace('_', ' ')}"
+    lines = [f"New run vs committed reference vs paper ({new.value_name.replace('_', ' ')}"
              + (f", normalised to {new.normalised_by}" if new.normalised_by else "") + ")", "",
              "| " + " | ".join([experiment.table["rows"]] + new.columns) + " |",
              "|" + "---|" * (len(new.columns) + 1)]
@@ -468,7 +468,9 @@ def compare_runs(new_rows: list[dict[str, Any]], reference_rows: list[dict[str, 
         for column in new.columns:
             a = new.cells.get((row, column), TableCell())
             b = reference.cells.get((row, column), TableCell())
-            cells.append(f"{_fmt(a.ours, new, column)} / {_fmt(b.ours, new, column)} / {_fmt(a.paper, new, column)}")
+            ours = new.text.get((row, column)) or _fmt(a.ours, new, column)
+            ref = reference.text.get((row, column)) or _fmt(b.ours, new, column)
+            cells.append(f"{ours} / {ref} / {_fmt(a.paper, new, column)}")
         lines.append(f"| {row} | " + " | ".join(cells) + " |")
     lines += ["", "Each cell: new / reference / paper."]
     return "\n".join(lines) + "\n"
