@@ -681,6 +681,67 @@ def _dgx2(spec: str, chassis: int, variant: str) -> Topology:
     return Topology.create(n, edges.links.values(), chassis, spec, {"chassis": chassis, "costs": variant})
 
 
+def _nic_fabric(edges: "_Edges", nics: list[list[int]], first_free: int, alpha: float, bw: float) -> int:
+    """IB between NIC nodes: ``nics[i][k]`` is NIC k of chassis i. Two chassis: NIC k <-> NIC k
+    directly (alpha/2); more: every NIC on one IB switch (alpha/4 a side). Returns the switches added."""
+    if len(nics) == 2:
+        for a, b in zip(nics[0], nics[1]):
+            edges.add(a, b, alpha / 2, bw)
+        return 0
+    if len(nics) > 2:
+        for row in nics:
+            for nic in row:
+                edges.add(nic, first_free, alpha / 4, bw)
+        return 1
+    return 0
+
+
+def _ndv2_nic(spec: str, chassis: int, variant: str) -> Topology:
+    """NDv2 with its NIC as a switch node: all 8 GPUs of a chassis reach the IB NIC over PCIe.
+
+    GPU <-> NIC costs IB alpha/4 at IB bandwidth, so any GPU can use the NIC and the GPUs of a
+    chassis share it; NIC to NIC as in ``_nic_fabric``. Any inter-node sketch (TACCL ndv2-sk-1,
+    -sk-2 fully connected, -sk-3 direct map) is a set of switch-only paths here.
+    """
+    c = _COSTS[variant]
+    n = 8 * chassis
+    links: list[Link] = []
+    for i in range(chassis):
+        for link in _dgx1_edges("msccl", c["nvlink_single"], c["nvlink_alpha"], offset=8 * i):
+            double = link.bandwidth > c["nvlink_single"] * 1.5
+            links.append(Link(link.src, link.dst, link.alpha, c["nvlink_double"] if double else c["nvlink_single"]))
+    edges = _Edges()
+    nics = [[n + i] for i in range(chassis)]
+    for i in range(chassis):
+        for g in range(8):
+            edges.add(8 * i + g, n + i, c["ib_alpha"] / 4, c["ib_bw"])
+    extra = _nic_fabric(edges, nics, n + chassis, c["ib_alpha"], c["ib_bw"])
+    meta = {"chassis": chassis, "costs": variant, "nics_per_chassis": 1}
+    return Topology.create(n, links + list(edges.links.values()), chassis + extra, spec, meta)
+
+
+def _dgx2_nic(spec: str, chassis: int, variant: str) -> Topology:
+    """DGX-2 with 8 NIC switch nodes per chassis, NIC k shared by GPUs 2k and 2k+1 (spec taccl 1.1).
+
+    Node ids: GPUs, then one NVSwitch per chassis, then the NICs (so intra-chassis routes take the
+    NVSwitch). GPU <-> NIC costs IB alpha/4 at IB bandwidth; NIC to NIC as in ``_nic_fabric``.
+    """
+    c = _COSTS[variant]
+    n = 16 * chassis
+    edges = _Edges()
+    for i in range(chassis):
+        for g in range(16):
+            edges.add(16 * i + g, n + i, c["nvswitch_alpha"], c["nvswitch_bw"])
+    nics = [[n + chassis + 8 * i + k for k in range(8)] for i in range(chassis)]
+    for i in range(chassis):
+        for k in range(8):
+            for g in (2 * k, 2 * k + 1):
+                edges.add(16 * i + g, nics[i][k], c["dgx2_ib_alpha"] / 4, c["dgx2_ib_bw"])
+    extra = _nic_fabric(edges, nics, n + 9 * chassis, c["dgx2_ib_alpha"], c["dgx2_ib_bw"])
+    meta = {"chassis": chassis, "costs": variant, "nics_per_chassis": 8}
+    return Topology.create(n, edges.links.values(), 9 * chassis + extra, spec, meta)
+
+
 # AMD chassis of the TE-CCL spec (section 6.2): neighbour -> weight, bandwidth = weight * 50 GB/s.
 _AMD_CHASSIS = {
     0: {1: 4, 4: 2, 8: 1}, 1: {0: 4, 5: 1, 9: 1, 10: 1}, 2: {3: 4, 6: 1, 9: 1, 10: 1},
@@ -778,6 +839,8 @@ BUILDERS: dict[str, str] = {
     "ndv2-taccl:K": "K NDv2 chassis, TACCL profiled costs (1MB profile)",
     "dgx2:K": "K DGX-2 chassis, TE-CCL costs (NVSwitch 125GB/s 0.35us, IB 12.5GB/s 2.6us)",
     "dgx2-taccl:K": "K DGX-2 chassis, TACCL profiled costs (1MB profile)",
+    "ndv2-nic:K, ndv2-taccl-nic:K": "NDv2 chassis with the IB NIC as a switch node every GPU reaches (any TACCL inter-node sketch)",
+    "dgx2-nic:K, dgx2-taccl-nic:K": "DGX-2 chassis with 8 NIC switch nodes, each shared by GPUs 2k, 2k+1",
     "amd:K": "K AMD MI250 chassis of the TE-CCL paper",
     "amd-z52": "Gigabyte Z52 8-ring of the SCCL paper (guessed labelling)",
 }
@@ -811,11 +874,14 @@ def build(
             return _dragonfly(spec, arg, alpha, bandwidth)
         if kind in ("dgx1", "dgx1-msccl") and not arg:
             return _dgx1(spec, "sccl" if kind == "dgx1" else "msccl", alpha, bandwidth)
-        if kind in ("ndv2", "ndv2-taccl", "dgx2", "dgx2-taccl", "amd"):
+        if kind in ("ndv2", "ndv2-taccl", "dgx2", "dgx2-taccl", "amd", "ndv2-nic", "ndv2-taccl-nic", "dgx2-nic",
+                    "dgx2-taccl-nic"):
             chassis = _parse_int(arg, spec) if arg else 1
             if kind != "amd" and (alpha is not None or bandwidth is not None):
                 raise TopologyError(f"topology spec {spec!r}: fixed link costs; --alpha/--bandwidth do not apply")
-            variant = "taccl" if kind.endswith("-taccl") else "teccl"
+            variant = "taccl" if "-taccl" in kind else "teccl"
+            if kind.endswith("-nic"):
+                return (_ndv2_nic if kind.startswith("ndv2") else _dgx2_nic)(spec, chassis, variant)
             if kind.startswith("ndv2"):
                 return _ndv2(spec, chassis, variant)
             if kind.startswith("dgx2"):
