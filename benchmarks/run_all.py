@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import sys
 
-from benchmarks import libra_solve, tacos_scaling, verify_simulate
+from benchmarks import libra_solve, taccl_scaling, tacos_scaling, verify_simulate
 
 
 def main() -> int:
     verify_simulate.main([])
     tacos_scaling.main([])
     libra_solve.main([])
+    taccl_scaling.main([])
     return 0
 
 

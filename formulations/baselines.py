@@ -11,7 +11,8 @@ runs contention-free.
   parameter, default true).
 * ``direct``: every rank sends each shard straight to its owner (reduce-scatter), then every
   owner sends its reduced shard to every rank (all-gather); one message per (source, destination)
-  pair, routed (multi-hop on sparse topologies, hence contention).
+  pair, routed (multi-hop on sparse topologies, hence contention). All-to-all: NCCL's peer-to-peer
+  exchange, each source's pieces for a destination in one message.
 * ``rhd``: recursive halving (reduce-scatter, partner distance n/2, n/4, ..., 1) then recursive
   doubling (all-gather, distance 1, 2, ..., n/2); power-of-two ranks only; one message per step.
 * ``dbt``: NCCL's double binary tree for all-reduce: tree 1 is NCCL's btree (odd ranks are
@@ -85,7 +86,9 @@ def ring_schedule(problem: Problem, bidirectional: bool = True) -> Algorithm:
 # ---------------------------------------------------------------------------------------- direct
 def direct_schedule(problem: Problem) -> Algorithm:
     collective = problem.collective
-    rs, ag = _phases(collective, ("allgather", "reducescatter", "allreduce"), "direct")
+    if collective.kind == "alltoall":
+        return _direct_alltoall(problem)
+    rs, ag = _phases(collective, ("allgather", "reducescatter", "allreduce", "alltoall"), "direct")
     n = collective.num_ranks
     builder = ScheduleBuilder(problem.topology, collective, problem.chunk_bytes)
     if rs:
@@ -97,6 +100,19 @@ def direct_schedule(problem: Problem) -> Algorithm:
         for offset in range(1, n):
             for src in range(n):
                 builder.add(_owner_chunks(collective, src), src, (src + offset) % n, "copy")
+    return builder.build()
+
+
+def _direct_alltoall(problem: Problem) -> Algorithm:
+    """NCCL's all-to-all: every source sends each destination its pieces as one message (peer to peer)."""
+    collective = problem.collective
+    n = collective.num_ranks
+    builder = ScheduleBuilder(problem.topology, collective, problem.chunk_bytes)
+    for offset in range(1, n):
+        for src in range(n):
+            dst = (src + offset) % n
+            pieces = [c for c in range(collective.num_chunks) if src in collective.pre[c] and dst in collective.post[c]]
+            builder.add(pieces, src, dst, "copy")
     return builder.build()
 
 

@@ -17,6 +17,7 @@ A config is YAML::
       formulations:
         - {name: bfs-trees, label: Trees, params: {}}
         - {name: my_package.module:MyFormulation}                    # import path works too
+        - {name: taccl, seeds: [0], topologies: ["16 (2)"], params: {time_limit: 20min}}  # own seeds, topologies, limit
       designs:                                                       # design (LIBRA-like) cells
         - {name: my_design, formulation: libra, problem: {...}, params: {}}
     evaluation: {link_model: pipelined, order: in-order, switch_model: cut-through, save_algorithms: false}
@@ -156,6 +157,10 @@ class Experiment:
             if own_collectives is not None and collective != self.collectives[0]:
                 continue
             if own_chunks is not None and chunks != self.chunks[0]:
+                continue
+            if "seeds" in formulation and seed not in formulation["seeds"]:
+                continue
+            if "topologies" in formulation and topology.get("label") not in formulation["topologies"]:
                 continue
             limit = formulation.get("params", {}).get("time_limit", self.time_limit)
             for this_collective in own_collectives or [collective]:
@@ -314,7 +319,7 @@ def _parse_formulation(check: _Checker, entry: Any, path: str) -> dict:
 
     if isinstance(entry, str):
         entry = {"name": entry}
-    check.mapping(entry, path, {"name", "label", "params", "chunks", "collectives"})
+    check.mapping(entry, path, {"name", "label", "params", "chunks", "collectives", "seeds", "topologies"})
     name = check.string(check.required(entry, "name", path), f"{path}.name")
     try:
         resolve_formulation(name)
@@ -330,6 +335,12 @@ def _parse_formulation(check: _Checker, entry: Any, path: str) -> dict:
     if "chunks" in entry:  # this formulation's own chunks per rank (e.g. a bidirectional ring needs 2)
         result["chunks"] = [check.integer(c, f"{path}.chunks[{i}]", 1)
                             for i, c in enumerate(check.seq(entry["chunks"], f"{path}.chunks"))]
+    if "seeds" in entry:  # this formulation runs only these of the grid's seeds (slow solvers)
+        result["seeds"] = [check.integer(v, f"{path}.seeds[{i}]", 0)
+                           for i, v in enumerate(check.seq(entry["seeds"], f"{path}.seeds"))]
+    if "topologies" in entry:  # this formulation runs only on these topology labels (e.g. a sketch per machine)
+        result["topologies"] = [check.string(v, f"{path}.topologies[{i}]")
+                                for i, v in enumerate(check.seq(entry["topologies"], f"{path}.topologies"))]
     return result
 
 
@@ -376,8 +387,9 @@ def _parse_table(check: _Checker, value: Any, formulations: list[dict]) -> dict:
         metrics = [str(m) for m in check.seq(table.get("metrics") or ["status", "synthesis_seconds",
                                                                       "collective_time"], "table.metrics")]
         for i, metric in enumerate(metrics):
-            if metric not in ROW_METRICS:
-                raise check.fail(f"table.metrics[{i}]", f"expected one of {', '.join(ROW_METRICS)}, got {metric!r}")
+            if metric not in ROW_METRICS and not (metric.startswith("stats.") and len(metric) > 6):
+                raise check.fail(f"table.metrics[{i}]", f"expected one of {', '.join(ROW_METRICS)} or "
+                                 f"stats.<key> (a formulation's own statistic), got {metric!r}")
         table["metrics"] = metrics
     if table["value"] not in TABLE_VALUES:
         raise check.fail("table.value", f"expected one of {', '.join(TABLE_VALUES)}")
@@ -468,6 +480,12 @@ def parse_experiment(data: Any, source: str = "experiment", quick: bool = False,
         formulations = [_parse_formulation(check, e, f"grid.formulations[{i}]")
                         for i, e in enumerate(check.seq(check.required(grid, "formulations", "grid"),
                                                         "grid.formulations"))]
+    topology_labels = {t.get("label") for t in topologies}
+    for i, f in enumerate(formulations):
+        for j, label in enumerate(f.get("topologies", [])):
+            if label not in topology_labels:
+                raise check.fail(f"grid.formulations[{i}].topologies[{j}]",
+                                 f"no topology labelled {label!r} in grid.topologies")
     labels = [f["label"] for f in formulations]
     if len(set(labels)) != len(labels):
         raise check.fail("grid.formulations", "labels must be unique (give each entry a 'label')")

@@ -108,6 +108,16 @@ def _optimality(row: dict[str, Any]) -> str:
     return "both" if len(marks) == 2 else (marks[0] if marks else "")
 
 
+def _metric(row: dict[str, Any], metric: str) -> Any:
+    """A row field, or ``stats.<key>``: a formulation's own statistic (e.g. TACCL's per-stage seconds)."""
+    if metric.startswith("stats."):
+        return (row.get("stats") or {}).get(metric[6:])
+    return row.get(metric)
+
+
+_PLAIN_METRICS = ("algbw", "busbw", "efficiency")
+
+
 def _formulation_rows_table(rows: list[dict[str, Any]], experiment: Experiment) -> Table:
     """One row per formulation entry (label up to " @ "), one column per (group after " @ ", metric)."""
     metrics = experiment.table["metrics"]
@@ -143,7 +153,7 @@ def _formulation_rows_table(rows: list[dict[str, Any]], experiment: Experiment) 
             elif metric == "optimality":
                 table.text[(name, column)] = _optimality(group_rows[0]) or "-"
             else:
-                values = [g[metric] for g in group_rows if g.get(metric) is not None]
+                values = [v for v in (_metric(g, metric) for g in group_rows) if isinstance(v, (int, float))]
                 cell.ours = statistics.median(values) if values else None
                 cell.status = ",".join(sorted({g.get("status", "?") for g in group_rows}))
     for entry in experiment.paper.get("values", []):
@@ -329,7 +339,9 @@ def _fmt(value: float | None, table: Table, column: str | None = None) -> str:
         return "-"
     if column in _RATIO_COLUMNS:
         return f"{value:.1%}"
-    if table.normalised_by is not None or not table.time_valued:
+    metric = (column or "").split(" ")[-1]
+    plain = metric in _PLAIN_METRICS or (metric.startswith("stats.") and not metric.endswith("seconds"))
+    if table.normalised_by is not None or not table.time_valued or plain:
         return f"{value:.3g}" if abs(value) < 1000 else f"{value:,.0f}"
     return format_time(value)
 
@@ -352,6 +364,8 @@ def render_markdown(table: Table, experiment: Experiment, show_synthesis: bool |
     legend = f"Value: {what}."
     if has_paper:
         legend += " Each cell: ours / paper (ours / paper ratio)."
+    if any("timeout" in c.status.split(",") and c.ours is not None for c in table.cells.values()):
+        legend += " \"(timeout)\": a time limit ended the search and the value is its best answer; unmarked cells completed."
     lines += [legend, ""]
     header = [experiment.table["rows"]] + table.columns
     lines.append("| " + " | ".join(header) + " |")
@@ -371,6 +385,8 @@ def render_markdown(table: Table, experiment: Experiment, show_synthesis: bool |
                 text = cell.status
             elif cell.ours is None and row != "geomean":
                 text = "not run" if cell.runs == 0 else "-"
+            if row != "geomean" and cell.ours is not None and "timeout" in cell.status.split(","):
+                text += " (timeout)"  # a search ended by its limit: the value is its incumbent's
             if has_paper and column in paper_columns and (cell.paper is not None or row != "geomean"):
                 paper_text = _fmt(cell.paper, table, column)
                 ratio = cell.ratio
@@ -387,6 +403,8 @@ def render_markdown(table: Table, experiment: Experiment, show_synthesis: bool |
             for column in synth_columns:
                 cell = table.cells.get((row, column), TableCell())
                 text = _fmt_ms(cell.synthesis)
+                if cell.synthesis is not None and "timeout" in cell.status.split(","):
+                    text += " (timeout)"
                 if cell.paper_synthesis_ms is not None:
                     text += f" / {cell.paper_synthesis_ms:g}"
                 cells.append(text)

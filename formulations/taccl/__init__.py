@@ -106,6 +106,10 @@ class Taccl:
                  "heuristic": info.get("heuristic")}
         for key in ("binaries", "constraints", "variables"):
             stats[key] = sum(s.get(key, 0) for s in stages)
+        for stage in ("routing", "ordering", "contiguity", "reduce-contiguity"):  # build + solve, summed over phases
+            spent = [s.get("build_seconds", 0.0) + s.get("solve_seconds", 0.0) for s in stages if s["stage"] == stage]
+            stats[f"{stage.replace('-', '_')}_seconds"] = sum(spent) if spent else None
+            stats[f"{stage.replace('-', '_')}_status"] = ",".join(s["status"] for s in stages if s["stage"] == stage) or None
         algorithm.meta.update(formulation="taccl", sketch=sk.name, seed=seed, status=status, claimed_time=claimed,
                               synthesis_seconds=seconds, stages=stages, routing_bound=info.get("routing_bound"),
                               routing_time=info.get("routing_time"),
@@ -195,7 +199,8 @@ def _combining(topology: Topology, collective: Collective, chunk_bytes: float, s
     view_sketch = sketch if symmetric else _transposed(sketch)
     forward_share = 0.45 if collective.kind == "allreduce" and not symmetric else 0.6
     inverse_alg, inverse = _forward(view, gather, chunk_bytes, view_sketch, budget, stages, options, forward_share)
-    rs_schedule, logical = _inverted_schedule(topology, reduce_coll, chunk_bytes, inverse, budget, stages, options)
+    rs_schedule, logical = _inverted_schedule(topology, reduce_coll, chunk_bytes, inverse, view_sketch, budget, stages,
+                                              options)
     rs_alg = _emit(topology, reduce_coll, chunk_bytes, logical, rs_schedule, "reduce")
     info = {"routing_time": inverse["routing_time"], "routing_bound": inverse["routing_bound"],
             "heuristic": inverse["heuristic"]}
@@ -211,10 +216,14 @@ def _combining(topology: Topology, collective: Collective, chunk_bytes: float, s
 
 
 def _inverted_schedule(topology: Topology, reduce_coll: Collective, chunk_bytes: float, inverse: dict,
-                       budget: _Budget, stages: list, options: dict) -> tuple[Schedule, LogicalTopology]:
-    """Reduce-Scatter edges: every All-Gather tree edge s -> d becomes d -> s, ordered by flipped AG times."""
+                       plan_sketch: Sketch, budget: _Budget, stages: list, options: dict) -> tuple[Schedule, LogicalTopology]:
+    """Reduce-Scatter edges: every All-Gather tree edge s -> d becomes d -> s, ordered by flipped AG times.
+
+    The edges live on the original topology under the transposed sketch of the view the
+    All-Gather was planned on (its inter-node connections point the other way).
+    """
     source_logical: LogicalTopology = inverse["logical"]
-    logical = source_logical if source_logical.topology is topology else build_logical(topology, _full_sketch(inverse))
+    logical = build_logical(topology, _transposed(plan_sketch))
     ag_schedule: Schedule = inverse["schedule"]
     edges, rank = [], {}
     for c, tree in enumerate(inverse["trees"]):
@@ -261,12 +270,6 @@ def _transposed(sketch: Sketch) -> Sketch:
     view.enforce_ordering = False
     view.beta_split = {}
     return view
-
-
-def _full_sketch(inverse: dict) -> Sketch:
-    """The logical view of the original topology for inverting a plan made on the reversed one."""
-    sketch = Sketch(name="inverse", nnodes=inverse["logical"].num_ranks // inverse["logical"].gpus_per_node)
-    return sketch
 
 
 def _emit(topology: Topology, collective: Collective, chunk_bytes: float, logical: LogicalTopology,

@@ -1,0 +1,327 @@
+"""TE-CCL: collective scheduling as time-expanded multi-commodity flow (MILP, LP, A* rounds) on HiGHS.
+
+Paper: X. Liu et al., "Rethinking Machine Learning Collective Communication as a Multi-Commodity
+Flow Problem" (SIGCOMM 2024); spec ``../shared/spec/teccl.md`` (section numbers below). The
+authors solve with Gurobi; here every model is built as sparse arrays (``workbench.milp``) and
+solved by HiGHS.
+
+Paper symbol -> code name:
+
+* N, S, E, T_ij (chunks/s), alpha_ij, tau, K epochs, delta_ij = alpha_ij / tau
+  -> ``epochs.epoch_graph``: ``EpochGraph.tau``, ``Edge.a`` (ceil(alpha/tau), 0 under the 0.1
+  threshold), ``Edge.kappa`` (epochs a chunk occupies a slow link, Appendix F), ``Edge.per_window``
+  (floor(kappa T tau)), ``Edge.delay`` (L = a + kappa - 1); horizon n_e = ``horizon``
+* commodities (s, c) and demands D_{s,c,d} -> the workbench collective's chunks: a commodity is
+  one of our chunk ids, its holders are ``pre``, its demands are ``post - pre`` (TE-CCL counts
+  chunks per destination for All-to-All; ours are per (source, destination) piece)
+* F_{s,i,j,k,c}, B_{s,n,k,c}, R_{s,d,k,c} -> ``milp``: ``f[c,e,k]``, ``b[c,n,k]``
+  (R_k = B_{k+1}, spec 8.2), eqs. of spec 2.2 / 2.10; switch models of spec 1.6
+  (``switch_model`` copy / no-copy / hyperedge, ``single_beta``); Appendix B buffers
+  (``buffer_limit``); objective weights 1/(k+1) (``objective="paper"``) or 1 (``"code"``)
+* the LP (spec 3.3, 3.6) -> ``lp.solve_lp_schedule`` (commodity = source rank), the rate
+  decomposition of spec 3.5 -> ``lp._decompose``; fractional pieces become ``lp_subchunks``
+  whole sub-chunks per chunk (largest remainder), so the collective is emitted with that finer chunking
+* A* rounds (spec 4): look-ahead Q, distance reward P with Floyd-Warshall distances, demand
+  retirement -> ``astar.solve_astar``
+* silly-flow removal (spec 2.7) -> ``milp.prune_flows``; schedule -> ``workbench.algorithm/1``
+  transfers (one per flow hop, switch nodes as endpoints except in the hyperedge model), deps from
+  the flows, claimed time = epochs x tau
+* Reduce-Scatter: the All-Gather on the reversed topology, reversed (``Algorithm.reverse``; a
+  switch cannot reduce, so the no-copy switch model is used); All-Reduce = Reduce-Scatter then
+  All-Gather (``Algorithm.concat``)
+
+Status by DESIGN.md's rule: HiGHS's status of the main solve (MILP, LP or the last A* round);
+``timeout`` when a limit ended it, with the incumbent (the greedy warm start at worst) attached.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Callable
+
+from formulations.teccl.epochs import EpochGraph, epoch_graph
+from formulations.teccl.lp import solve_lp_schedule, to_subchunks
+from formulations.teccl.milp import EpochSchedule, Flow, finish_epoch, greedy_schedule, solve_milp
+from workbench.algorithm import Algorithm, Transfer
+from workbench.collective import Collective, custom_collective, make_collective
+from workbench.registry import Problem, SynthesisResult
+from workbench.topology import Topology
+
+__all__ = ["Teccl"]
+
+METHODS = ("auto", "milp", "lp", "astar")
+_KNOWN = ("method", "epoch", "epoch_multiplier", "epochs", "alpha_threshold", "switch_model", "single_beta",
+          "mip_gap", "early_stop", "threads", "objective", "buffer_limit", "epoch_search", "lp_subchunks",
+          "round_epochs", "gamma", "heuristic_effort")
+
+
+class Teccl:
+    name = "teccl"
+    kind = "schedule"
+
+    def synthesize(self, problem: Problem, *, time_limit: float, seed: int,
+                   on_incumbent: Callable[[Algorithm], None] | None = None, **params: Any) -> SynthesisResult:
+        unknown = sorted(set(params) - set(_KNOWN))
+        if unknown:
+            raise ValueError(f"teccl: unknown parameter(s) {', '.join(unknown)} (known: {', '.join(_KNOWN)})")
+        started = time.perf_counter()
+        options = _options(params)
+        collective = problem.collective
+        topology = problem.topology
+        chunk_bytes = collective.chunk_bytes(problem.size_bytes)
+        deadline = started + time_limit
+        if collective.combining:
+            algorithm, status, stats = _combining(topology, collective, chunk_bytes, options, deadline, seed)
+        else:
+            method = options["method"]
+            if method == "auto":
+                method = "lp" if _copy_free(collective) else "milp"
+            algorithm, status, stats = _solve(topology, collective, chunk_bytes, method, options, deadline, seed)
+        seconds = time.perf_counter() - started
+        algorithm.meta.update(formulation="teccl", seed=seed, status=status, synthesis_seconds=seconds,
+                              params={k: v for k, v in options.items()})
+        if on_incumbent is not None:
+            on_incumbent(algorithm)
+        return SynthesisResult([algorithm], status, seconds, stats, [algorithm.meta.get("claimed_time")],
+                               stats.get("message", ""))
+
+
+def _options(params: dict[str, Any]) -> dict[str, Any]:
+    options = {"method": "auto", "epoch": "fastest", "epoch_multiplier": 1.0, "epochs": None, "alpha_threshold": 0.1,
+               "switch_model": "copy", "single_beta": False, "mip_gap": 1e-4, "early_stop": False, "threads": 1,
+               "objective": "paper", "buffer_limit": None, "epoch_search": "greedy", "lp_subchunks": 4,
+               "round_epochs": None, "gamma": 0.002, "heuristic_effort": None}
+    options.update(params)
+    if options["method"] not in METHODS:
+        raise ValueError(f"teccl: method must be one of {', '.join(METHODS)}, got {options['method']!r}")
+    if options["early_stop"]:
+        options["mip_gap"] = 0.3  # the paper's "early stop": Gurobi MIPGap 0.3
+    if options["epoch_search"] not in ("greedy", "binary"):
+        raise ValueError(f"teccl: epoch_search must be 'greedy' or 'binary', got {options['epoch_search']!r}")
+    if int(options["lp_subchunks"]) < 1:
+        raise ValueError("teccl: lp_subchunks must be >= 1")
+    return options
+
+
+def _copy_free(collective: Collective) -> bool:
+    return all(len(post - pre) <= 1 for pre, post in zip(collective.pre, collective.post))
+
+
+def _graph(topology: Topology, chunk_bytes: float, options: dict) -> EpochGraph:
+    return epoch_graph(topology, chunk_bytes, options["epoch"], float(options["epoch_multiplier"]),
+                       float(options["alpha_threshold"]), options["switch_model"], bool(options["single_beta"]))
+
+
+def _solve(topology: Topology, collective: Collective, chunk_bytes: float, method: str, options: dict,
+           deadline: float, seed: int) -> tuple[Algorithm, str, dict]:
+    graph = _graph(topology, chunk_bytes, options)
+    if method == "lp":
+        return _lp(topology, collective, chunk_bytes, graph, options, deadline)
+    if method == "astar":
+        from formulations.teccl.astar import solve_astar
+
+        schedule = solve_astar(graph, collective, time_limit=deadline - time.perf_counter(), seed=seed,
+                               round_epochs=options["round_epochs"], gamma=float(options["gamma"]),
+                               threads=int(options["threads"]), mip_gap=float(options["mip_gap"]))
+    else:
+        schedule = _milp(graph, collective, options, deadline, seed)
+    algorithm = _emit(topology, collective, chunk_bytes, graph, schedule.flows)
+    claimed = schedule.finish * graph.tau
+    algorithm.meta.update(claimed_time=claimed, epochs=schedule.finish, horizon=schedule.horizon,
+                          epoch_duration=graph.tau, method=method)
+    stats = dict(schedule.stats, method=method, epoch_duration=graph.tau, epochs=schedule.finish,
+                 horizon=schedule.horizon, message=schedule.message if schedule.status != "optimal" else "")
+    return algorithm, schedule.status, stats
+
+
+def _milp(graph: EpochGraph, collective: Collective, options: dict, deadline: float, seed: int) -> EpochSchedule:
+    began = time.perf_counter()
+    greedy, greedy_finish = greedy_schedule(graph, collective)
+    greedy_seconds = time.perf_counter() - began
+    horizon = int(options["epochs"]) if options["epochs"] else greedy_finish
+    probes: list = []
+    start: list[Flow] | None = greedy if horizon >= greedy_finish else None
+    if options["epochs"] is None and options["epoch_search"] == "binary":
+        horizon, start = _binary_epochs(graph, collective, greedy, greedy_finish, options, deadline, seed, probes)
+    schedule = solve_milp(graph, collective, horizon, time_limit=max(deadline - time.perf_counter(), 0.5),
+                          mip_gap=float(options["mip_gap"]), threads=int(options["threads"]), seed=seed,
+                          objective=options["objective"], buffer_limit=options["buffer_limit"], start=start)
+    schedule.stats.update(greedy_epochs=greedy_finish, greedy_seconds=greedy_seconds, probes=probes)
+    if not schedule.flows:  # no incumbent from the solver: keep the greedy schedule (feasible by construction)
+        if start is None:
+            raise RuntimeError(f"teccl: the MILP with {horizon} epochs ended {schedule.status} without a schedule")
+        schedule = EpochSchedule(greedy, horizon, greedy_finish, schedule.status, schedule.stats,
+                                 f"MILP ended {schedule.status} without a solution; the greedy warm start is kept")
+    return schedule
+
+
+def _binary_epochs(graph: EpochGraph, collective: Collective, greedy: list[Flow], greedy_finish: int, options: dict,
+                   deadline: float, seed: int, probes: list) -> tuple[int, list[Flow] | None]:
+    """Spec 5.2: shrink the horizon with first-feasible solves; the best schedule found starts the final solve."""
+    best_flows, best = greedy, greedy_finish
+    low = _hop_lower_bound(graph, collective)
+    budget = (deadline - time.perf_counter()) * 0.4
+    stop = time.perf_counter() + budget
+    while best - low > 1 and time.perf_counter() < stop:
+        mid = (low + best) // 2
+        trial = solve_milp(graph, collective, mid, time_limit=max(min(stop - time.perf_counter(), 60.0), 0.5),
+                           mip_gap=0.99, threads=int(options["threads"]), seed=seed, objective="code")
+        probes.append((mid, trial.status))
+        if trial.flows:
+            best_flows, best = trial.flows, trial.finish
+        elif trial.status == "infeasible":
+            low = mid
+        else:
+            break
+    return best, best_flows
+
+
+def _hop_lower_bound(graph: EpochGraph, collective: Collective) -> int:
+    """Epochs no schedule can beat: the fastest path (in epochs) to the farthest demand."""
+    import heapq
+
+    worst = 0
+    for c in range(collective.num_chunks):
+        dist = {r: 0 for r in collective.pre[c]}
+        heap = [(0, r) for r in collective.pre[c]]
+        while heap:
+            t, u = heapq.heappop(heap)
+            if t > dist.get(u, 1 << 30):
+                continue
+            for ei in graph.out_edges.get(u, []):
+                e = graph.edges[ei]
+                arrive = t + 1 + (e.delay if graph.is_switch(e.dst) else graph.arrival_delay(e))
+                if arrive < dist.get(e.dst, 1 << 30):
+                    dist[e.dst] = arrive
+                    heapq.heappush(heap, (arrive, e.dst))
+        for d in collective.post[c] - collective.pre[c]:
+            worst = max(worst, dist.get(d, 0))
+    return max(worst - 1, 0)
+
+
+def _lp(topology: Topology, collective: Collective, chunk_bytes: float, graph: EpochGraph, options: dict,
+        deadline: float) -> tuple[Algorithm, str, dict]:
+    if not _copy_free(collective):
+        raise ValueError("teccl: the LP needs a copy-free demand (each chunk wanted by one rank, e.g. all-to-all)")
+    demand: dict[tuple[int, int], float] = {}
+    for c in range(collective.num_chunks):
+        for d in collective.post[c] - collective.pre[c]:
+            key = (collective.origin(c), d)
+            demand[key] = demand.get(key, 0.0) + 1.0
+    result = solve_lp_schedule(graph, demand, time_limit=deadline - time.perf_counter(),
+                               horizon=int(options["epochs"]) if options["epochs"] else None,
+                               threads=int(options["threads"]))
+    if not result.pieces:
+        raise RuntimeError(f"teccl LP ended {result.status}: {result.message}")
+    q = int(options["lp_subchunks"])
+    fine, assignment = _finer_collective(collective, q)
+    flows: list[tuple[tuple[int, ...], tuple]] = []
+    for (s, d), pieces in result.pieces.items():
+        ids = iter(assignment[(s, d)])
+        for count, path in to_subchunks(pieces, len(assignment[(s, d)])):
+            chunks = tuple(next(ids) for _ in range(count))
+            flows.append((chunks, path))
+    algorithm = _emit_paths(topology, fine, chunk_bytes / q, graph, flows)
+    claimed = result.finish * graph.tau
+    algorithm.meta.update(claimed_time=claimed, epochs=result.finish, horizon=result.horizon,
+                          epoch_duration=graph.tau, method="lp", subchunks=q)
+    stats = dict(result.stats, method="lp", epoch_duration=graph.tau, epochs=result.finish, horizon=result.horizon,
+                 subchunks=q, message=result.message if result.status != "optimal" else "")
+    return algorithm, result.status, stats
+
+
+def _finer_collective(collective: Collective, q: int) -> tuple[Collective, dict[tuple[int, int], list[int]]]:
+    """The collective with every chunk split into q sub-chunks, and the sub-chunk ids per (source, destination)."""
+    if collective.kind == "alltoall":
+        n, k = collective.num_ranks, collective.chunks_per_rank
+        fine = make_collective("alltoall", n, k * q)
+        ids: dict[tuple[int, int], list[int]] = {}
+        for c in range(fine.num_chunks):
+            d = c % n
+            s = (c // n) % n
+            if s != d:
+                ids.setdefault((s, d), []).append(c)
+        return fine, ids
+    pre, post, ids = [], [], {}
+    for c in range(collective.num_chunks):
+        for _ in range(q):
+            ids.setdefault((collective.origin(c), min(collective.post[c] - collective.pre[c], default=-1)), []).append(len(pre))
+            pre.append(sorted(collective.pre[c]))
+            post.append(sorted(collective.post[c]))
+    return custom_collective(collective.num_ranks, pre, post), ids
+
+
+def _emit(topology: Topology, collective: Collective, chunk_bytes: float, graph: EpochGraph,
+          flows: list[Flow]) -> Algorithm:
+    """One transfer per flow hop in send-epoch order; a hop waits for the hop that brought its chunk."""
+    edges = graph.edges
+    arrived: dict[tuple[int, int], list[tuple[int, int]]] = {}  # (chunk, node) -> [(ready epoch, transfer id)]
+    transfers: list[Transfer] = []
+    for c, ei, k in sorted(flows, key=lambda f: (f[2], f[0], f[1])):
+        e = edges[ei]
+        deps: tuple[int, ...] = ()
+        if e.src not in collective.pre[c]:
+            options = arrived.get((c, e.src), [])
+            if graph.is_switch(e.src):
+                chosen = [tid for ready, tid in options if ready == k]
+            else:
+                chosen = [tid for ready, tid in sorted(options) if ready <= k][:1]
+            if not chosen:
+                raise RuntimeError(f"teccl: chunk {c} leaves node {e.src} at epoch {k} before it arrives")
+            deps = (chosen[0],)
+        tid = len(transfers)
+        delay = e.delay if graph.is_switch(e.dst) else graph.arrival_delay(e)
+        transfers.append(Transfer(tid, (c,), e.src, e.dst, "copy", deps, k * graph.tau, (k + 1 + delay) * graph.tau))
+        arrived.setdefault((c, e.dst), []).append((k + 1 + delay, tid))
+    return Algorithm(topology, collective, chunk_bytes, transfers, {})
+
+
+def _emit_paths(topology: Topology, collective: Collective, chunk_bytes: float, graph: EpochGraph,
+                flows: list[tuple[tuple[int, ...], tuple]]) -> Algorithm:
+    """LP pieces: each group of sub-chunks follows its path hop by hop, one message per hop."""
+    hops = []
+    for g, (chunks, path) in enumerate(flows):
+        for position, (ei, k) in enumerate(path):
+            hops.append((k, g, position, chunks, ei))
+    hops.sort()
+    last: dict[int, int] = {}
+    transfers: list[Transfer] = []
+    for k, g, position, chunks, ei in hops:
+        e = graph.edges[ei]
+        deps = (last[g],) if position > 0 else ()
+        tid = len(transfers)
+        transfers.append(Transfer(tid, chunks, e.src, e.dst, "copy", deps, k * graph.tau, (k + 1 + e.a) * graph.tau))
+        last[g] = tid
+    return Algorithm(topology, collective, chunk_bytes, transfers, {})
+
+
+def _combining(topology: Topology, collective: Collective, chunk_bytes: float, options: dict, deadline: float,
+               seed: int) -> tuple[Algorithm, str, dict]:
+    kinds = {"reducescatter": ("allgather", "reducescatter"), "allreduce": ("allgather", "reducescatter"),
+             "reduce": ("broadcast", "reduce")}
+    if collective.kind not in kinds:
+        raise ValueError(f"teccl does not synthesise {collective.kind}")
+    gather_kind, _ = kinds[collective.kind]
+    n, k = collective.num_ranks, collective.chunks_per_rank
+    gather = make_collective(gather_kind, n, k, collective.root)
+    reverse_options = dict(options, switch_model="hyperedge" if options["switch_model"] == "hyperedge" else "no-copy",
+                           method="astar" if options["method"] == "astar" else "milp")
+    share = 0.5 if collective.kind == "allreduce" else 1.0
+    phase_deadline = time.perf_counter() + (deadline - time.perf_counter()) * share
+    forward, status_rs, stats_rs = _solve(topology.reversed(), gather, chunk_bytes, reverse_options["method"],
+                                          reverse_options, phase_deadline, seed)
+    rs = forward.reverse(topology)
+    rs.meta["claimed_time"] = forward.meta["claimed_time"]
+    if collective.kind != "allreduce":
+        return rs, status_rs, dict(stats_rs, phases=[stats_rs])
+    ag_options = dict(options, method="astar" if options["method"] == "astar" else "milp")
+    ag, status_ag, stats_ag = _solve(topology, gather, chunk_bytes, ag_options["method"], ag_options, deadline, seed)
+    combined = rs.concat(ag, collective)
+    combined.meta.update(claimed_time=rs.meta["claimed_time"] + ag.meta["claimed_time"])
+    statuses = {status_rs, status_ag}
+    status = "timeout" if "timeout" in statuses else ("feasible" if "feasible" in statuses else status_rs)
+    stats = {"phases": [stats_rs, stats_ag], "message": "; ".join(m for m in (stats_rs.get("message"),
+                                                                              stats_ag.get("message")) if m)}
+    for key in ("variables", "binaries", "constraints"):
+        stats[key] = stats_rs.get(key, 0) + stats_ag.get(key, 0)
+    return combined, status, stats

@@ -1,0 +1,128 @@
+"""TE-CCL's time expansion (spec 1.2, 1.7, 2.6, 5.1): epoch duration and per-edge delays in epochs.
+
+* ``tau``: one chunk's transmission time on the fastest link (``"fastest"``, the paper's default,
+  Appendix F), on the slowest link (``"slowest"``) or a user value in seconds; times the epoch
+  multiplier (EM).
+* per edge: ``a`` = ceil(alpha / tau) epochs of latency (0 when alpha / tau <= the threshold,
+  0.1 in the authors' code); ``kappa`` = ceil(chunk time on the edge / tau) epochs a chunk occupies
+  it; ``L = a + kappa - 1``: a chunk sent at epoch k is in the receiver's buffer at k + 1 + L.
+* capacity: at most ``floor(kappa * T * tau)`` chunks start in any window of kappa consecutive
+  epochs (Appendix F with the off-by-one resolved as spec section 7 item 9: kappa terms).
+
+The graph is the physical topology (switch nodes included) or, for the TACCL-style switch model,
+the topology with every switch replaced by hyper-edges (spec 2.5).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from workbench.topology import Topology
+
+__all__ = ["Edge", "EpochGraph", "epoch_graph", "SWITCH_MODELS"]
+
+SWITCH_MODELS = ("copy", "no-copy", "hyperedge")
+
+
+@dataclass(frozen=True)
+class Edge:
+    index: int
+    src: int
+    dst: int
+    alpha: float
+    bandwidth: float
+    a: int  # latency epochs
+    kappa: int  # epochs one chunk occupies the edge
+    per_window: int  # chunks per window of kappa epochs
+    switch: int | None = None  # the switch a hyper-edge replaces
+
+    @property
+    def delay(self) -> int:
+        """L: a chunk sent at epoch k is in the receiver's buffer from epoch k + 1 + L."""
+        return self.a + self.kappa - 1
+
+
+@dataclass
+class EpochGraph:
+    topology: Topology
+    tau: float
+    edges: list[Edge]
+    switch_model: str
+    single_beta: bool
+    chunk_bytes: float = 0.0
+    out_edges: dict[int, list[int]] = field(default_factory=dict)
+    in_edges: dict[int, list[int]] = field(default_factory=dict)
+    hyperedges: dict[int, list[int]] = field(default_factory=dict)  # switch -> its hyper-edges
+
+    def is_switch(self, node: int) -> bool:
+        return self.topology.is_switch(node)
+
+    @property
+    def nodes(self) -> list[int]:
+        if self.switch_model == "hyperedge":
+            return list(self.topology.npus)
+        return list(range(self.topology.num_nodes))
+
+    def arrival_delay(self, e: Edge) -> int:
+        """Epochs from a send at k to the buffer: the chunk is usable from k + 1 + this."""
+        if self.single_beta and self.is_switch(e.src) and not self.is_switch(e.dst):
+            return e.a - 1  # TACCL's single-beta accounting: the switch -> GPU hop adds alpha only
+        return e.delay
+
+
+def _edge(index: int, src: int, dst: int, alpha: float, bandwidth: float, chunk_bytes: float, tau: float,
+          threshold: float, switch: int | None = None) -> Edge:
+    ratio = alpha / tau
+    a = 0 if ratio <= threshold else math.ceil(ratio - 1e-9)
+    per_chunk = chunk_bytes / bandwidth
+    kappa = max(1, math.ceil(per_chunk / tau - 1e-9))
+    per_window = max(1, math.floor(kappa * tau / per_chunk + 1e-9))
+    return Edge(index, src, dst, alpha, bandwidth, a, kappa, per_window, switch)
+
+
+def epoch_graph(topology: Topology, chunk_bytes: float, epoch: str | float = "fastest", multiplier: float = 1.0,
+                alpha_threshold: float = 0.1, switch_model: str = "copy", single_beta: bool = False) -> EpochGraph:
+    if switch_model not in SWITCH_MODELS:
+        raise ValueError(f"unknown switch model {switch_model!r} (choose from {', '.join(SWITCH_MODELS)})")
+    if multiplier <= 0:
+        raise ValueError(f"epoch multiplier must be positive, got {multiplier!r}")
+    bandwidths = [l.bandwidth for l in topology.links]
+    if epoch == "fastest":
+        tau = chunk_bytes / max(bandwidths)
+    elif epoch == "slowest":
+        tau = chunk_bytes / min(bandwidths)
+    elif isinstance(epoch, (int, float)) and epoch > 0:
+        tau = float(epoch)
+    else:
+        raise ValueError(f"epoch must be 'fastest', 'slowest' or a duration in seconds, got {epoch!r}")
+    tau *= multiplier
+    edges: list[Edge] = []
+    hyperedges: dict[int, list[int]] = {}
+    if switch_model == "hyperedge":
+        direct = {(l.src, l.dst) for l in topology.links if not topology.is_switch(l.src) and not topology.is_switch(l.dst)}
+        for l in topology.links:
+            if (l.src, l.dst) in direct:
+                edges.append(_edge(len(edges), l.src, l.dst, l.alpha, l.bandwidth, chunk_bytes, tau, alpha_threshold))
+        for w in topology.switches:
+            ins = [l for l in topology.in_links(w) if not topology.is_switch(l.src)]
+            outs = [l for l in topology.out_links(w) if not topology.is_switch(l.dst)]
+            for up in ins:
+                for down in outs:
+                    if up.src == down.dst or (up.src, down.dst) in direct:
+                        continue
+                    edge = _edge(len(edges), up.src, down.dst, up.alpha + down.alpha, min(up.bandwidth, down.bandwidth),
+                                 chunk_bytes, tau, alpha_threshold, switch=w)
+                    edges.append(edge)
+                    hyperedges.setdefault(w, []).append(edge.index)
+        if any(topology.is_switch(l.src) and topology.is_switch(l.dst) for l in topology.links):
+            raise ValueError("the hyperedge switch model needs every switch between NPUs (no switch-to-switch links)")
+    else:
+        for l in topology.links:
+            edges.append(_edge(len(edges), l.src, l.dst, l.alpha, l.bandwidth, chunk_bytes, tau, alpha_threshold))
+    graph = EpochGraph(topology, tau, edges, switch_model, single_beta and switch_model != "hyperedge",
+                       chunk_bytes=chunk_bytes, hyperedges=hyperedges)
+    for e in edges:
+        graph.out_edges.setdefault(e.src, []).append(e.index)
+        graph.in_edges.setdefault(e.dst, []).append(e.index)
+    return graph

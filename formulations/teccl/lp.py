@@ -1,0 +1,235 @@
+"""TE-CCL's LP for copy-free demands (spec 3.3, 3.6) and the extraction of its rates into paths (3.5).
+
+Commodity = source rank s; variables (continuous): ``f[s,e,k]`` volume (in chunks) of s's data
+starting on edge e in epoch k, ``b[s,n,k]`` in n's buffer at the start of epoch k, ``r[s,d,k]``
+consumed by d in epoch k. A send at k arrives during k + a_e: it can be consumed then, or
+buffered / forwarded from k + a_e + 1 (a switch forwards at k + a_e + 1 and holds nothing).
+Rows: flow conservation (equality, the paper's form), capacity ``sum_s f <= T tau`` (fractional,
+no window), completion ``sum_k r[s,d,k] = M[s,d]``. Objective: ``max sum_k R[s,d,k] / (k+1)``
+(R cumulative) minus a small per-unit flow penalty (the authors' code, spec A15) so no useless
+cycles appear. The number of epochs is the smallest feasible one (doubling, then bisection).
+
+Extraction: a forward pass over epochs splits each source's data into parcels that follow the
+flows (first in, first out at every node); consumption closes a parcel as a path piece for its
+destination. ``to_subchunks`` rounds each destination's pieces to whole sub-chunks (largest
+remainder), so the schedule becomes an ordinary algorithm on a collective with finer chunks.
+"""
+
+from __future__ import annotations
+
+import math
+import time as clock
+from collections import defaultdict, deque
+from dataclasses import dataclass, field
+from typing import Any
+
+from formulations.teccl.epochs import EpochGraph
+from workbench.milp import MilpModel
+
+__all__ = ["LpResult", "solve_lp_schedule", "to_subchunks"]
+
+Hop = tuple[int, int]  # (edge index, send epoch)
+
+
+@dataclass
+class LpResult:
+    pieces: dict[tuple[int, int], list[tuple[float, tuple[Hop, ...]]]]  # (s, d) -> [(volume, path)]
+    horizon: int
+    finish: int  # epochs: last consumption epoch + 1
+    status: str
+    stats: dict[str, Any] = field(default_factory=dict)
+    message: str = ""
+
+
+def _lp(graph: EpochGraph, demand: dict[tuple[int, int], float], horizon: int, with_objective: bool) -> tuple[MilpModel, dict, dict]:
+    model = MilpModel("teccl-lp")
+    edges = graph.edges
+    sources = sorted({s for s, _ in demand})
+    total = {s: sum(v for (a, _), v in demand.items() if a == s) for s in sources}
+    f: dict[tuple[int, int, int], int] = {}
+    for s in sources:
+        for e in edges:
+            if e.dst == s:
+                continue
+            for k in range(horizon):
+                if k + e.a <= horizon - 1:
+                    f[(s, e.index, k)] = model.add_var(0.0, total[s], 0.2 / (horizon + 1) if with_objective else 0.0)
+    b: dict[tuple[int, int, int], int] = {}
+    r: dict[tuple[int, int, int], int] = {}
+    for s in sources:
+        for n in graph.nodes:
+            if graph.is_switch(n):
+                continue
+            for k in range(horizon + 1):
+                b[(s, n, k)] = model.add_var(0.0, total[s])
+            if (s, n) in demand:
+                for k in range(horizon):
+                    weight = sum(1.0 / (t + 1) for t in range(k, horizon)) if with_objective else 0.0
+                    r[(s, n, k)] = model.add_var(0.0, demand[(s, n)], -weight)
+    for s in sources:
+        for n in graph.nodes:
+            outs = graph.out_edges.get(n, [])
+            ins = graph.in_edges.get(n, [])
+            if graph.is_switch(n):
+                for k in range(-1, horizon):
+                    cols = [f[(s, ei, k - edges[ei].a)] for ei in ins if (s, ei, k - edges[ei].a) in f]
+                    out = [f[(s, eo, k + 1)] for eo in outs if (s, eo, k + 1) in f]
+                    if cols or out:
+                        model.add_row(cols + out, [1.0] * len(cols) + [-1.0] * len(out), 0.0, 0.0)
+                continue
+            start = [f[(s, eo, 0)] for eo in outs if (s, eo, 0) in f]
+            model.add_row([b[(s, n, 0)]] + start, [1.0] * (1 + len(start)), total[s] if n == s else 0.0,
+                          total[s] if n == s else 0.0)
+            for k in range(horizon):
+                cols, vals = [b[(s, n, k)], b[(s, n, k + 1)]], [1.0, -1.0]
+                for ei in ins:
+                    key = (s, ei, k - edges[ei].a)
+                    if key in f:
+                        cols.append(f[key])
+                        vals.append(1.0)
+                for eo in outs:
+                    key = (s, eo, k + 1)
+                    if key in f:
+                        cols.append(f[key])
+                        vals.append(-1.0)
+                if (s, n, k) in r:
+                    cols.append(r[(s, n, k)])
+                    vals.append(-1.0)
+                model.add_row(cols, vals, 0.0, 0.0)
+    for (s, d), volume in demand.items():
+        cols = [r[(s, d, k)] for k in range(horizon)]
+        model.add_row(cols, [1.0] * len(cols), volume, volume)
+    for e in edges:
+        cap = e.bandwidth * graph.tau / graph.chunk_bytes
+        for k in range(horizon):
+            cols = [f[(s, e.index, k)] for s in sources if (s, e.index, k) in f]
+            if cols:
+                model.add_row(cols, [1.0] * len(cols), upper=cap)
+    return model, f, r
+
+
+def solve_lp_schedule(graph: EpochGraph, demand: dict[tuple[int, int], float], *, time_limit: float,
+                      horizon: int | None = None, threads: int = 1) -> LpResult:
+    started = clock.perf_counter()
+    deadline = started + time_limit
+    probes: list[tuple[int, str]] = []
+    if horizon is None:
+        horizon = _smallest_horizon(graph, demand, deadline, threads, probes)
+        if horizon is None:
+            return LpResult({}, -1, -1, "timeout", {"probes": probes}, "no feasible number of epochs within the limit")
+    built = clock.perf_counter()
+    model, f, r = _lp(graph, demand, horizon, with_objective=True)
+    build_seconds = clock.perf_counter() - built
+    outcome = model.solve("highs", time_limit=max(deadline - clock.perf_counter(), 0.5), threads=threads)
+    stats = {"build_seconds": build_seconds, "solve_seconds": outcome.seconds, "horizon": horizon, "probes": probes,
+             "search_seconds": built - started, **model.stats()}
+    if not outcome.has_solution:
+        return LpResult({}, horizon, -1, outcome.status, stats, outcome.message)
+    x = outcome.x
+    flows = {key: float(x[col]) for key, col in f.items() if x[col] > 1e-9}
+    consumed = {key: float(x[col]) for key, col in r.items() if x[col] > 1e-9}
+    last = max((k for (_, _, k), v in consumed.items() if v > 1e-7), default=-1)
+    pieces = _decompose(graph, demand, flows, consumed)
+    return LpResult(pieces, horizon, last + 1, outcome.status, stats, outcome.message)
+
+
+def _smallest_horizon(graph: EpochGraph, demand, deadline: float, threads: int, probes: list) -> int | None:
+    def feasible(n: int) -> bool | None:
+        remaining = deadline - clock.perf_counter()
+        if remaining <= 0.5:
+            return None
+        model, _, _ = _lp(graph, demand, n, with_objective=False)
+        outcome = model.solve("highs", time_limit=remaining, threads=threads)
+        probes.append((n, outcome.status))
+        if outcome.status in ("optimal", "feasible"):
+            return True
+        if outcome.status == "infeasible":
+            return False
+        return None
+
+    low, high = 0, 4
+    while True:
+        answer = feasible(high)
+        if answer is None:
+            return None
+        if answer:
+            break
+        low, high = high, high * 2
+        if high > 1 << 16:
+            return None
+    while high - low > 1:
+        mid = (low + high) // 2
+        answer = feasible(mid)
+        if answer is None:
+            return high
+        if answer:
+            high = mid
+        else:
+            low = mid
+    return high
+
+
+def _decompose(graph: EpochGraph, demand, flows: dict, consumed: dict) -> dict:
+    """Parcels of each source's data follow the flows epoch by epoch (FIFO at every node)."""
+    edges = graph.edges
+    pieces: dict[tuple[int, int], list[tuple[float, tuple[Hop, ...]]]] = defaultdict(list)
+    sources = sorted({s for s, _ in demand})
+    horizon = 1 + max([k for (_, _, k) in flows] + [k for (_, _, k) in consumed] + [0])
+    consumed_at: dict[tuple[int, int], list] = defaultdict(list)
+    for (src, d, t), volume in consumed.items():
+        consumed_at[(src, t)].append((d, volume))
+    flows_at: dict[tuple[int, int], list] = defaultdict(list)
+    for (src, ei, t), volume in sorted(flows.items()):
+        flows_at[(src, t)].append((ei, volume))
+    for s in sources:
+        total = sum(v for (a, _), v in demand.items() if a == s)
+        at: dict[int, deque] = defaultdict(deque)  # node -> parcels [volume, path, ready epoch]
+        at[s].append([total, (), 0])
+        arriving: dict[int, list] = defaultdict(list)  # epoch -> (node, parcel)
+        for k in range(horizon + 1):
+            for node, parcel in arriving.pop(k, []):
+                at[node].append(parcel)
+            for d, volume in consumed_at.get((s, k), []):
+                for vol, path in _take(at[d], volume, k, switch=False):
+                    pieces[(s, d)].append((vol, path))
+            for ei, volume in flows_at.get((s, k), []):
+                e = edges[ei]
+                for vol, path in _take(at[e.src], volume, k, switch=graph.is_switch(e.src), sending=True):
+                    arriving[k + e.a].append((e.dst, [vol, path + ((ei, k),), k + e.a]))
+    return dict(pieces)
+
+
+def _take(queue: deque, volume: float, epoch: int, switch: bool, sending: bool = False) -> list:
+    """Remove ``volume`` from the parcels usable at ``epoch`` (sends need a parcel from an earlier epoch)."""
+    taken = []
+    remaining = volume
+    for parcel in list(queue):
+        if remaining <= 1e-9:
+            break
+        ready = parcel[2]
+        usable = ready < epoch if sending else ready <= epoch
+        if parcel[1] == () and sending:
+            usable = True  # the source's own data is there from the start
+        if not usable:
+            continue
+        amount = min(parcel[0], remaining)
+        taken.append((amount, parcel[1]))
+        parcel[0] -= amount
+        remaining -= amount
+        if parcel[0] <= 1e-9:
+            queue.remove(parcel)
+    return taken
+
+
+def to_subchunks(pieces: list[tuple[float, tuple[Hop, ...]]], units: int) -> list[tuple[int, tuple[Hop, ...]]]:
+    """Whole sub-chunk counts for fractional pieces (largest remainder), ``units`` in total."""
+    total = sum(v for v, _ in pieces)
+    if total <= 0:
+        return []
+    exact = [v / total * units for v, _ in pieces]
+    counts = [math.floor(x + 1e-9) for x in exact]
+    short = units - sum(counts)
+    order = sorted(range(len(pieces)), key=lambda i: -(exact[i] - counts[i]))
+    for i in order[:short]:
+        counts[i] += 1
+    return [(n, pieces[i][1]) for i, n in enumerate(counts) if n > 0]
