@@ -121,15 +121,17 @@ class MilpModel:
 
     # ------------------------------------------------------------------ solving
     def solve(self, backend: str = "highs", time_limit: float = 60.0, mip_gap: float = 1e-6,
-              threads: int = 1, seed: int = 0, start: Sequence[float] | None = None) -> MilpOutcome:
+              threads: int = 1, seed: int = 0, start: Sequence[float] | None = None,
+              options: dict[str, Any] | None = None) -> MilpOutcome:
+        """``options``: extra HiGHS options by name (e.g. ``{"solver": "ipm"}``, ``mip_heuristic_effort``)."""
         if backend not in BACKENDS:
             raise ValueError(f"unknown MILP backend {backend!r} (choose from {', '.join(BACKENDS)})")
         if backend == "cbc":
             return self._solve_cbc(time_limit, mip_gap, threads, start)
-        return self._solve_highs(time_limit, mip_gap, threads, seed, start)
+        return self._solve_highs(time_limit, mip_gap, threads, seed, start, options or {})
 
     def _solve_highs(self, time_limit: float, mip_gap: float, threads: int, seed: int,
-                     start: Sequence[float] | None) -> MilpOutcome:
+                     start: Sequence[float] | None, options: dict[str, Any]) -> MilpOutcome:
         import highspy
         from scipy.sparse import csc_matrix
 
@@ -161,6 +163,8 @@ class MilpModel:
         highs.setOptionValue("threads", int(threads))
         highs.setOptionValue("random_seed", int(seed))
         highs.setOptionValue("mip_rel_gap", float(mip_gap))
+        for name, value in options.items():
+            highs.setOptionValue(name, value)
         highs.passModel(lp)
         if start is not None and is_mip:
             solution = highspy.HighsSolution()

@@ -52,7 +52,7 @@ __all__ = ["Teccl"]
 METHODS = ("auto", "milp", "lp", "astar")
 _KNOWN = ("method", "epoch", "epoch_multiplier", "epochs", "alpha_threshold", "switch_model", "single_beta",
           "mip_gap", "early_stop", "threads", "objective", "buffer_limit", "epoch_search", "lp_subchunks",
-          "round_epochs", "gamma", "heuristic_effort")
+          "round_epochs", "gamma", "heuristic_effort", "lp_solver")
 
 
 class Teccl:
@@ -90,7 +90,7 @@ def _options(params: dict[str, Any]) -> dict[str, Any]:
     options = {"method": "auto", "epoch": "fastest", "epoch_multiplier": 1.0, "epochs": None, "alpha_threshold": 0.1,
                "switch_model": "copy", "single_beta": False, "mip_gap": 1e-4, "early_stop": False, "threads": 1,
                "objective": "paper", "buffer_limit": None, "epoch_search": "greedy", "lp_subchunks": 4,
-               "round_epochs": None, "gamma": 0.002, "heuristic_effort": None}
+               "round_epochs": None, "gamma": 0.002, "heuristic_effort": None, "lp_solver": "ipm"}
     options.update(params)
     if options["method"] not in METHODS:
         raise ValueError(f"teccl: method must be one of {', '.join(METHODS)}, got {options['method']!r}")
@@ -210,7 +210,8 @@ def _lp(topology: Topology, collective: Collective, chunk_bytes: float, graph: E
             demand[key] = demand.get(key, 0.0) + 1.0
     result = solve_lp_schedule(graph, demand, time_limit=deadline - time.perf_counter(),
                                horizon=int(options["epochs"]) if options["epochs"] else None,
-                               threads=int(options["threads"]))
+                               threads=int(options["threads"]), solver=options["lp_solver"],
+                               lower_bound_epochs=_lp_lower_bound(topology, collective, chunk_bytes, graph))
     if not result.pieces:
         raise RuntimeError(f"teccl LP ended {result.status}: {result.message}")
     q = int(options["lp_subchunks"])
@@ -228,6 +229,15 @@ def _lp(topology: Topology, collective: Collective, chunk_bytes: float, graph: E
     stats = dict(result.stats, method="lp", epoch_duration=graph.tau, epochs=result.finish, horizon=result.horizon,
                  subchunks=q, message=result.message if result.status != "optimal" else "")
     return algorithm, result.status, stats
+
+
+def _lp_lower_bound(topology: Topology, collective: Collective, chunk_bytes: float, graph: EpochGraph) -> int:
+    """Epochs below which no schedule exists: the workbench's bandwidth bounds, plus the longest path."""
+    from workbench.bounds import lower_bounds
+
+    bounds = lower_bounds(topology, collective, chunk_bytes, lp_time_limit=30.0)
+    bandwidth = int(bounds.best / graph.tau) if bounds.best else 0
+    return bandwidth + _hop_lower_bound(graph, collective) + 1
 
 
 def _finer_collective(collective: Collective, q: int) -> tuple[Collective, dict[tuple[int, int], list[int]]]:

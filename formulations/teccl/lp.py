@@ -7,7 +7,10 @@ buffered / forwarded from k + a_e + 1 (a switch forwards at k + a_e + 1 and hold
 Rows: flow conservation (equality, the paper's form), capacity ``sum_s f <= T tau`` (fractional,
 no window), completion ``sum_k r[s,d,k] = M[s,d]``. Objective: ``max sum_k R[s,d,k] / (k+1)``
 (R cumulative) minus a small per-unit flow penalty (the authors' code, spec A15) so no useless
-cycles appear. The number of epochs is the smallest feasible one (doubling, then bisection).
+cycles appear. The number of epochs starts at a lower bound (the workbench's cut / flow bounds over tau plus the
+longest path in epochs) and grows by 15% while infeasible; the objective makes the schedule finish
+as early as the horizon allows. HiGHS's interior-point solver is the default (the simplex method
+is several times slower on these sizes).
 
 Extraction: a forward pass over epochs splits each source's data into parcels that follow the
 flows (first in, first out at every node); consumption closes a parcel as a path piece for its
@@ -109,64 +112,35 @@ def _lp(graph: EpochGraph, demand: dict[tuple[int, int], float], horizon: int, w
 
 
 def solve_lp_schedule(graph: EpochGraph, demand: dict[tuple[int, int], float], *, time_limit: float,
-                      horizon: int | None = None, threads: int = 1) -> LpResult:
+                      horizon: int | None = None, threads: int = 1, lower_bound_epochs: int = 0,
+                      solver: str = "ipm") -> LpResult:
+    """Solve for ``horizon`` epochs, or from a lower bound upwards (+15% per infeasible try)."""
     started = clock.perf_counter()
     deadline = started + time_limit
     probes: list[tuple[int, str]] = []
-    if horizon is None:
-        horizon = _smallest_horizon(graph, demand, deadline, threads, probes)
-        if horizon is None:
-            return LpResult({}, -1, -1, "timeout", {"probes": probes}, "no feasible number of epochs within the limit")
-    built = clock.perf_counter()
-    model, f, r = _lp(graph, demand, horizon, with_objective=True)
-    build_seconds = clock.perf_counter() - built
-    outcome = model.solve("highs", time_limit=max(deadline - clock.perf_counter(), 0.5), threads=threads)
-    stats = {"build_seconds": build_seconds, "solve_seconds": outcome.seconds, "horizon": horizon, "probes": probes,
-             "search_seconds": built - started, **model.stats()}
-    if not outcome.has_solution:
-        return LpResult({}, horizon, -1, outcome.status, stats, outcome.message)
-    x = outcome.x
-    flows = {key: float(x[col]) for key, col in f.items() if x[col] > 1e-9}
-    consumed = {key: float(x[col]) for key, col in r.items() if x[col] > 1e-9}
-    last = max((k for (_, _, k), v in consumed.items() if v > 1e-7), default=-1)
-    pieces = _decompose(graph, demand, flows, consumed)
-    return LpResult(pieces, horizon, last + 1, outcome.status, stats, outcome.message)
-
-
-def _smallest_horizon(graph: EpochGraph, demand, deadline: float, threads: int, probes: list) -> int | None:
-    def feasible(n: int) -> bool | None:
-        remaining = deadline - clock.perf_counter()
-        if remaining <= 0.5:
-            return None
-        model, _, _ = _lp(graph, demand, n, with_objective=False)
-        outcome = model.solve("highs", time_limit=remaining, threads=threads)
-        probes.append((n, outcome.status))
-        if outcome.status in ("optimal", "feasible"):
-            return True
-        if outcome.status == "infeasible":
-            return False
-        return None
-
-    low, high = 0, 4
+    options = {"solver": solver} if solver != "simplex" else {"solver": "simplex"}
+    tries = [horizon] if horizon is not None else None
+    h = horizon if horizon is not None else max(lower_bound_epochs, 1)
     while True:
-        answer = feasible(high)
-        if answer is None:
-            return None
-        if answer:
+        built = clock.perf_counter()
+        model, f, r = _lp(graph, demand, h, with_objective=True)
+        build_seconds = clock.perf_counter() - built
+        outcome = model.solve("highs", time_limit=max(deadline - clock.perf_counter(), 0.5), threads=threads,
+                              options=options)
+        probes.append((h, outcome.status))
+        if outcome.status != "infeasible" or tries is not None:
             break
-        low, high = high, high * 2
-        if high > 1 << 16:
-            return None
-    while high - low > 1:
-        mid = (low + high) // 2
-        answer = feasible(mid)
-        if answer is None:
-            return high
-        if answer:
-            high = mid
-        else:
-            low = mid
-    return high
+        h = int(math.ceil(h * 1.15)) + 1
+    stats = {"build_seconds": build_seconds, "solve_seconds": outcome.seconds, "horizon": h, "probes": probes,
+             "search_seconds": built - started, "lp_solver": solver, **model.stats()}
+    if not outcome.has_solution:
+        return LpResult({}, h, -1, outcome.status, stats, outcome.message)
+    x = outcome.x
+    flows = {key: float(x[col]) for key, col in f.items() if x[col] > 1e-6}
+    consumed = {key: float(x[col]) for key, col in r.items() if x[col] > 1e-6}
+    last = max((k for (_, _, k), v in consumed.items() if v > 1e-5), default=-1)
+    pieces = _decompose(graph, demand, flows, consumed)
+    return LpResult(pieces, h, last + 1, outcome.status, stats, outcome.message)
 
 
 def _decompose(graph: EpochGraph, demand, flows: dict, consumed: dict) -> dict:
@@ -187,15 +161,15 @@ def _decompose(graph: EpochGraph, demand, flows: dict, consumed: dict) -> dict:
         at[s].append([total, (), 0])
         arriving: dict[int, list] = defaultdict(list)  # epoch -> (node, parcel)
         for k in range(horizon + 1):
-            for node, parcel in arriving.pop(k, []):
-                at[node].append(parcel)
-            for d, volume in consumed_at.get((s, k), []):
-                for vol, path in _take(at[d], volume, k, switch=False):
-                    pieces[(s, d)].append((vol, path))
-            for ei, volume in flows_at.get((s, k), []):
+            for ei, volume in flows_at.get((s, k), []):  # sends use what arrived before this epoch
                 e = edges[ei]
                 for vol, path in _take(at[e.src], volume, k, switch=graph.is_switch(e.src), sending=True):
                     arriving[k + e.a].append((e.dst, [vol, path + ((ei, k),), k + e.a]))
+            for node, parcel in arriving.pop(k, []):
+                at[node].append(parcel)
+            for d, volume in consumed_at.get((s, k), []):  # consumption may use this epoch's arrivals
+                for vol, path in _take(at[d], volume, k, switch=False):
+                    pieces[(s, d)].append((vol, path))
     return dict(pieces)
 
 

@@ -305,10 +305,10 @@ def _build(graph: EpochGraph, collective: Collective, horizon: int, objective: s
     _capacity_rows(model, graph, f, horizon, C)
     if graph.switch_model == "hyperedge":
         _hyperedge_rows(model, graph, f, horizon, C)
-    if buffer_limit is not None:
+    if buffer_limit is not None:  # relayed chunks only: a rank's own and wanted chunks are its input/output
         for n in npus:
             for k in range(horizon + 1):
-                cols = [b[(c, n, k)] for c in range(C) if (c, n, k) in b]
+                cols = [b[(c, n, k)] for c in range(C) if (c, n, k) in b and n not in collective.post[c]]
                 if cols:
                     model.add_row(cols, [1] * len(cols), upper=buffer_limit)
     return model, f, b, x

@@ -1,0 +1,161 @@
+"""TE-CCL: epoch model, MILP with copy, LP with path extraction, A* rounds, claims vs simulation."""
+
+import math
+import random
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from formulations.teccl import Teccl
+from formulations.teccl.epochs import epoch_graph
+from formulations.teccl.milp import _build
+from schedules import random_connected_topology
+from workbench.collective import custom_collective, make_collective
+from workbench.registry import Problem
+from workbench.simulate import simulate
+from workbench.topology import Link, Topology, build
+from workbench.verify import verify
+
+
+def _run(topology, collective, size, **params):
+    limit = params.pop("time_limit", 60)
+    return Teccl().synthesize(Problem(topology, collective, size), time_limit=limit, seed=0, **params)
+
+
+def _min_horizon(graph, collective, relax: bool) -> int:
+    for horizon in range(1, 15):
+        model, *_ = _build(graph, collective, horizon, "paper", None, True)
+        if relax:
+            model.integer = [False] * model.num_cols
+        if model.solve("highs", time_limit=20).status in ("optimal", "feasible"):
+            return horizon
+    raise AssertionError("no feasible horizon")
+
+
+# ------------------------------------------------------------------------------------ toy cases (spec 8.4)
+def test_integrality_blocks_the_half_chunk_copy_artefact():
+    # two chunks of rank 0 to everyone; with fractional flows a node can forward half a chunk on
+    # two links and a receiver counts the two (identical) halves as one whole chunk
+    bw = {(0, 2): 2e6, (1, 4): 2e6, (2, 0): 1e6, (2, 3): 2e6, (2, 4): 1e6, (3, 4): 1e6, (4, 1): 2e6}
+    topology = Topology.create(5, [Link(u, v, 0.0, b) for (u, v), b in bw.items()])
+    collective = custom_collective(5, [[0], [0]], [[1, 2, 3, 4], [1, 2, 3, 4]])
+    graph = epoch_graph(topology, 1e6)
+    assert _min_horizon(graph, collective, relax=True) < _min_horizon(graph, collective, relax=False)
+    result = _run(topology, collective, 2e6)
+    verify(result.algorithms[0])
+    assert result.algorithms[0].meta["epochs"] == _min_horizon(graph, collective, relax=False)
+
+
+@pytest.mark.parametrize("buffer_limit", [None, 1])
+def test_three_sources_one_relay_finish_in_three_seconds(buffer_limit):
+    # Fig. 2c: s1, s2 -> h -> d and s3 -> d, 1 MB chunks at 1 MB/s: 3 s with or without buffering at h
+    links = [Link(0, 3, 0.0, 1e6), Link(1, 3, 0.0, 1e6), Link(3, 4, 0.0, 1e6), Link(2, 4, 0.0, 1e6)]
+    topology = Topology.create(5, links)
+    collective = custom_collective(5, [[0], [1], [2]], [[4], [4], [4]])
+    result = _run(topology, collective, 3e6, method="milp", buffer_limit=buffer_limit)
+    assert result.status == "optimal"
+    assert math.isclose(result.claimed_times[0], 3.0)
+    verify(result.algorithms[0])
+    assert simulate(result.algorithms[0]).collective_time <= 3.0 + 1e-9
+
+
+# ------------------------------------------------------------------------------------ lower bounds
+def test_ndv2_allgather_respects_the_ib_bound():
+    topology = build("ndv2:2")
+    result = _run(topology, make_collective("allgather", 16, 1), 1e9, time_limit=8)
+    algo = result.algorithms[0]
+    verify(algo)
+    assert result.claimed_times[0] >= 0.040 - 1e-9  # 8 remote chunks over one 12.5 GB/s link
+    assert simulate(algo).collective_time >= 0.040 - 1e-9
+    assert math.isclose(result.claimed_times[0], 0.04375)  # 35 fast epochs, the paper's optimum
+
+
+def test_ndv2_alltoall_respects_the_ib_bound():
+    topology = build("ndv2:2")
+    result = _run(topology, make_collective("alltoall", 16, 1), 1e9, epoch="slowest", time_limit=300)
+    algo = result.algorithms[0]
+    verify(algo)
+    assert result.claimed_times[0] >= 0.320 - 1e-9  # 64 chunks of 62.5 MB over one 12.5 GB/s link
+    assert simulate(algo).collective_time >= 0.320 - 1e-9
+
+
+# ------------------------------------------------------------------------------------ claims vs simulation
+@pytest.mark.parametrize("spec, kind, params", [
+    ("ndv2:1", "allgather", {}),
+    ("dgx2:1", "allgather", {"switch_model": "copy"}),
+    ("ndv2:1", "alltoall", {}),
+    ("ndv2:2", "allgather", {"time_limit": 10}),
+    ("dgx2:1", "allgather", {"switch_model": "hyperedge", "time_limit": 10}),
+])
+def test_simulated_time_within_one_epoch_of_the_claim(spec, kind, params):
+    topology = build(spec)
+    size = 2e6 * topology.num_npus
+    result = _run(topology, make_collective(kind, topology.num_npus, 1), size, alpha_threshold=0.0, **params)
+    algo = result.algorithms[0]
+    verify(algo)
+    tau = algo.meta["epoch_duration"]
+    assert simulate(algo).collective_time <= result.claimed_times[0] + tau + 1e-12
+
+
+@pytest.mark.parametrize("c", [1, 2, 3, 4])
+def test_table7_allgather_instances_match_sccl(c):
+    # DGX-1, 25 KB chunks, alpha 0, K = SCCL's rounds (c + 1): transfer time (c + 1) x 1 us, 0% difference
+    topology = build("dgx1", alpha=0.0)
+    result = _run(topology, make_collective("allgather", 8, c), 25e3 * 8 * c, epoch="slowest", epochs=c + 1)
+    assert result.status == "optimal"
+    assert math.isclose(result.claimed_times[0], (c + 1) * 1e-6, rel_tol=1e-9)
+    verify(result.algorithms[0])
+
+
+# ------------------------------------------------------------------------------------ collectives and methods
+@pytest.mark.parametrize("kind", ["allgather", "alltoall", "reducescatter", "allreduce"])
+def test_every_collective_verifies(kind):
+    topology = build("ndv2:1")
+    result = _run(topology, make_collective(kind, 8, 1), 8e6)
+    algo = result.algorithms[0]
+    verify(algo)
+    assert algo.collective.kind == kind
+
+
+def test_lp_pieces_become_whole_subchunks():
+    topology = build("ndv2:1")
+    result = _run(topology, make_collective("alltoall", 8, 1), 8e6, lp_subchunks=4)
+    algo = result.algorithms[0]
+    assert algo.collective.chunks_per_rank == 4 and algo.meta["method"] == "lp"
+    verify(algo)
+
+
+def test_astar_against_the_milp():
+    topology = build("ndv2:2")
+    collective = make_collective("allgather", 16, 1)
+    astar = _run(topology, collective, 1e6, method="astar", time_limit=30)
+    milp = _run(topology, collective, 1e6, method="milp", time_limit=15)
+    verify(astar.algorithms[0])
+    assert astar.stats["rounds"] >= 1
+    assert astar.claimed_times[0] >= milp.claimed_times[0] * 0.999 or milp.status == "timeout"
+
+
+def test_early_stop_and_unknown_parameters():
+    topology = build("ndv2:1")
+    result = _run(topology, make_collective("allgather", 8, 1), 8e6, early_stop=True)
+    assert result.algorithms[0].meta["params"]["mip_gap"] == 0.3
+    with pytest.raises(ValueError, match="unknown parameter"):
+        _run(topology, make_collective("allgather", 8, 1), 8e6, epochz=3)
+    with pytest.raises(ValueError, match="switch model"):
+        _run(topology, make_collective("allgather", 8, 1), 8e6, switch_model="sharp")
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 10**9), kind=st.sampled_from(["allgather", "alltoall", "reducescatter", "allreduce"]),
+       method=st.sampled_from(["auto", "astar"]))
+def test_output_verifies_on_random_small_topologies(seed, kind, method):
+    rng = random.Random(seed)
+    n = rng.randint(2, 5)
+    topology = random_connected_topology(rng, n, extra=rng.randint(0, 2 * n), switch=rng.random() < 0.3)
+    collective = make_collective(kind, n, rng.randint(1, 2))
+    if method == "astar" and kind == "alltoall":
+        method = "auto"
+    result = _run(topology, collective, 1e6 * n, method=method, time_limit=30)
+    assert result.status in ("optimal", "feasible", "timeout"), result.message
+    verify(result.algorithms[0])
