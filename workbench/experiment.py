@@ -18,6 +18,7 @@ A config is YAML::
         - {name: bfs-trees, label: Trees, params: {}}
         - {name: my_package.module:MyFormulation}                    # import path works too
         - {name: taccl, seeds: [0], topologies: ["16 (2)"], params: {time_limit: 20min}}  # own seeds, topologies, limit
+        - {name: teccl, collectives: [alltoall], chunks: [3], sizes: [600KB]}  # own collectives, chunks, sizes
       designs:                                                       # design (LIBRA-like) cells
         - {name: my_design, formulation: libra, problem: {...}, params: {}}
     evaluation: {link_model: pipelined, order: in-order, switch_model: cut-through, save_algorithms: false}
@@ -162,11 +163,15 @@ class Experiment:
                 continue
             if "topologies" in formulation and topology.get("label") not in formulation["topologies"]:
                 continue
+            own_sizes = formulation.get("sizes")
+            if own_sizes is not None and size != self.sizes[0]:
+                continue
             limit = formulation.get("params", {}).get("time_limit", self.time_limit)
             for this_collective in own_collectives or [collective]:
                 for this_chunks in own_chunks or [chunks]:
-                    result.append(Cell(self.name, topology, this_collective, size, this_chunks, formulation, seed,
-                                       limit, self.evaluation))
+                    for this_size in own_sizes or [size]:
+                        result.append(Cell(self.name, topology, this_collective, this_size, this_chunks, formulation,
+                                           seed, limit, self.evaluation))
         return result
 
     def design_cells(self) -> list[DesignCell]:
@@ -319,7 +324,7 @@ def _parse_formulation(check: _Checker, entry: Any, path: str) -> dict:
 
     if isinstance(entry, str):
         entry = {"name": entry}
-    check.mapping(entry, path, {"name", "label", "params", "chunks", "collectives", "seeds", "topologies"})
+    check.mapping(entry, path, {"name", "label", "params", "chunks", "collectives", "seeds", "topologies", "sizes"})
     name = check.string(check.required(entry, "name", path), f"{path}.name")
     try:
         resolve_formulation(name)
@@ -338,6 +343,9 @@ def _parse_formulation(check: _Checker, entry: Any, path: str) -> dict:
     if "seeds" in entry:  # this formulation runs only these of the grid's seeds (slow solvers)
         result["seeds"] = [check.integer(v, f"{path}.seeds[{i}]", 0)
                            for i, v in enumerate(check.seq(entry["seeds"], f"{path}.seeds"))]
+    if "sizes" in entry:  # this formulation's own sizes (e.g. a fixed chunk size per instance)
+        result["sizes"] = [check.size(v, f"{path}.sizes[{i}]")
+                           for i, v in enumerate(check.seq(entry["sizes"], f"{path}.sizes"))]
     if "topologies" in entry:  # this formulation runs only on these topology labels (e.g. a sketch per machine)
         result["topologies"] = [check.string(v, f"{path}.topologies[{i}]")
                                 for i, v in enumerate(check.seq(entry["topologies"], f"{path}.topologies"))]
