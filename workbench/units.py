@@ -141,9 +141,12 @@ def format_time(seconds: float) -> str:
 
 
 def format_size(num_bytes: float) -> str:
-    """A readable size in binary units when exact, decimal otherwise."""
+    """A readable size: whole decimal units (64MB, not 62500KiB), else whole binary ones, else decimal."""
+    for unit, factor in (("GB", 1e9), ("MB", 1e6), ("KB", 1e3)):
+        if num_bytes >= factor and float(num_bytes / factor).is_integer() and num_bytes / factor < 1000:
+            return f"{num_bytes / factor:g}{unit}"
     for unit, factor in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
-        if num_bytes >= factor and float(num_bytes / factor).is_integer():
+        if num_bytes >= factor and float(num_bytes / factor).is_integer() and num_bytes / factor < 1024:
             return f"{num_bytes / factor:g}{unit}"
     for unit, factor in (("GB", 1e9), ("MB", 1e6), ("KB", 1e3)):
         if num_bytes >= factor:

@@ -55,6 +55,14 @@ _KNOWN = ("method", "epoch", "epoch_multiplier", "epochs", "alpha_threshold", "s
           "round_epochs", "gamma", "heuristic_effort", "lp_solver")
 
 
+class _NoSchedule(Exception):
+    """A time limit ended the search before any schedule existed (the status is reported, not an error)."""
+
+    def __init__(self, status: str, message: str, stats: dict) -> None:
+        super().__init__(message)
+        self.status, self.message, self.stats = status, message, stats
+
+
 class Teccl:
     name = "teccl"
     kind = "schedule"
@@ -70,13 +78,16 @@ class Teccl:
         topology = problem.topology
         chunk_bytes = collective.chunk_bytes(problem.size_bytes)
         deadline = started + time_limit
-        if collective.combining:
-            algorithm, status, stats = _combining(topology, collective, chunk_bytes, options, deadline, seed)
-        else:
-            method = options["method"]
-            if method == "auto":
-                method = "lp" if _copy_free(collective) else "milp"
-            algorithm, status, stats = _solve(topology, collective, chunk_bytes, method, options, deadline, seed)
+        try:
+            if collective.combining:
+                algorithm, status, stats = _combining(topology, collective, chunk_bytes, options, deadline, seed)
+            else:
+                method = options["method"]
+                if method == "auto":
+                    method = "lp" if _copy_free(collective) else "milp"
+                algorithm, status, stats = _solve(topology, collective, chunk_bytes, method, options, deadline, seed)
+        except _NoSchedule as stop:
+            return SynthesisResult([], stop.status, time.perf_counter() - started, stop.stats, [], stop.message)
         seconds = time.perf_counter() - started
         algorithm.meta.update(formulation="teccl", seed=seed, status=status, synthesis_seconds=seconds,
                               params={k: v for k, v in options.items()})
@@ -166,7 +177,8 @@ def _milp(graph: EpochGraph, collective: Collective, options: dict, deadline: fl
         horizon, start = _binary_epochs(graph, collective, greedy, greedy_finish, options, deadline, seed, probes)
     schedule = solve_milp(graph, collective, horizon, time_limit=max(deadline - time.perf_counter(), 0.5),
                           mip_gap=float(options["mip_gap"]), threads=int(options["threads"]), seed=seed,
-                          objective=options["objective"], buffer_limit=options["buffer_limit"], start=start)
+                          objective=options["objective"], buffer_limit=options["buffer_limit"], start=start,
+                          heuristic_effort=options["heuristic_effort"])
     schedule.stats.update(greedy_epochs=greedy_finish, greedy_seconds=greedy_seconds, probes=probes)
     if not schedule.flows:  # no incumbent from the solver: keep the greedy schedule (feasible by construction)
         if start is None:
@@ -234,6 +246,9 @@ def _lp(topology: Topology, collective: Collective, chunk_bytes: float, graph: E
                                threads=int(options["threads"]), solver=options["lp_solver"],
                                lower_bound_epochs=_lp_lower_bound(topology, collective, chunk_bytes, graph))
     if not result.pieces:
+        if result.status == "timeout":
+            raise _NoSchedule("timeout", f"the LP found no schedule within the limit ({result.message}; "
+                                         f"{result.horizon} epochs)", result.stats)
         raise RuntimeError(f"teccl LP ended {result.status}: {result.message}")
     q = int(options["lp_subchunks"])
     fine, assignment = _finer_collective(collective, q)

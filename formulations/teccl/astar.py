@@ -21,7 +21,7 @@ from collections import defaultdict
 import numpy as np
 
 from formulations.teccl.epochs import EpochGraph
-from formulations.teccl.milp import EpochSchedule, Flow, finish_epoch, prune_flows
+from formulations.teccl.milp import EpochSchedule, Flow, finish_epoch, greedy_schedule, prune_flows
 from workbench.collective import Collective
 from workbench.milp import MilpModel
 
@@ -66,17 +66,21 @@ def solve_astar(graph: EpochGraph, collective: Collective, *, time_limit: float,
             raise RuntimeError(f"teccl A*: round {r} ended {info['status']} without a solution")
         flows.extend(new_flows)
         remaining -= arrived
-    if remaining:
-        return EpochSchedule([], len(rounds) * K, -1, "timeout", {"rounds": rounds},
-                             f"{len(remaining)} demands left after {len(rounds)} rounds")
+    message = ""
+    if remaining:  # out of time: the greedy list scheduler completes what the rounds started
+        message = f"{len(remaining)} demands left after {len(rounds)} rounds were completed greedily"
+        flows, _ = greedy_schedule(graph, collective, initial=flows)
+        status = "timeout"
     kept = prune_flows(graph, collective, flows)
     finish = finish_epoch(graph, collective, kept)
     stats = {"rounds": len(rounds), "round_epochs": K, "look_ahead": A,
              "solve_seconds": sum(i["solve_seconds"] for i in rounds),
              "build_seconds": sum(i["build_seconds"] for i in rounds),
-             "variables": max(i["variables"] for i in rounds), "binaries": max(i["binaries"] for i in rounds),
-             "constraints": max(i["constraints"] for i in rounds), "round_status": [i["status"] for i in rounds]}
-    return EpochSchedule(kept, len(rounds) * K, finish, "feasible" if status == "optimal" else status, stats)
+             "variables": max((i["variables"] for i in rounds), default=0),
+             "binaries": max((i["binaries"] for i in rounds), default=0),
+             "constraints": max((i["constraints"] for i in rounds), default=0),
+             "round_status": [i["status"] for i in rounds]}
+    return EpochSchedule(kept, len(rounds) * K, finish, "feasible" if status == "optimal" else status, stats, message)
 
 
 def _floyd_warshall(graph: EpochGraph) -> np.ndarray:
@@ -182,9 +186,13 @@ def _round(graph: EpochGraph, collective: Collective, history: list[Flow], remai
     by_dest: dict[int, list[int]] = defaultdict(list)
     for c, d in remaining:
         by_dest[d].append(c)
+    start = [0.0] * model.num_cols  # MIP start: nothing sent, every chunk stays where it is
+    for (c, n, k), col in b.items():
+        start[col] = 1.0 if held_at.get((c, n), 1 << 30) <= k else 0.0
     for d, chunks in by_dest.items():
         for fa in range(A + 1):
             p_cols = []
+            unplaced = len(chunks)
             for loc in npus:
                 weight = 1.0 / (fa + 1) if loc == d else gamma / ((fa + 1) * (1 + distances[loc, d]))
                 if not np.isfinite(weight) or weight <= 0:
@@ -193,10 +201,13 @@ def _round(graph: EpochGraph, collective: Collective, history: list[Flow], remai
                 p_cols.append(p)
                 q = [b[(c, loc, K + fa)] for c in chunks]
                 model.add_row([p] + q, [1] + [-1] * len(q), upper=0)
+                here = min(unplaced, sum(start[col] for col in q))
+                start.append(float(here))
+                unplaced -= here
             model.add_row(p_cols, [1] * len(p_cols), len(chunks), len(chunks))
     build_seconds = clock.perf_counter() - built
     outcome = model.solve("highs", time_limit=max(time_limit - build_seconds, 0.5), mip_gap=mip_gap, threads=threads,
-                          seed=seed)
+                          seed=seed, start=start)
     info = {"status": outcome.status, "build_seconds": build_seconds, "solve_seconds": outcome.seconds,
             "gap": outcome.gap, **model.stats()}
     if not outcome.has_solution:

@@ -81,15 +81,27 @@ class _Usage:
                 self.switch_busy[e.switch][t] += 1
 
 
-def greedy_schedule(graph: EpochGraph, collective: Collective, horizon_cap: int = 100000) -> tuple[list[Flow], int]:
-    """Earliest-arrival trees, one hop (or one switch crossing) at a time, round-robin over chunks."""
+def greedy_schedule(graph: EpochGraph, collective: Collective, horizon_cap: int = 100000,
+                    initial: list[Flow] | None = None) -> tuple[list[Flow], int]:
+    """Earliest-arrival trees, one hop (or one switch crossing) at a time, round-robin over chunks.
+
+    ``initial``: flows already decided (an unfinished A* run); the greedy completes them.
+    """
     usage = _Usage(graph)
     edges = graph.edges
     C = collective.num_chunks
     npus = list(graph.topology.npus)
     avail: list[dict[int, int]] = [{r: 0 for r in collective.pre[c]} for c in range(C)]
     inbound_used: set[tuple[int, int, int]] = set()  # (c, edge into a switch, k) already sent
-    flows: list[Flow] = []
+    flows: list[Flow] = list(initial or [])
+    for c, ei, k in flows:
+        e = edges[ei]
+        usage.take(e, k)
+        if graph.is_switch(e.dst):
+            inbound_used.add((c, ei, k))
+        else:
+            ready = k + 1 + graph.arrival_delay(e)
+            avail[c][e.dst] = min(avail[c].get(e.dst, ready), ready)
     pending = [set(npus) - set(avail[c]) for c in range(C)]
     while any(pending):
         progressed = False
@@ -224,8 +236,9 @@ def solve_milp(graph: EpochGraph, collective: Collective, horizon: int, *, time_
     model, f, b, x = _build(graph, collective, horizon, objective, buffer_limit, complete)
     vector = _start_vector(model, graph, collective, f, b, x, start, horizon) if start is not None else None
     build_seconds = clock.perf_counter() - built
+    options = {"mip_heuristic_effort": float(heuristic_effort)} if heuristic_effort is not None else None
     outcome = model.solve(backend, time_limit=max(time_limit - build_seconds, 0.5), mip_gap=mip_gap, threads=threads,
-                          seed=seed, start=vector)
+                          seed=seed, start=vector, options=options)
     stats = {"build_seconds": build_seconds, "solve_seconds": outcome.seconds, "gap": outcome.gap,
              "horizon": horizon, "objective": outcome.objective, "bound": outcome.bound, **model.stats()}
     if not outcome.has_solution:
