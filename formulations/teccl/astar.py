@@ -155,8 +155,13 @@ def _round(graph: EpochGraph, collective: Collective, history: list[Flow], remai
         e = edges[ei]
         if not graph.is_switch(e.src):
             model.add_row([col, b[(c, e.src, k)]], [1, -1], upper=0)
+    crossed = {(c, edges[ei].src) for c, ei, _ in history if graph.is_switch(edges[ei].src)}
     for w in graph.topology.switches:
         for c in wanted:
+            if graph.switch_model == "no-copy":  # a chunk crosses a switch once (so the schedule reverses)
+                cols = [f[(c, eo, k)] for eo in graph.out_edges.get(w, []) for k in range(K) if (c, eo, k) in f]
+                if cols:
+                    model.add_row(cols, [1] * len(cols), upper=0 if (c, w) in crossed else 1)
             for k in range(K):
                 inflow = [f[(c, ei, k - 1 - edges[ei].delay)] for ei in graph.in_edges.get(w, [])
                           if (c, ei, k - 1 - edges[ei].delay) in f]

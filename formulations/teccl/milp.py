@@ -94,8 +94,11 @@ def greedy_schedule(graph: EpochGraph, collective: Collective, horizon_cap: int 
     avail: list[dict[int, int]] = [{r: 0 for r in collective.pre[c]} for c in range(C)]
     inbound_used: set[tuple[int, int, int]] = set()  # (c, edge into a switch, k) already sent
     flows: list[Flow] = list(initial or [])
+    crossed: set[tuple[int, int]] = set()  # (chunk, switch): no-copy switches carry a chunk once
     for c, ei, k in flows:
         e = edges[ei]
+        if graph.is_switch(e.src):
+            crossed.add((c, e.src))
         usage.take(e, k)
         if graph.is_switch(e.dst):
             inbound_used.add((c, ei, k))
@@ -108,12 +111,15 @@ def greedy_schedule(graph: EpochGraph, collective: Collective, horizon_cap: int 
         for c in range(C):
             if not pending[c]:
                 continue
-            move = _best_move(graph, usage, c, avail[c], pending[c], inbound_used, horizon_cap)
+            move = _best_move(graph, usage, c, avail[c], pending[c], inbound_used, horizon_cap,
+                              crossed if graph.switch_model == "no-copy" else None)
             if move is None:
                 pending[c] = set()  # unreachable rest: the demands are checked below
                 continue
             arrival, target, hops = move
             for e, k in hops:
+                if graph.is_switch(e.src):
+                    crossed.add((c, e.src))
                 key = (c, e.index, k)
                 if graph.is_switch(e.dst) and key in inbound_used and graph.switch_model == "copy":
                     continue  # the switch copies a chunk it already receives in this epoch
@@ -135,13 +141,15 @@ def greedy_schedule(graph: EpochGraph, collective: Collective, horizon_cap: int 
 
 
 def _best_move(graph: EpochGraph, usage: _Usage, c: int, holders: dict[int, int], targets: set[int],
-               inbound_used: set, cap: int):
+               inbound_used: set, cap: int, crossed: set | None = None):
     best = None
     edges = graph.edges
     for i, ready in holders.items():
         for ei in graph.out_edges.get(i, []):
             e = edges[ei]
             if graph.is_switch(e.dst):
+                if crossed is not None and (c, e.dst) in crossed:
+                    continue
                 for eo in graph.out_edges.get(e.dst, []):
                     out = edges[eo]
                     if out.dst not in targets:
@@ -344,6 +352,10 @@ def _switch_rows(model: MilpModel, graph: EpochGraph, collective: Collective, f:
                         model.add_row([col] + inflow, [1] + [-1] * len(inflow), upper=0)
                 else:
                     model.add_row(outflow + inflow, [1] * len(outflow) + [-1] * len(inflow), upper=0)
+            if graph.switch_model == "no-copy":  # a chunk crosses a switch once (so the schedule reverses)
+                cols = [f[(c, eo, k)] for eo in graph.out_edges.get(w, []) for k in range(horizon) if (c, eo, k) in f]
+                if len(cols) > 1:
+                    model.add_row(cols, [1] * len(cols), upper=1)
 
 
 def _capacity_rows(model: MilpModel, graph: EpochGraph, f: dict, horizon: int, C: int) -> None:
