@@ -53,9 +53,10 @@ def measure(spec: str, options: dict, sketch, stage_limit: float) -> dict:
 
 
 def plot(results: dict[str, list[dict]], path) -> None:
-    import matplotlib.pyplot as plt
+    import matplotlib
 
-    from workbench.plots import finish_axes
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
 
     fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.5))
     for (family, points), marker in zip(results.items(), "osd^"):
@@ -72,7 +73,7 @@ def plot(results: dict[str, list[dict]], path) -> None:
         ax.set_yscale("log")
         ax.set_xlabel("NPUs")
         ax.set_ylabel(ylabel)
-        finish_axes(ax)
+        ax.grid(True, alpha=0.3)
     left.legend(fontsize=8)
     fig.suptitle("TACCL All-Gather on HiGHS: the routing MILP as the NPU count grows")
     fig.tight_layout()
@@ -80,11 +81,28 @@ def plot(results: dict[str, list[dict]], path) -> None:
     plt.close(fig)
 
 
+def results_from_table(path) -> dict[str, list[dict]]:
+    """Re-read the committed table (for --plot-only)."""
+    results: dict[str, list[dict]] = {}
+    for line in open(path):
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) < 16 or not cells[1].isdigit():
+            continue
+        routing = {"binaries": int(cells[2].replace(",", "")), "build_seconds": float(cells[4]),
+                   "solve_seconds": float(cells[5]), "status": cells[6].split()[0]}
+        results.setdefault(cells[0], []).append({"npus": int(cells[1]), "stages": {"routing": routing}})
+    return results
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--quick", action="store_true", help="the two smallest sizes per family")
     parser.add_argument("--stage-limit", type=float, default=60.0, help="seconds per MILP stage (default 60)")
+    parser.add_argument("--plot-only", action="store_true", help="redraw the plot from results/bench/taccl_scaling.md")
     args = parser.parse_args(argv)
+    if args.plot_only:
+        plot(results_from_table(RESULTS / "taccl_scaling.md"), RESULTS / "taccl_scaling.png")
+        return
     results: dict[str, list[dict]] = {}
     for family, spec, options, sketch in cases(args.quick):
         print(f"  taccl {family}: {spec} ...", flush=True)
