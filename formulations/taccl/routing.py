@@ -46,7 +46,7 @@ class Routing:
 # --------------------------------------------------------------------------- allowed (chunk, link)
 def allowed_links(logical: LogicalTopology, collective: Collective, sketch: Sketch) -> np.ndarray:
     """C x L mask: the links each chunk may use (Pre rule, relay rules, (13), shortest paths C1)."""
-    n, links = logical.num_ranks, logical.links
+    links = logical.links
     G = logical.gpus_per_node
     C, L = collective.num_chunks, len(links)
     src = np.array([l.src for l in links])
@@ -105,14 +105,6 @@ def _shortest_path_ranks(dist: np.ndarray, pre: frozenset[int], post: frozenset[
 
 
 # --------------------------------------------------------------------------- the model
-class _Classes:
-    """Symmetry classes of the x/send, start and util index spaces, and their columns."""
-
-    def __init__(self, labels: np.ndarray) -> None:
-        self.labels = labels
-        self.col: dict[int, int] = {}
-
-
 def _classes(logical: LogicalTopology, collective: Collective, allowed: np.ndarray,
              generators: list[Generator]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     C, L = allowed.shape

@@ -22,8 +22,6 @@ import time as clock
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-import numpy as np
-
 from formulations.taccl.logical import LogicalTopology
 from workbench.milp import MilpModel
 
@@ -187,10 +185,9 @@ def _run_rows(model: MilpModel, g: dict, order: dict[int, list[Edge]], max_conti
     by_first: dict[Edge, list[Edge]] = {}
     for a, b in g:
         by_first.setdefault(a, []).append(b)
-    for a, partners in by_first.items():
-        partners_sorted = partners  # built in sequence order
-        for k in range(1, len(partners_sorted)):
-            prev, cur = partners_sorted[k - 1], partners_sorted[k]
+    for a, partners in by_first.items():  # partners are in sequence order
+        for k in range(1, len(partners)):
+            prev, cur = partners[k - 1], partners[k]
             if (prev, cur) not in g:
                 continue
             # g[a,cur] <= g[a,prev]; g[a,cur] <= g[prev,cur]; g[a,cur] >= g[a,prev] + g[prev,cur] - 1

@@ -41,7 +41,7 @@ from typing import Any, Callable
 
 from formulations.teccl.epochs import EpochGraph, epoch_graph
 from formulations.teccl.lp import solve_lp_schedule, to_subchunks
-from formulations.teccl.milp import EpochSchedule, Flow, finish_epoch, greedy_schedule, solve_milp
+from formulations.teccl.milp import EpochSchedule, Flow, greedy_schedule, solve_milp
 from workbench.algorithm import Algorithm, Transfer
 from workbench.collective import Collective, custom_collective, make_collective
 from workbench.registry import Problem, SynthesisResult

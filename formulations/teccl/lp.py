@@ -118,9 +118,9 @@ def solve_lp_schedule(graph: EpochGraph, demand: dict[tuple[int, int], float], *
     started = clock.perf_counter()
     deadline = started + time_limit
     probes: list[tuple[int, str]] = []
-    options = {"solver": solver} if solver != "simplex" else {"solver": "simplex"}
-    tries = [horizon] if horizon is not None else None
-    h = horizon if horizon is not None else max(lower_bound_epochs, 1)
+    options = {"solver": solver}
+    fixed = horizon is not None
+    h = horizon if fixed else max(lower_bound_epochs, 1)
     while True:
         built = clock.perf_counter()
         model, f, r = _lp(graph, demand, h, with_objective=True)
@@ -128,7 +128,7 @@ def solve_lp_schedule(graph: EpochGraph, demand: dict[tuple[int, int], float], *
         outcome = model.solve("highs", time_limit=max(deadline - clock.perf_counter(), 0.5), threads=threads,
                               options=options)
         probes.append((h, outcome.status))
-        if outcome.status != "infeasible" or tries is not None:
+        if outcome.status != "infeasible" or fixed:
             break
         h = int(math.ceil(h * 1.15)) + 1
     stats = {"build_seconds": build_seconds, "solve_seconds": outcome.seconds, "horizon": h, "probes": probes,
@@ -163,17 +163,17 @@ def _decompose(graph: EpochGraph, demand, flows: dict, consumed: dict) -> dict:
         for k in range(horizon + 1):
             for ei, volume in flows_at.get((s, k), []):  # sends use what arrived before this epoch
                 e = edges[ei]
-                for vol, path in _take(at[e.src], volume, k, switch=graph.is_switch(e.src), sending=True):
+                for vol, path in _take(at[e.src], volume, k, sending=True):
                     arriving[k + e.a].append((e.dst, [vol, path + ((ei, k),), k + e.a]))
             for node, parcel in arriving.pop(k, []):
                 at[node].append(parcel)
             for d, volume in consumed_at.get((s, k), []):  # consumption may use this epoch's arrivals
-                for vol, path in _take(at[d], volume, k, switch=False):
+                for vol, path in _take(at[d], volume, k):
                     pieces[(s, d)].append((vol, path))
     return dict(pieces)
 
 
-def _take(queue: deque, volume: float, epoch: int, switch: bool, sending: bool = False) -> list:
+def _take(queue: deque, volume: float, epoch: int, sending: bool = False) -> list:
     """Remove ``volume`` from the parcels usable at ``epoch`` (sends need a parcel from an earlier epoch)."""
     taken = []
     remaining = volume
