@@ -90,6 +90,18 @@ def test_tiny_experiment_end_to_end(tmp_path, capsys):
     assert "8 finished cell(s) found" in capsys.readouterr().err
 
 
+def test_report_ignores_rows_of_cells_no_longer_in_the_config(tmp_path):
+    config = write(tmp_path, TINY)
+    out = tmp_path / "run"
+    assert main(["run", str(config), "--out", str(out), "--jobs", "2"]) == 0
+    before = (out / "table.csv").read_text()
+    stale = dict(rows_of(out)[0], cell_id="Trees:stale", collective_time=1.0, seed=7)
+    with open(out / "rows.jsonl", "a") as handle:  # a row left by an earlier version of the config
+        handle.write(json.dumps(stale) + "\n")
+    assert main(["report", str(out), "--no-figures"]) == 0
+    assert (out / "table.csv").read_text() == before
+
+
 SLOW = """
 name: slow
 time_limit: 60s

@@ -454,7 +454,18 @@ def load_run(folder: str | Path) -> tuple[Experiment, list[dict[str, Any]]]:
     from workbench.runner import ResultStore
 
     rows = ResultStore(folder).rows() if rows_path.exists() else []
-    return experiment, rows
+    return experiment, _current_rows(experiment, rows)
+
+
+def _current_rows(experiment: Experiment, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Rows of the snapshot's cells only: a cell whose parameters changed keeps its old row in
+    rows.jsonl under the same label, which must not be merged into the new cell's median."""
+    try:
+        ids = {c.cell_id for c in experiment.cells()} | {d.cell_id for d in experiment.design_cells()}
+    except Exception:  # a snapshot that cannot expand its grid: show everything rather than nothing
+        return rows
+    current = [r for r in rows if r.get("cell_id") in ids]
+    return current if current or not rows else rows
 
 
 def write_report(folder: str | Path, figures: bool = True) -> Path:
