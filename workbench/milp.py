@@ -22,7 +22,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from workbench.solvers import highs_status, pulp_status
+from workbench.solvers import pulp_status, solve_lp
 
 __all__ = ["MilpModel", "MilpOutcome", "INF", "BACKENDS"]
 
@@ -132,63 +132,20 @@ class MilpModel:
 
     def _solve_highs(self, time_limit: float, mip_gap: float, threads: int, seed: int,
                      start: Sequence[float] | None, options: dict[str, Any]) -> MilpOutcome:
-        import highspy
-        from scipy.sparse import csc_matrix
-
-        started = time.perf_counter()
-        n, m = self.num_cols, self.num_rows
-        matrix = csc_matrix((np.asarray(self._values, dtype=float),
-                             (np.asarray(self._row_index, dtype=np.int64), np.asarray(self._col_index, dtype=np.int64))),
-                            shape=(m, n))
-        lp = highspy.HighsLp()
-        lp.num_col_ = n
-        lp.num_row_ = m
-        lp.col_cost_ = np.asarray(self.cost, dtype=float)
-        lp.col_lower_ = np.asarray(self.lower, dtype=float)
-        lp.col_upper_ = np.asarray(self.upper, dtype=float)
-        lp.row_lower_ = np.asarray(self.row_lower, dtype=float)
-        lp.row_upper_ = np.asarray(self.row_upper, dtype=float)
-        lp.offset_ = self.objective_offset
-        lp.a_matrix_.format_ = highspy.MatrixFormat.kColwise
-        lp.a_matrix_.start_ = matrix.indptr
-        lp.a_matrix_.index_ = matrix.indices
-        lp.a_matrix_.value_ = matrix.data
         is_mip = any(self.integer)
-        if is_mip:
-            lp.integrality_ = [highspy.HighsVarType.kInteger if i else highspy.HighsVarType.kContinuous
-                               for i in self.integer]
-        highs = highspy.Highs()
-        highs.setOptionValue("output_flag", False)
-        highs.setOptionValue("time_limit", float(max(time_limit, 0.01)))
-        highs.setOptionValue("threads", int(threads))
-        highs.setOptionValue("random_seed", int(seed))
-        highs.setOptionValue("mip_rel_gap", float(mip_gap))
-        for name, value in options.items():
-            highs.setOptionValue(name, value)
-        highs.passModel(lp)
-        if start is not None and is_mip:
-            solution = highspy.HighsSolution()
-            solution.col_value = [float(v) for v in start]
-            solution.value_valid = True
-            highs.setSolution(solution)
-        highs.run()
-        model_status = highs.getModelStatus()
-        name = highs.modelStatusToString(model_status)
-        info = highs.getInfo()
-        has_solution = info.primal_solution_status == 2
-        status = highs_status(str(model_status), has_solution)
-        x = np.asarray(highs.getSolution().col_value) if has_solution else None
-        objective = info.objective_function_value if has_solution else None
-        bound = gap = None
-        if is_mip:
-            bound = info.mip_dual_bound if math.isfinite(info.mip_dual_bound) else None
-            gap = info.mip_gap if has_solution and math.isfinite(info.mip_gap) else None
-        elif status == "optimal":
-            bound, gap = objective, 0.0
+        rows = (np.asarray(self._row_index, dtype=np.int64), np.asarray(self._col_index, dtype=np.int64),
+                np.asarray(self._values, dtype=float))
+        outcome = solve_lp(np.asarray(self.cost), np.asarray(self.lower), np.asarray(self.upper), rows,
+                           np.asarray(self.row_lower), np.asarray(self.row_upper), time_limit,
+                           integrality=np.asarray(self.integer) if is_mip else None, threads=threads,
+                           mip_gap=mip_gap, seed=seed, start=start, options=options, offset=self.objective_offset)
+        status, bound, gap = outcome.status, outcome.stats.get("bound"), outcome.stats.get("gap")
+        if not is_mip and status == "optimal":
+            bound, gap = outcome.objective, 0.0
         if status == "optimal" and is_mip and gap is not None and gap > max(mip_gap, 1e-9) * 1.0001:
             status = "feasible"
-        return MilpOutcome(status, objective, x, time.perf_counter() - started, bound, gap, name,
-                           dict(self.stats(), nodes=int(getattr(info, "mip_node_count", 0) or 0)))
+        stats = dict(self.stats(), nodes=outcome.stats.get("nodes", 0))
+        return MilpOutcome(status, outcome.objective, outcome.x, outcome.seconds, bound, gap, outcome.message, stats)
 
     def _solve_cbc(self, time_limit: float, mip_gap: float, threads: int,
                    start: Sequence[float] | None) -> MilpOutcome:

@@ -155,7 +155,7 @@ def _formulation_rows_table(rows: list[dict[str, Any]], experiment: Experiment) 
             else:
                 values = [v for v in (_metric(g, metric) for g in group_rows) if isinstance(v, (int, float))]
                 cell.ours = statistics.median(values) if values else None
-                if not values and metric.startswith("stats.") or (not values and metric == "claimed_time"):
+                if not values and (metric.startswith("stats.") or metric == "claimed_time"):
                     table.text[(name, column)] = "-"  # not reported by this formulation
                 cell.status = ",".join(sorted({g.get("status", "?") for g in group_rows}))
     for entry in experiment.paper.get("values", []):

@@ -106,11 +106,18 @@ def solve_lp(
     time_limit: float,
     integrality: np.ndarray | None = None,
     threads: int = 1,
+    mip_gap: float | None = None,
+    seed: int = 0,
+    start: np.ndarray | None = None,
+    options: dict[str, Any] | None = None,
+    offset: float = 0.0,
 ) -> LpOutcome:
-    """Minimise ``cost @ x`` on HiGHS. ``rows`` is a COO triple (row index, column index, value).
+    """Minimise ``cost @ x + offset`` on HiGHS. ``rows`` is a COO triple (row index, column index, value).
 
     The model is passed as arrays in one call (no per-variable Python objects), so models with
-    millions of nonzeros build in seconds.
+    millions of nonzeros build in seconds. For a MIP, ``mip_gap`` is the relative gap target,
+    ``start`` a MIP start, and ``stats`` carries the solver's ``bound``, ``gap`` and ``nodes``;
+    ``options`` are extra HiGHS options by name (e.g. ``{"solver": "ipm"}``).
     """
     import highspy
     from scipy.sparse import csc_matrix
@@ -128,18 +135,30 @@ def solve_lp(
     lp.col_upper_ = np.asarray(col_upper, dtype=float)
     lp.row_lower_ = np.asarray(row_lower, dtype=float)
     lp.row_upper_ = np.asarray(row_upper, dtype=float)
+    lp.offset_ = float(offset)
     lp.a_matrix_.format_ = highspy.MatrixFormat.kColwise
     lp.a_matrix_.start_ = matrix.indptr
     lp.a_matrix_.index_ = matrix.indices
     lp.a_matrix_.value_ = matrix.data
-    if integrality is not None:
+    is_mip = integrality is not None and any(integrality)
+    if is_mip:
         lp.integrality_ = [highspy.HighsVarType.kInteger if i else highspy.HighsVarType.kContinuous
                            for i in integrality]
     highs = highspy.Highs()
     highs.setOptionValue("output_flag", False)
     highs.setOptionValue("time_limit", float(max(time_limit, 0.01)))
     highs.setOptionValue("threads", int(threads))
+    highs.setOptionValue("random_seed", int(seed))
+    if mip_gap is not None:
+        highs.setOptionValue("mip_rel_gap", float(mip_gap))
+    for name, value in (options or {}).items():
+        highs.setOptionValue(name, value)
     highs.passModel(lp)
+    if start is not None and is_mip:
+        solution = highspy.HighsSolution()
+        solution.col_value = [float(v) for v in start]
+        solution.value_valid = True
+        highs.setSolution(solution)
     highs.run()
     model_status = highs.getModelStatus()
     name = highs.modelStatusToString(model_status)
@@ -148,5 +167,9 @@ def solve_lp(
     status = highs_status(str(model_status), has_solution)
     x = np.asarray(highs.getSolution().col_value) if has_solution else None
     objective = info.objective_function_value if has_solution else None
-    return LpOutcome(status, objective, x, time.perf_counter() - started, name,
-                     {"variables": num_cols, "constraints": num_rows, "nonzeros": int(len(values))})
+    stats: dict[str, Any] = {"variables": num_cols, "constraints": num_rows, "nonzeros": int(len(values))}
+    if is_mip:
+        stats["bound"] = info.mip_dual_bound if np.isfinite(info.mip_dual_bound) else None
+        stats["gap"] = info.mip_gap if has_solution and np.isfinite(info.mip_gap) else None
+        stats["nodes"] = int(getattr(info, "mip_node_count", 0) or 0)
+    return LpOutcome(status, objective, x, time.perf_counter() - started, name, stats)

@@ -39,7 +39,7 @@ from __future__ import annotations
 import time
 from typing import Any, Callable
 
-from formulations.teccl.epochs import EpochGraph, epoch_graph
+from formulations.teccl.epochs import EpochGraph, base_epoch, epoch_graph
 from formulations.teccl.lp import solve_lp_schedule, to_subchunks
 from formulations.teccl.milp import EpochSchedule, Flow, greedy_schedule, solve_milp
 from workbench.algorithm import Algorithm, Transfer
@@ -135,9 +135,7 @@ def _auto_multiplier(topology: Topology, chunk_bytes: float, epoch: Any) -> floa
         multiplier = 4.0
     elif epoch == "slowest" and chunk_bytes <= 64:
         multiplier = 2.0
-    bandwidths = [l.bandwidth for l in topology.links]
-    tau = chunk_bytes / (max(bandwidths) if epoch == "fastest" else min(bandwidths)) if epoch in (
-        "fastest", "slowest") else float(epoch)
+    tau = base_epoch(topology, chunk_bytes, epoch)
     alphas = [l.alpha for l in topology.links if l.alpha > 0]
     if alphas and min(alphas) / (tau * multiplier) > 200:
         multiplier = min(alphas) / 200 / tau

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 
 from workbench.topology import Topology
 
-__all__ = ["Edge", "EpochGraph", "epoch_graph", "SWITCH_MODELS"]
+__all__ = ["Edge", "EpochGraph", "epoch_graph", "base_epoch", "SWITCH_MODELS"]
 
 SWITCH_MODELS = ("copy", "no-copy", "hyperedge")
 
@@ -81,22 +81,25 @@ def _edge(index: int, src: int, dst: int, alpha: float, bandwidth: float, chunk_
     return Edge(index, src, dst, alpha, bandwidth, a, kappa, per_window, switch)
 
 
+def base_epoch(topology: Topology, chunk_bytes: float, epoch: str | float) -> float:
+    """tau before the multiplier: one chunk on the fastest / slowest link, or a user value in seconds."""
+    bandwidths = [l.bandwidth for l in topology.links]
+    if epoch == "fastest":
+        return chunk_bytes / max(bandwidths)
+    if epoch == "slowest":
+        return chunk_bytes / min(bandwidths)
+    if isinstance(epoch, (int, float)) and not isinstance(epoch, bool) and epoch > 0:
+        return float(epoch)
+    raise ValueError(f"epoch must be 'fastest', 'slowest' or a duration in seconds, got {epoch!r}")
+
+
 def epoch_graph(topology: Topology, chunk_bytes: float, epoch: str | float = "fastest", multiplier: float = 1.0,
                 alpha_threshold: float = 0.1, switch_model: str = "copy", single_beta: bool = False) -> EpochGraph:
     if switch_model not in SWITCH_MODELS:
         raise ValueError(f"unknown switch model {switch_model!r} (choose from {', '.join(SWITCH_MODELS)})")
     if multiplier <= 0:
         raise ValueError(f"epoch multiplier must be positive, got {multiplier!r}")
-    bandwidths = [l.bandwidth for l in topology.links]
-    if epoch == "fastest":
-        tau = chunk_bytes / max(bandwidths)
-    elif epoch == "slowest":
-        tau = chunk_bytes / min(bandwidths)
-    elif isinstance(epoch, (int, float)) and epoch > 0:
-        tau = float(epoch)
-    else:
-        raise ValueError(f"epoch must be 'fastest', 'slowest' or a duration in seconds, got {epoch!r}")
-    tau *= multiplier
+    tau = base_epoch(topology, chunk_bytes, epoch) * multiplier
     edges: list[Edge] = []
     hyperedges: dict[int, list[int]] = {}
     if switch_model == "hyperedge":

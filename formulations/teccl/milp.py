@@ -53,6 +53,8 @@ class _Usage:
         self.port_out: dict[tuple[int, int], dict[int, int]] = defaultdict(lambda: defaultdict(int))
         self.port_in: dict[tuple[int, int], dict[int, int]] = defaultdict(lambda: defaultdict(int))
         self.switch_busy: dict[int, dict[int, int]] = defaultdict(lambda: defaultdict(int))
+        topo = graph.topology
+        self.switch_cap = {w: min(len(topo.in_links(w)), len(topo.out_links(w))) for w in topo.switches}
 
     def fits(self, e: Edge, k: int) -> bool:
         starts = self.starts[e.index]
@@ -64,13 +66,9 @@ class _Usage:
             for t in range(k, k + e.kappa):
                 if self.port_out[(w, e.src)].get(t, 0) or self.port_in[(w, e.dst)].get(t, 0):
                     return False
-                if self.switch_busy[w].get(t, 0) + 1 > self._switch_cap(w):
+                if self.switch_busy[w].get(t, 0) + 1 > self.switch_cap[w]:
                     return False
         return True
-
-    def _switch_cap(self, w: int) -> int:
-        topo = self.graph.topology
-        return min(len(topo.in_links(w)), len(topo.out_links(w)))
 
     def take(self, e: Edge, k: int) -> None:
         self.starts[e.index][k] += 1
