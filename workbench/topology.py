@@ -824,6 +824,7 @@ def _switch(spec: str, arg: str, alpha, bandwidth) -> Topology:
 
 BUILDERS: dict[str, str] = {
     "ring:N": "bidirectional ring (a ring of 2 is one link each way)",
+    "nvs-ib:K": "K boxes of 8 GPUs on an NVSwitch, a NIC switch per GPU, two IB switches joined by a trunk",
     "uniring:N": "unidirectional ring i -> i+1",
     "line:N": "path 0 - 1 - ... - N-1",
     "fc:N": "fully connected",
@@ -887,6 +888,12 @@ def build(
             if kind.startswith("dgx2"):
                 return _dgx2(spec, chassis, variant)
             return _amd(spec, chassis, alpha)
+        if kind == "nvs-ib":
+            from workbench.fabrics import nvs_ib
+
+            if alpha is not None or bandwidth is not None:
+                raise TopologyError(f"topology spec {spec!r}: fixed link costs; --alpha/--bandwidth do not apply")
+            return nvs_ib(spec, _parse_int(arg, spec) if arg else 2)
         if kind == "amd-z52" and not arg:
             return _z52(spec, alpha, bandwidth)
     except UnitError as exc:
