@@ -1,0 +1,230 @@
+"""ForestColl: throughput-optimal spanning-tree packing (formulation ``forestcoll``).
+
+L. Zhao, S. Maleki, Z. Yang, H. Pourreza, A. Shah, C. Hwang, A. Krishnamurthy, "ForestColl:
+Throughput-Optimal Collective Communications on Heterogeneous Network Fabrics", arXiv 2402.06787.
+Implementation spec: ``shared/spec/forestcoll.md``. Pipeline: exact optimum -> (k, U) ->
+edge splitting removes switches -> capacitated Edmonds arborescence packing -> map logical edges
+back to physical paths -> pipelined schedule.
+
+Paper symbols and their names here:
+
+=====================  ==================================================================
+``G = (V, E)``         ``Topology``; ``Vc`` = NPUs ``0..N-1``, ``Vs`` = switch ids ``N..``
+``b_e``                ``Link.bandwidth``; integer capacity ``c_e`` = ``TreeUnits.capacities``
+``N``                  ``collective.num_ranks``
+``M``                  ``problem.size_bytes`` (All-Gather output, nccl-tests convention)
+``B+(S)``              bandwidth leaving S (``workbench.optimum.cut_capacity``)
+``1/x*``               ``TreeUnits.optimum_ratio`` (max ``|S ∩ Vc| / B+(S)`` in capacity units)
+``k``, ``U``           ``TreeUnits.k``, ``TreeUnits.U`` (``U / k = 1/x*``; budget ``U c_e``)
+``s``                  the super-source node (id ``num_nodes``) in ``splitting`` / ``optimum``
+``Ts[u,i]``, ``Cs``    ``TreeGroup.edges`` / ``.multiplicity``; after map-back ``PathGroup``
+edge splitting         ``splitting.split_switches`` (``edge_map`` for map-back)
+=====================  ==================================================================
+
+Collectives: all-gather and broadcast natively (a broadcast packs ``lambda(root)`` arborescences
+from the root: optimum ``M / lambda``); reduce-scatter and reduce by duality
+(``workbench.duality.by_duality``: the forest of the reversed graph, reversed); all-reduce =
+reduce-scatter then all-gather with a common chunking (``lcm`` of the two ``k``). gather, scatter,
+all-to-all and custom collectives are not supported.
+
+Parameters: ``pieces`` (P, pipeline depth per tree-unit; default: large enough that the
+pipeline fill costs ~1/(32) of T* per tree level, limited by ``max_transfers``), ``k`` ("auto"
+or a fixed number of trees per root; a fixed k gives ``T_k >= T*``), ``max_transfers`` (default
+200000). Status "optimal" when the forest provably meets the exact optimum (auto k, exact
+capacities, every check passed) for all-gather, reduce-scatter, broadcast and reduce;
+"feasible" for a fixed k above the optimum and for all-reduce (RS + AG is not a proven
+all-reduce optimum); "timeout" when ``time_limit`` ran out in the tree construction.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from workbench.algorithm import Algorithm
+from workbench.collective import Collective
+from workbench.duality import by_duality
+from workbench.registry import Problem, SynthesisResult
+from workbench.topology import Topology
+
+from .mapping import PathGroup, check_link_budgets, map_to_paths
+from .optimum import Timeout, TreeUnits, auto_units, broadcast_units, fixed_k_units
+from .packing import TreeGroup, pack_arborescences, validate_forest
+from .schedule import EdgePlan, emit_schedule, plan_edges, transfers_per_batch
+from .splitting import SplitResult, split_switches
+
+__all__ = ["ForestColl", "Forest", "build_forest"]
+
+_PARAMS = ("pieces", "k", "max_transfers")
+_SUPPORTED = ("allgather", "reducescatter", "allreduce", "broadcast", "reduce")
+_PIECES_PER_LEVEL = 32  # default P = 32 * tree height: the fill (H - 1) tau stays ~3% of T* or less
+_MAX_DEFAULT_PIECES = 512
+
+
+@dataclass
+class Forest:
+    """The trees of one gather-like collective on one topology, with their provenance."""
+
+    units: TreeUnits
+    split: SplitResult
+    trees: list[TreeGroup]
+    groups: list[PathGroup]
+    plans: list[list[EdgePlan]]
+    seconds: float
+    flows: int
+
+    @property
+    def per_batch(self) -> int:
+        return transfers_per_batch(self.plans)
+
+    @property
+    def height(self) -> int:
+        chains = []
+        for plans in self.plans:
+            chain: list[int] = []
+            for plan in plans:
+                chain.append((chain[plan.parent] if plan.parent is not None else 0) + len(plan.hops))
+            chains.append(max(chain, default=0))
+        return max(chains, default=0)
+
+
+def build_forest(topology: Topology, kind: str, root: int | None = None, k: int | str = "auto", seed: int = 0,
+                 deadline: float | None = None) -> Forest:
+    """Optimum, splitting, packing and map-back for an all-gather (or a broadcast from ``root``)."""
+    started = time.perf_counter()
+    if kind == "broadcast":
+        if k != "auto":
+            raise ValueError("forestcoll: a fixed k applies to all-gather-like collectives, not broadcast/reduce")
+        units = broadcast_units(topology, root if root is not None else 0)
+    elif k == "auto":
+        units = auto_units(topology)
+    else:
+        units = fixed_k_units(topology, int(k), deadline)
+    split = split_switches(topology, units, deadline)
+    supply = [int(c) for c in units.supply]
+    trees, flows = pack_arborescences(topology.num_npus, split.capacity, supply, seed, deadline)
+    validate_forest(trees, topology.num_npus, supply, split.capacity)
+    groups = map_to_paths(trees, split)
+    check_link_budgets(groups, split.physical)
+    plans = [plan_edges(topology, g) for g in groups]
+    return Forest(units, split, trees, groups, plans, time.perf_counter() - started, flows + split.flows)
+
+
+def _check_params(params: dict[str, Any]) -> tuple[int | None, int | str, int]:
+    unknown = sorted(set(params) - set(_PARAMS))
+    if unknown:
+        raise ValueError(f"forestcoll: unknown parameter(s) {unknown} (known: {', '.join(_PARAMS)})")
+    pieces = params.get("pieces")
+    if pieces in (None, "auto"):
+        pieces = None
+    else:
+        pieces = int(pieces)
+        if pieces < 1:
+            raise ValueError(f"forestcoll: pieces must be >= 1, got {pieces}")
+    k = params.get("k", "auto")
+    if k != "auto":
+        k = int(k)
+        if k < 1:
+            raise ValueError(f"forestcoll: k must be 'auto' or a positive integer, got {k}")
+    max_transfers = int(params.get("max_transfers", 200_000))
+    if max_transfers < 1:
+        raise ValueError("forestcoll: max_transfers must be positive")
+    return pieces, k, max_transfers
+
+
+class ForestColl:
+    """Throughput-optimal spanning-tree packing (see the module docstring)."""
+
+    name = "forestcoll"
+    kind = "schedule"
+
+    def synthesize(self, problem: Problem, *, time_limit: float, seed: int,
+                   on_incumbent: Callable[[Algorithm], None] | None = None, **params: Any) -> SynthesisResult:
+        pieces, k, max_transfers = _check_params(params)
+        started = time.perf_counter()
+        deadline = started + time_limit if time_limit and time_limit > 0 else None
+        collective = problem.collective
+        kind = collective.kind
+        if kind not in _SUPPORTED:
+            raise ValueError(f"forestcoll: {kind} is not supported (spanning-tree packing covers "
+                             f"{', '.join(_SUPPORTED)})")
+        topology = problem.topology
+        n = collective.num_ranks
+        if n != topology.num_npus:
+            raise ValueError(f"forestcoll: the collective must span every NPU ({topology.num_npus}), got {n} ranks")
+        gather_kind = "broadcast" if kind in ("broadcast", "reduce") else "allgather"
+        phases = {"reducescatter": ["reversed"], "reduce": ["reversed"], "allreduce": ["reversed", "same"]}.get(
+            kind, ["same"])
+        forests: dict[str, Forest] = {}
+        try:
+            reversed_topology = topology.reversed()
+            for phase in phases:
+                view = reversed_topology if phase == "reversed" else topology
+                if phase == "same" and "reversed" in forests and reversed_topology.links == topology.links:
+                    forests[phase] = forests["reversed"]  # a symmetric fabric: the same forest serves both
+                    continue
+                forests[phase] = build_forest(view, gather_kind, collective.root, k, seed, deadline)
+        except Timeout:
+            seconds = time.perf_counter() - started
+            return SynthesisResult([], "timeout", seconds, message=f"tree construction exceeded {time_limit:g} s")
+        tree_seconds = time.perf_counter() - started
+        ks = [f.units.k for f in forests.values()]
+        common = math.lcm(*ks)
+        per_m = sum(common // f.units.k * f.per_batch for f in forests.values())
+        height = max(f.height for f in forests.values())
+        if pieces is None:
+            goal = max(1, min(_MAX_DEFAULT_PIECES, _PIECES_PER_LEVEL * height))
+            m = max(1, min(goal, max_transfers // max(per_m, 1)))
+        else:
+            m = pieces
+        chunks_per_rank = common * m
+        size = problem.size_bytes
+        chunk_bytes = size / chunks_per_rank if gather_kind == "broadcast" else size / (n * chunks_per_rank)
+        by_links = {}
+        for phase, forest in forests.items():
+            by_links[reversed_topology.links if phase == "reversed" else topology.links] = forest
+        timings: list[dict] = []
+
+        def gather(view: Topology, target: Collective, chunk_bytes: float) -> Algorithm:
+            forest = by_links[view.links]
+            p = target.chunks_per_rank // forest.units.k
+            algorithm, timing = emit_schedule(view, target.kind, target.num_ranks, forest.units.k, p, forest.groups,
+                                              forest.plans, chunk_bytes, target.root)
+            timings.append(timing)
+            return algorithm
+
+        from workbench.collective import make_collective
+
+        target = make_collective(kind, n, chunks_per_rank, collective.root)
+        algorithm = by_duality(topology, target, chunk_bytes, gather)
+        seconds = time.perf_counter() - started
+        exact = all(f.units.optimal for f in forests.values())
+        status = "optimal" if exact and kind != "allreduce" else "feasible"
+        first = next(iter(forests.values()))
+        ratio_seconds = {phase: float(f.units.ratio) / f.units.capacities.unit for phase, f in forests.items()}
+        bandwidth_term = sum(size / (1 if gather_kind == "broadcast" else n) * r for r in ratio_seconds.values())
+        meta = {
+            "formulation": self.name, "params": dict(params), "seed": seed, "status": status,
+            "synthesis_seconds": seconds, "claimed_time": sum(t["claimed_time"] for t in timings),
+            "k": first.units.k if len(forests) == 1 else {p: f.units.k for p, f in forests.items()},
+            "U": str(first.units.U) if len(forests) == 1 else {p: str(f.units.U) for p, f in forests.items()},
+            "capacity_unit": first.units.capacities.unit,
+            "P": m if len(forests) == 1 else {p: chunks_per_rank // f.units.k for p, f in forests.items()},
+            "H": height,
+            "groups": first.groups.__len__() if len(forests) == 1 else {p: len(f.groups) for p, f in forests.items()},
+            "trees": sum(len(f.trees) for f in forests.values()),
+            "ratio": str(first.units.ratio) if len(forests) == 1 else {p: str(f.units.ratio) for p, f in forests.items()},
+            "optimum_ratio": str(first.units.optimum_ratio),
+            "bandwidth_time": bandwidth_term,
+            "tree_seconds": tree_seconds,
+            "max_flows": sum(f.flows for f in forests.values()),
+            "views": {p: ("reversed graph" if p == "reversed" else "topology") for p in forests},
+        }
+        algorithm.meta.update(meta)
+        if on_incumbent is not None:
+            on_incumbent(algorithm)
+        stats = {"transfers": len(algorithm.transfers), "max_flows": meta["max_flows"], "tree_seconds": tree_seconds,
+                 "groups": meta["groups"]}
+        return SynthesisResult([algorithm], status, seconds, stats=stats)

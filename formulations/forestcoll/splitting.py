@@ -1,0 +1,165 @@
+"""Switch removal by edge splitting (spec forestcoll 2).
+
+Splitting off ``gamma`` at switch ``w`` for in-arc ``(u, w)`` and out-arc ``(w, t)`` (``u != t``)
+lowers both by ``gamma`` and adds ``gamma`` to a logical arc ``(u, t)``. The requirement to keep is
+"every NPU v receives ``demand`` from the super-source s" (``lambda(s, v) >= demand``): that is what
+makes the tree packing possible, and splitting only ever lowers cuts. A sink side ``Y`` (s not in
+Y, at least one NPU in Y) loses ``gamma`` of in-capacity exactly when
+
+  (a) ``w in Y`` and ``u, t not in Y``, or  (b) ``u, t in Y`` and ``w not in Y``,
+
+so the largest safe amount is
+
+  ``gamma = min(cap(u,w), cap(w,t),
+                min over NPUs v not in {u,t} of lambda({s,u,t} -> {w,v}) - demand,
+                min over NPUs v of lambda({s,w} -> {u,t,v}) - demand)``
+
+(merged endpoints are made with "infinite" arcs; when u or t is an NPU the last minimum is the
+single flow ``lambda({s,w} -> {u,t})``). The directed splitting theorem (Bang-Jensen, Frank and
+Jackson 1995) says a balanced switch can be split completely; a switch left with capacity raises
+``SplittingError`` naming it rather than silently dropping bandwidth.
+
+Switches are processed in increasing id; a split may create a logical arc into or out of a switch
+processed later (switch-to-switch links), so ``edge_map`` is recursive: ``edge_map[(u, t)][w]`` is
+how many units of logical arc ``(u, t)`` run through ``w`` (``mapping.py`` expands them).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from workbench.registry import FormulationError
+from workbench.topology import Topology
+
+from .flows import FlowTemplate
+from .optimum import TreeUnits, check_clock
+
+__all__ = ["SplittingError", "SplitResult", "split_switches"]
+
+
+class SplittingError(FormulationError):
+    """A switch could not be split completely (unbalanced, or the theorem's conditions fail)."""
+
+
+@dataclass
+class SplitResult:
+    """The NPU-only logical graph and how its arcs map back through switches."""
+
+    num_npus: int
+    capacity: dict[tuple[int, int], int]  # logical arcs between NPUs, tree-units
+    edge_map: dict[tuple[int, int], dict[int, int]]  # (u, t) -> {switch: units through it}
+    physical: dict[tuple[int, int], int]  # the budget of every physical link (before splitting)
+    flows: int = 0
+    pairs: int = 0
+    switches: list[int] = field(default_factory=list)
+    dropped_loops: int = 0  # tree-units of u -> w -> u pairs removed (proven unnecessary by the exact gamma)
+
+
+def split_switches(topology: Topology, units: TreeUnits, deadline: float | None = None) -> SplitResult:
+    """Remove every switch of ``topology`` by edge splitting under the budgets of ``units``."""
+    n_npus = topology.num_npus
+    s = topology.num_nodes  # the super-source
+    cap: dict[tuple[int, int], int] = {}
+    for link, budget in zip(topology.links, units.budgets):
+        if budget > 0:
+            cap[(link.src, link.dst)] = int(budget)
+    physical = dict(cap)
+    supply = [(v, int(c)) for v, c in enumerate(units.supply) if c > 0]
+    demand = units.demand
+    edge_map: dict[tuple[int, int], dict[int, int]] = defaultdict(dict)
+    result = SplitResult(n_npus, {}, {}, physical, switches=list(topology.switches))
+
+    def out_of(node: int) -> list[int]:
+        return sorted(b for (a, b), c in cap.items() if a == node and c > 0)
+
+    def into(node: int) -> list[int]:
+        return sorted(a for (a, b), c in cap.items() if b == node and c > 0)
+
+    for w in topology.switches:
+        for u in into(w):
+            # u -> w -> u last: splitting it off yields a loop, i.e. drops the pair, which the exact
+            # gamma allows only when no cut needs it (a switch-to-switch trunk can end that way)
+            for t in sorted(out_of(w), key=lambda t: (t == u, t)):
+                if cap.get((u, w), 0) == 0:
+                    continue
+                if cap.get((w, t), 0) == 0:
+                    continue
+                check_clock(deadline)
+                gamma = _safe_amount(cap, supply, demand, n_npus, s, u, w, t, result)
+                result.pairs += 1
+                if gamma <= 0:
+                    continue
+                for arc in ((u, w), (w, t)):
+                    cap[arc] -= gamma
+                    if cap[arc] == 0:
+                        del cap[arc]
+                if t != u:
+                    cap[(u, t)] = cap.get((u, t), 0) + gamma
+                    edge_map[(u, t)][w] = edge_map[(u, t)].get(w, 0) + gamma
+                else:
+                    result.dropped_loops += gamma
+                if (u, w) not in cap:
+                    break
+        left_in = sum(c for (a, b), c in cap.items() if b == w)
+        left_out = sum(c for (a, b), c in cap.items() if a == w)
+        if left_in or left_out:
+            raise SplittingError(
+                f"forestcoll: switch {w} keeps {left_in} tree-units of in-capacity and {left_out} of "
+                f"out-capacity after edge splitting (unbalanced switch, or budgets floored unevenly by a "
+                f"fixed k); its capacity cannot be mapped to NPU-to-NPU paths")
+    result.capacity = {arc: c for arc, c in cap.items() if c > 0}
+    result.edge_map = {arc: dict(m) for arc, m in edge_map.items()}
+    return result
+
+
+def _safe_amount(cap: dict[tuple[int, int], int], supply: list[tuple[int, int]], demand: int, n_npus: int,
+                 s: int, u: int, w: int, t: int, result: SplitResult) -> int:
+    """The exact largest gamma of the module docstring (stops as soon as it reaches 0)."""
+    gamma = min(cap[(u, w)], cap[(w, t)])
+    arcs = list(cap.items())
+    src = [a for (a, _), _ in arcs] + [s] * len(supply)
+    dst = [b for (_, b), _ in arcs] + [v for v, _ in supply]
+    base = [c for _, c in arcs] + [c for _, c in supply]
+    npus = list(range(n_npus))
+    # helper arcs, capacity 0 unless switched on: s->u, s->t, s->w, u->t, v->w and v->t per NPU v
+    # (no self-loops: v->t is left out for v == t)
+    h0 = len(src)
+    src += [s, s, s, u if u != t else s] + npus + [v for v in npus if v != t]
+    dst += [u, t, w, t if u != t else w] + [w] * n_npus + [t] * (n_npus - (1 if t < n_npus else 0))
+    template = FlowTemplate(s + 1, src, dst)
+    base_caps = np.zeros(len(src), dtype=np.int64)
+    base_caps[:h0] = base
+    inf = int(sum(base)) + 1
+    to_w = h0 + 4
+    to_t = {v: to_w + n_npus + i for i, v in enumerate(v for v in npus if v != t)}
+    # (a): Y holds w and an NPU v, not u, t: sources {s, u, t}, sinks {w, v}
+    caps_a = base_caps.copy()
+    caps_a[h0] = caps_a[h0 + 1] = inf
+    for v in npus:
+        if v in (u, t):
+            continue
+        caps_a[to_w + v] = inf
+        value = template.value(caps_a, s, w)
+        caps_a[to_w + v] = 0
+        gamma = min(gamma, value - demand)
+        if gamma <= 0:
+            result.flows += template.calls
+            return 0
+    # (b): Y holds u and t (and an NPU), not w: sources {s, w}, sinks {u, t(, v)}
+    caps_b = base_caps.copy()
+    caps_b[h0 + 2] = caps_b[h0 + 3] = inf
+    if u < n_npus or t < n_npus:
+        gamma = min(gamma, template.value(caps_b, s, t) - demand)
+    else:
+        for v in npus:
+            caps_b[to_t[v]] = inf
+            value = template.value(caps_b, s, t)
+            caps_b[to_t[v]] = 0
+            gamma = min(gamma, value - demand)
+            if gamma <= 0:
+                break
+    result.flows += template.calls
+    return max(gamma, 0)
