@@ -1,0 +1,50 @@
+"""workbench.duality: combining collectives from a gather-like synthesizer."""
+
+from __future__ import annotations
+
+from workbench.algorithm import Algorithm, Transfer
+from workbench.collective import Collective
+from workbench.duality import by_duality
+from workbench.topology import Topology, build
+from workbench.verify import verify
+
+
+def _ring_gather(topology: Topology, collective: Collective, chunk_bytes: float) -> Algorithm:
+    """A plain ring all-gather / broadcast on a unidirectional ring (i -> i+1): every chunk walks the ring."""
+    n = collective.num_ranks
+    steps = []
+    last: dict[tuple[int, int], int] = {}
+    for chunk, holders in enumerate(collective.pre):
+        origin = min(holders)
+        for hop in range(n - 1):
+            src, dst = (origin + hop) % n, (origin + hop + 1) % n
+            dep = last.get((src, chunk))
+            steps.append((hop, chunk, src, dst, dep))
+    steps.sort(key=lambda s: (s[0], s[1]))
+    transfers = []
+    for tid, (_, chunk, src, dst, _) in enumerate(steps):
+        dep = last.get((src, chunk))
+        transfers.append(Transfer(tid, (chunk,), src, dst, "copy", () if dep is None else (dep,)))
+        last[(dst, chunk)] = tid
+    return Algorithm(topology, collective, chunk_bytes, transfers, {"gather": collective.kind})
+
+
+def test_reducescatter_reduce_allreduce_from_a_gather_synthesizer():
+    topology = build("ring:4")  # bidirectional, so the reversed graph has the same ring i -> i+1
+    from workbench.collective import make_collective
+
+    seen = []
+
+    def gather(view: Topology, collective: Collective, chunk_bytes: float) -> Algorithm:
+        seen.append((view.name, collective.kind))
+        return _ring_gather(view, collective, chunk_bytes)
+
+    for kind, root in (("allgather", None), ("reducescatter", None), ("allreduce", None), ("broadcast", 0),
+                       ("reduce", 2)):
+        collective = make_collective(kind, 4, 2, root)
+        algorithm = by_duality(topology, collective, 1000.0, gather)
+        assert algorithm.collective.kind == kind
+        assert algorithm.topology == topology
+        verify(algorithm)
+    assert ("reversed(ring:4)", "allgather") in seen  # reduce-scatter is built on the reversed graph
+    assert ("reversed(ring:4)", "broadcast") in seen

@@ -1,0 +1,240 @@
+"""ForestColl: exact (k, U), edge splitting, arborescence packing, map-back and the pipelined schedule."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
+
+from formulations.forestcoll import ForestColl, build_forest
+from formulations.forestcoll.mapping import check_link_budgets
+from formulations.forestcoll.packing import validate_forest
+from workbench.collective import make_collective
+from workbench.optimum import allgather_cut_ratio, broadcast_cut, reducescatter_cut_ratio
+from workbench.registry import Problem
+from workbench.simulate import simulate
+from workbench.topology import Link, Topology, build
+from workbench.verify import verify
+
+GB = 1e9
+GIB = 2**30
+
+
+def _synth(topology: Topology, kind: str, size: float = GIB, **params):
+    root = 0 if kind in ("broadcast", "reduce") else None
+    collective = make_collective(kind, topology.num_npus, 1, root)
+    result = ForestColl().synthesize(Problem(topology, collective, size), time_limit=300, seed=0, **params)
+    assert result.algorithms, result.message
+    return result, result.algorithms[0]
+
+
+def _fabric(nic_bandwidth: float) -> Topology:
+    """Spec section 6 fabrics A/B: two 4-GPU boxes on switches 8 and 9 @100, NIC switch 10 to every GPU."""
+    links = []
+    for g in range(8):
+        box = 8 if g < 4 else 9
+        links += [Link(g, box, 0.5e-6, 100 * GB), Link(box, g, 0.5e-6, 100 * GB),
+                  Link(g, 10, 0.5e-6, nic_bandwidth), Link(10, g, 0.5e-6, nic_bandwidth)]
+    return Topology.create(8, links, 3, "fabric")
+
+
+def _two_pairs() -> Topology:
+    links = [Link(0, 1, 0.5e-6, 100 * GB), Link(1, 0, 0.5e-6, 100 * GB), Link(2, 3, 0.5e-6, 100 * GB),
+             Link(3, 2, 0.5e-6, 100 * GB), Link(0, 2, 0.5e-6, 1 * GB), Link(2, 0, 0.5e-6, 1 * GB)]
+    return Topology.create(4, links, 0, "two-pairs")
+
+
+# spec forestcoll section 6: (topology, k, T* for a 1 GB all-gather in seconds)
+WORKED = [
+    ("uniring:4", lambda: build("uniring:4"), 1, 15e-3),
+    ("ring:8", lambda: build("ring:8"), 2, 8.75e-3),
+    ("torus:4x4", lambda: build("torus:4x4"), 4, 4.6875e-3),
+    ("dgx1", lambda: build("dgx1"), 6, 7 / 1200),
+    ("two-pairs", _two_pairs, 1, 0.5),
+    ("fabric-A", lambda: _fabric(12.5 * GB), 1, 10e-3),
+    ("fabric-B", lambda: _fabric(25 * GB), 5, 7e-3),
+]
+
+
+def _check_forest(topology: Topology, forest) -> None:
+    """Arborescences spanning every NPU, k per root, logical budgets and physical budgets after map-back."""
+    n = topology.num_npus
+    supply = [int(c) for c in forest.units.supply]
+    validate_forest(forest.trees, n, supply, forest.split.capacity)
+    per_root = [0] * n
+    for group in forest.groups:
+        per_root[group.root] += group.multiplicity
+        reached = {group.root}
+        for (x, y), path in zip(group.edges, group.paths):
+            assert x in reached and y not in reached
+            assert path[0] == x and path[-1] == y
+            assert all(topology.is_switch(v) for v in path[1:-1])
+            assert all(topology.has_link(a, b) for a, b in zip(path, path[1:]))
+            reached.add(y)
+        assert reached == set(range(n))
+    assert per_root == supply
+    usage = check_link_budgets(forest.groups, forest.split.physical)
+    for link, budget in zip(topology.links, forest.units.budgets):
+        assert usage.get((link.src, link.dst), 0) <= budget
+
+
+@pytest.mark.parametrize("name,make,k,t_star", WORKED, ids=[w[0] for w in WORKED])
+def test_worked_examples(name, make, k, t_star):
+    topology = make()
+    forest = build_forest(topology, "allgather")
+    assert forest.units.k == k
+    assert forest.units.optimal
+    # T* = M / N * ratio, the ratio in s/B is U / (k * unit)
+    assert math.isclose(1e9 / topology.num_npus * forest.units.seconds_per_byte(), t_star, rel_tol=1e-9)
+    assert forest.units.ratio == allgather_cut_ratio(topology).ratio
+    assert len(forest.trees) >= topology.num_npus
+    _check_forest(topology, forest)
+
+
+def test_ring8_has_thirteen_distinct_trees_and_integral_budgets():
+    forest = build_forest(build("ring:8"), "allgather")
+    assert len(forest.groups) == 13  # spec section 6
+    assert set(int(b) for b in forest.units.budgets) == {7}  # U * b_e = 0.14 s*GB/s * 50 GB/s
+
+
+@pytest.mark.parametrize("spec", ["ring:8", "torus:4x4", "dgx1", "ndv2:2", "nvs-ib:1"])
+def test_every_collective_verifies_and_respects_the_bound(spec):
+    topology = build(spec)
+    ag = allgather_cut_ratio(topology).seconds_per_byte * GIB / topology.num_npus
+    rs = reducescatter_cut_ratio(topology).seconds_per_byte * GIB / topology.num_npus
+    bcast = broadcast_cut(topology, 0).seconds_per_byte * GIB
+    reduce = broadcast_cut(topology.reversed(), 0).seconds_per_byte * GIB
+    bounds = {"allgather": ag, "reducescatter": rs, "allreduce": max(ag, rs), "broadcast": bcast, "reduce": reduce}
+    for kind, bound in bounds.items():
+        result, algorithm = _synth(topology, kind, pieces=2)
+        simulation = simulate(algorithm)
+        verify(algorithm, simulation=simulation)
+        assert simulation.collective_time >= bound * (1 - 1e-9), (kind, simulation.collective_time, bound)
+        assert result.status == ("feasible" if kind == "allreduce" else "optimal")
+        assert algorithm.meta["formulation"] == "forestcoll" and algorithm.meta["tree_seconds"] >= 0
+
+
+@pytest.mark.parametrize("spec", ["ring:8", "torus:4x4", "dgx1"])
+def test_allgather_within_two_percent_of_optimum_at_1gib(spec):
+    topology = build(spec)
+    result, algorithm = _synth(topology, "allgather")
+    t_star = allgather_cut_ratio(topology).seconds_per_byte * GIB / topology.num_npus
+    assert len(algorithm.transfers) <= 200_000
+    simulation = simulate(algorithm)
+    verify(algorithm, simulation=simulation)
+    assert t_star <= simulation.collective_time <= 1.02 * t_star
+    meta = algorithm.meta
+    assert meta["status"] == "optimal" and meta["k"] >= 1 and meta["P"] >= 1
+    assert math.isclose(meta["bandwidth_time"], t_star, rel_tol=1e-9)
+
+
+def test_allreduce_within_five_percent_of_rs_plus_ag_on_ring8():
+    topology = build("ring:8")
+    _, algorithm = _synth(topology, "allreduce")
+    target = (allgather_cut_ratio(topology).seconds_per_byte + reducescatter_cut_ratio(topology).seconds_per_byte) \
+        * GIB / 8
+    simulation = simulate(algorithm)
+    verify(algorithm, simulation=simulation)
+    assert simulation.collective_time <= 1.05 * target
+
+
+def test_fixed_k_is_feasible_and_not_better_than_the_optimum():
+    topology = build("ring:8")
+    result, algorithm = _synth(topology, "allgather", k=1, pieces=4)
+    assert result.status == "feasible"
+    assert algorithm.meta["k"] == 1 and algorithm.meta["ratio"] == "4"  # T_1 = 10 ms at 1 GB (spec section 6)
+    verify(algorithm)
+    result, _ = _synth(build("uniring:4"), "allgather", k=1, pieces=2)
+    assert result.status == "optimal"  # k = 1 is already optimal there
+
+
+def test_parameters_and_unsupported_collectives_are_rejected():
+    topology = build("ring:4")
+    with pytest.raises(ValueError, match="unknown parameter"):
+        _synth(topology, "allgather", depth=3)
+    with pytest.raises(ValueError, match="not supported"):
+        _synth(topology, "alltoall")
+    with pytest.raises(ValueError, match="pieces"):
+        _synth(topology, "allgather", pieces=0)
+
+
+def test_time_limit_returns_timeout():
+    topology = build("torus:4x4")
+    collective = make_collective("allgather", 16, 1)
+    result = ForestColl().synthesize(Problem(topology, collective, GIB), time_limit=1e-9, seed=0)
+    assert result.status == "timeout" and not result.algorithms
+
+
+def test_switch_to_switch_fabric_and_incumbent():
+    topology = build("nvs-ib:1")
+    seen = []
+    collective = make_collective("allgather", 8, 1)
+    result = ForestColl().synthesize(Problem(topology, collective, GIB), time_limit=300, seed=0, pieces=4,
+                                     on_incumbent=seen.append)
+    assert seen and seen[0] is result.algorithms[0]
+    forest = build_forest(topology, "allgather")
+    _check_forest(topology, forest)
+
+
+@st.composite
+def _fabrics(draw):
+    """2-5 NPUs with random directed links, optionally one balanced switch joined to some NPUs."""
+    n = draw(st.integers(2, 5))
+    links = {}
+    for u in range(n):
+        for v in range(n):
+            if u != v and draw(st.booleans()):
+                links[(u, v)] = draw(st.sampled_from([10, 20, 30])) * GB
+    switches = 0
+    if draw(st.booleans()):
+        members = [v for v in range(n) if draw(st.booleans())]
+        if len(members) >= 2:
+            switches = 1
+            for v in members:
+                bw = draw(st.sampled_from([10, 20])) * GB
+                links[(v, n)] = links[(n, v)] = bw
+    return Topology.create(n, [Link(u, v, 0.5e-6, bw) for (u, v), bw in links.items()], switches, "random")
+
+
+def _strongly_connected(topology: Topology) -> bool:
+    return all(topology.reachable(u, v) for u in topology.npus for v in topology.npus)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_fabrics())
+def test_random_fabrics_pack_validly_and_never_beat_the_bound(topology):
+    assume(_strongly_connected(topology))
+    forest = build_forest(topology, "allgather")
+    _check_forest(topology, forest)
+    _, algorithm = _synth(topology, "allgather", size=1e6, pieces=2)
+    simulation = simulate(algorithm)
+    verify(algorithm, simulation=simulation)
+    t_star = allgather_cut_ratio(topology).seconds_per_byte * 1e6 / topology.num_npus
+    assert simulation.collective_time >= t_star * (1 - 1e-9)
+
+
+def test_cli_synth_nvs_ib(tmp_path, capsys):
+    from workbench.cli import main
+    from workbench.algorithm import load_algorithm
+
+    output = tmp_path / "ag.json"
+    code = main(["synth", "forestcoll", "--topology", "nvs-ib:2", "--collective", "allgather", "--size", "1GiB",
+                 "--set", "pieces=4", "-o", str(output)])
+    assert code == 0
+    out = capsys.readouterr().out
+    assert "status            optimal" in out
+    algorithm = load_algorithm(output)
+    assert algorithm.meta["formulation"] == "forestcoll"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("spec", ["nvs-ib:2", "dgx2:2", "ndv2:4", "torus:8x8"])
+def test_larger_fabrics(spec):
+    topology = build(spec)
+    _, algorithm = _synth(topology, "allgather")
+    simulation = simulate(algorithm)
+    verify(algorithm, simulation=simulation)
+    t_star = allgather_cut_ratio(topology).seconds_per_byte * GIB / topology.num_npus
+    assert simulation.collective_time >= t_star
