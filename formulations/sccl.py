@@ -22,7 +22,7 @@ Paper symbol -> code name:
 * decoding (spec 3.4): Q = (r_1..r_S), T = {(c, n, n', t) : snd and time[c,n'] = t+1}  -> ``_decode``;
   phantom sends (destination never reached) are dropped
 * cost T(L) = S*alpha + (R/C)*L*beta  -> ``meta["claimed_time"]`` with beta of the slowest link
-* lower bounds a_l (collective-aware step bound) and b_l (cut and flow-LP bounds of
+* lower bounds a_l (collective-aware step bound) and b_l (exact max-flow optimum, flow-LP and cut bounds of
   ``workbench.bounds`` in rounds per chunk; spec 4)  -> ``step_bound``, ``bandwidth_bound``
 * combining collectives (spec 2.2): Reduce / Reduce-Scatter are Broadcast / All-Gather on the
   reversed topology run backwards (``Algorithm.reverse``); All-Reduce = RS then AG,
@@ -45,7 +45,7 @@ from fractions import Fraction
 from typing import Any, Callable
 
 from workbench.algorithm import Algorithm, Transfer
-from workbench.bounds import cut_bound, flow_lp_bound
+from workbench.bounds import lower_bounds
 from workbench.collective import Collective, make_collective
 from workbench.registry import Problem, SynthesisResult
 from workbench.topology import Topology
@@ -103,11 +103,12 @@ def step_bound(topology: Topology, collective: Collective) -> int:
 
 
 def bandwidth_bound(topology: Topology, collective: Collective, groups: list[Group]) -> Fraction:
-    """b_l in rounds per chunk (R/C) from the cut and flow-LP bounds on the one-chunk-per-node instance."""
+    """b_l in rounds per chunk (R/C) from the exact max-flow optimum (All-Gather and kin), the flow LP
+    (All-to-All) and the enumerated cut on the one-chunk-per-node instance."""
     unit = _unit_topology(topology, groups)
     per_node = _sccl_chunks(collective)
-    values = [v for v in (cut_bound(unit, collective, 1.0, max_nodes=16), flow_lp_bound(unit, collective, 1.0, 30.0))
-              if v is not None]
+    bounds = lower_bounds(unit, collective, 1.0, lp_time_limit=30.0)
+    values = [v for v in (bounds.cut, bounds.flow_lp, bounds.optimum) if v is not None]
     best = max(values) if values else 0.0
     return Fraction(best / per_node).limit_denominator(64)
 

@@ -1,6 +1,7 @@
-"""Lower bounds on collective time, and TACOS's "Ideal" metric under its own name.
+"""Lower bounds on collective time, the exact optima where they exist, and TACOS's "Ideal" under its own name.
 
-Valid bounds (no algorithm timed by the simulator, in any of its models, can beat them):
+Valid bounds (no algorithm timed by the simulator, in any of its models, can beat them); each
+says the assumption it rests on:
 
 * ``injection``: every rank must receive (send) at least one chunk for each chunk it needs
   (each of its contributions someone else needs); its in-links (out-links) serialise those bytes,
@@ -9,10 +10,25 @@ Valid bounds (no algorithm timed by the simulator, in any of its models, can bea
   copies; every, for reductions) holder, plus one chunk's serialisation on the fastest in-link.
 * ``cut``: for every node subset A (small topologies), the chunks that must enter A cross links
   into A: ``need(A) * chunk / cap(A)`` plus the smallest alpha of those links (SCCL spec sec. 4).
-* ``flow_lp``: a multi-commodity-flow LP on HiGHS where a node can replicate what it received
-  (a node not in pre sends on each out-link at most its inflow) and link loads fit ``T * bw``.
-  Reductions use the all-gather of the reversed graph (reverse an RS to get an AG with equal
-  link loads); all-reduce has none.
+* ``optimum``: the exact throughput optimum by max-flow (``workbench.optimum``), plus the smallest
+  alpha of the maximising cut's links. All-Gather ``(M/N) max_S |S∩C|/B+(S)`` (ForestColl,
+  arXiv 2402.06787), Reduce-Scatter the same on the reversed graph, broadcast ``M / min_v
+  maxflow(root, v)`` and reduce reversed, scatter ``(M/N) max_{S∋root} |C - S|/B+(S)`` and gather
+  reversed. Exact in the bandwidth term: pipelined tree packing reaches it.
+* ``flow_lp``: the multi-commodity-flow LP (``workbench.flow_lp``) for All-to-All (exact: the
+  max-concurrent flow) and custom demands (a relaxation); it has no self-sustaining cycles.
+* All-Reduce (no exact optimum is known on general fabrics):
+  ``splitting_cut``: any fabric, any algorithm: every output byte outside a set S of NPUs depends
+  on inputs inside it, so M bytes cross every cut that splits the NPUs, in both directions:
+  ``M / min_S min(B+(S), B-(S))`` (+ the cut's smallest alpha);
+  ``gossip``: fabrics without switches (so without in-network reduction or multicast): every byte
+  position needs at least ``2(N-1)`` one-way transmissions (the one-way gossip minimum), so
+  ``2(N-1) M / (sum of all directed link bandwidths)`` (+ the smallest alpha).
+  ``achievable`` = RS* + AG* (both exact optima) is reported beside them: the best known
+  achievable time (reduce-scatter then all-gather), *not* a bound.
+
+``best`` is the largest valid bound; ``exact`` says ``best`` is the proven throughput optimum
+(plus a latency term) rather than only a bound, so tables may call it "optimum".
 
 ``ideal`` is TACOS's metric: ``size * factor / min_N BW_N + diameter`` (spec tacos 4.1). It is
 *not* valid under pipelining, so ``best`` never uses it; ``efficiency`` uses ``best``.
@@ -27,6 +43,7 @@ from typing import Any
 import numpy as np
 
 from workbench.collective import Collective, bus_factor
+from workbench.flow_lp import flow_lp_bound, flow_lp_size
 from workbench.topology import Topology
 
 __all__ = [
@@ -36,6 +53,8 @@ __all__ = [
     "latency_bound",
     "cut_bound",
     "flow_lp_bound",
+    "optimum_bound",
+    "allreduce_bounds",
     "tacos_ideal",
     "ideal_factor",
 ]
@@ -48,19 +67,39 @@ class Bounds:
     cut: float | None = None
     flow_lp: float | None = None
     ideal: float | None = None
+    optimum: float | None = None
+    splitting_cut: float | None = None
+    gossip: float | None = None
+    achievable: float | None = None  # All-Reduce: RS* + AG*, reported beside the bounds, not one
+    optimum_exact: bool = False  # optimum / flow_lp is the proven throughput optimum
     notes: dict[str, str] = field(default_factory=dict)
 
     @property
     def best(self) -> float:
-        """The largest valid lower bound (``ideal`` is not one)."""
-        return max(v for v in (self.injection, self.latency, self.cut, self.flow_lp) if v is not None)
+        """The largest valid lower bound (``ideal`` and ``achievable`` are not bounds)."""
+        return max(v for v in (self.injection, self.latency, self.cut, self.flow_lp, self.optimum,
+                               self.splitting_cut, self.gossip) if v is not None)
+
+    @property
+    def exact(self) -> bool:
+        """True when ``best`` is the exact throughput optimum (plus its cut's alpha)."""
+        if not self.optimum_exact:
+            return False
+        exact_value = self.optimum if self.optimum is not None else self.flow_lp
+        return exact_value is not None and exact_value >= self.best * (1 - 1e-6)
+
+    @property
+    def label(self) -> str:
+        return "optimum" if self.exact else "bound"
 
     def efficiency(self, collective_time: float) -> float:
         return self.best / collective_time if collective_time > 0 else float("nan")
 
     def to_dict(self) -> dict[str, Any]:
         return {"injection": self.injection, "latency": self.latency, "cut": self.cut,
-                "flow_lp": self.flow_lp, "best": self.best, "ideal": self.ideal}
+                "flow_lp": self.flow_lp, "optimum": self.optimum, "splitting_cut": self.splitting_cut,
+                "gossip": self.gossip, "best": self.best, "exact": self.exact, "label": self.label,
+                "achievable": self.achievable, "ideal": self.ideal, "notes": dict(self.notes)}
 
 
 def injection_bound(topology: Topology, collective: Collective, chunk_bytes: float) -> float:
@@ -143,80 +182,6 @@ def cut_bound(topology: Topology, collective: Collective, chunk_bytes: float, ma
     return float(values.max())
 
 
-def flow_lp_bound(topology: Topology, collective: Collective, chunk_bytes: float,
-                  time_limit: float = 10.0, max_variables: int = 300_000) -> float | None:
-    """The replication-aware multi-commodity-flow LP bound; None when not applicable or too large."""
-    from workbench.solvers import solve_lp
-
-    groups = collective.groups()
-    if collective.combining:
-        if any(len(post) != 1 for _, post, _ in groups):
-            return None  # all-reduce: no flow relaxation here
-        topology = topology.reversed()
-        groups = [(post, pre, count) for pre, post, count in groups]
-    links = topology.links
-    num_links = len(links)
-    num_groups = len(groups)
-    num_cols = num_groups * num_links + 1
-    if num_cols > max_variables:
-        return None
-    t_col = num_cols - 1
-    max_bw = max(l.bandwidth for l in links)
-    unit = chunk_bytes / max_bw  # T is measured in this unit to keep coefficients near 1
-    rows_i: list[np.ndarray] = []
-    rows_j: list[np.ndarray] = []
-    rows_v: list[np.ndarray] = []
-    lower: list[float] = []
-    upper: list[float] = []
-    row = 0
-    in_links = [[] for _ in range(topology.num_nodes)]
-    out_links = [[] for _ in range(topology.num_nodes)]
-    for index, link in enumerate(links):
-        in_links[link.dst].append(index)
-        out_links[link.src].append(index)
-    col_upper = np.empty(num_cols)
-    for g, (pre, post, count) in enumerate(groups):
-        base = g * num_links
-        col_upper[base:base + num_links] = count
-        for node in range(topology.num_nodes):
-            if node in pre:
-                continue
-            inflow = [base + l for l in in_links[node]]
-            if node in post:  # demand: inflow >= count
-                rows_i.append(np.full(len(inflow), row))
-                rows_j.append(np.array(inflow))
-                rows_v.append(np.ones(len(inflow)))
-                lower.append(count)
-                upper.append(math.inf)
-                row += 1
-            for out in out_links[node]:  # justification: f_out <= inflow
-                rows_i.append(np.full(len(inflow) + 1, row))
-                rows_j.append(np.array([base + out] + inflow))
-                rows_v.append(np.array([1.0] + [-1.0] * len(inflow)))
-                lower.append(-math.inf)
-                upper.append(0.0)
-                row += 1
-    for index, link in enumerate(links):  # capacity: sum_g f_g[e] * (bw_max / bw_e) - T <= 0
-        cols = np.array([g * num_links + index for g in range(num_groups)] + [t_col])
-        coefficient = max_bw / link.bandwidth
-        rows_i.append(np.full(len(cols), row))
-        rows_j.append(cols)
-        rows_v.append(np.array([coefficient] * num_groups + [-1.0]))
-        lower.append(-math.inf)
-        upper.append(0.0)
-        row += 1
-    col_upper[t_col] = math.inf
-    cost = np.zeros(num_cols)
-    cost[t_col] = 1.0
-    outcome = solve_lp(cost, np.zeros(num_cols), col_upper,
-                       (np.concatenate(rows_i), np.concatenate(rows_j), np.concatenate(rows_v)),
-                       np.array(lower), np.array(upper), time_limit)
-    if outcome.status != "optimal" or outcome.objective is None:
-        return None  # a non-optimal LP value is not a proven bound
-    min_alpha = min(l.alpha for l in links)
-    return float(outcome.objective) * unit * (1 - 1e-9) + min_alpha
-
-
 def ideal_factor(kind: str, num_ranks: int) -> float:
     """The bandwidth factor of TACOS's Ideal: all-reduce 2(n-1)/n, all-gather and kin (n-1)/n.
 
@@ -249,15 +214,125 @@ def tacos_ideal(topology: Topology, collective: Collective, size_bytes: float,
     return size_bytes * ideal_factor(collective.kind, collective.num_ranks) / min(per_npu) + diameter
 
 
+_GATHER_LIKE = ("allgather", "reducescatter", "broadcast", "reduce", "scatter", "gather")
+
+
+def optimum_bound(topology: Topology, collective: Collective, chunk_bytes: float) -> tuple[float, bool] | None:
+    """(seconds, exact) of the max-flow optimum plus its cut's alpha; None for other collectives.
+
+    Applies to the standard all-gather, reduce-scatter, broadcast, reduce, scatter and gather over
+    every NPU of the topology. ``exact`` is False only when bandwidths had to be quantised (the
+    cut found is then still a real cut, so the value is still a valid bound).
+    """
+    from workbench.optimum import allgather_cut_ratio, broadcast_cut, scatter_cut_ratio
+
+    kind, n = collective.kind, collective.num_ranks
+    if kind not in _GATHER_LIKE or n != topology.num_npus or n < 2:
+        return None
+    size = collective.size_bytes(chunk_bytes)
+    graph = topology.reversed() if kind in ("reducescatter", "reduce", "gather") else topology
+    if kind in ("allgather", "reducescatter"):
+        cut = allgather_cut_ratio(graph)
+        seconds = size / n * cut.seconds_per_byte
+    elif kind in ("broadcast", "reduce"):
+        cut = broadcast_cut(graph, collective.root)
+        seconds = size * cut.seconds_per_byte
+    else:
+        cut = scatter_cut_ratio(graph, collective.root)
+        seconds = size / n * cut.seconds_per_byte
+    return seconds * (1 - 1e-12) + cut.alpha, cut.exact
+
+
+def allreduce_bounds(topology: Topology, collective: Collective, chunk_bytes: float) -> dict[str, float | None]:
+    """All-Reduce: ``splitting_cut`` and ``gossip`` bounds and the ``achievable`` RS* + AG* (module docstring)."""
+    from workbench.optimum import allgather_cut_ratio, reducescatter_cut_ratio, smallest_splitting_cut
+
+    n = collective.num_ranks
+    result: dict[str, float | None] = {"splitting_cut": None, "gossip": None, "achievable": None}
+    if collective.kind != "allreduce" or n != topology.num_npus or n < 2:
+        return result
+    size = collective.size_bytes(chunk_bytes)
+    bandwidth, _, alpha = smallest_splitting_cut(topology)
+    result["splitting_cut"] = size / bandwidth * (1 - 1e-12) + alpha
+    if topology.num_switches == 0:
+        total = sum(l.bandwidth for l in topology.links)
+        result["gossip"] = 2 * (n - 1) * size / total * (1 - 1e-12) + min(l.alpha for l in topology.links)
+    rs, ag = reducescatter_cut_ratio(topology), allgather_cut_ratio(topology)
+    result["achievable"] = size / n * (rs.seconds_per_byte + ag.seconds_per_byte) + rs.alpha + ag.alpha
+    return result
+
+
+def alltoall_cut_bound(topology: Topology, collective: Collective, chunk_bytes: float) -> float | None:
+    """All-to-All at any size: ``k |S∩C| |C\\S| chunk / min(B+(S), B-(S))`` over sweep cuts.
+
+    The sets are the prefixes of two orders of the nodes (by id, which is row-major for the grid
+    and dimension builders, so the prefixes include every plane cut; and breadth-first from node 0).
+    Valid for every set; not a maximum over all sets.
+    """
+    if collective.kind != "alltoall" or collective.num_ranks != topology.num_npus:
+        return None
+    n, k = collective.num_ranks, collective.chunks_per_rank
+    nodes = topology.num_nodes
+    src = np.array([l.src for l in topology.links])
+    dst = np.array([l.dst for l in topology.links])
+    bw = np.array([l.bandwidth for l in topology.links])
+    alpha = np.array([l.alpha for l in topology.links])
+    from scipy.sparse import csr_matrix
+    from scipy.sparse.csgraph import breadth_first_order
+
+    graph = csr_matrix((np.ones(len(src)), (src, dst)), shape=(nodes, nodes))
+    orders = [np.arange(nodes), breadth_first_order(graph, 0, directed=False, return_predecessors=False)]
+    best = 0.0
+    for order in orders:
+        if len(order) < nodes:
+            continue
+        position = np.empty(nodes, dtype=np.int64)
+        position[order] = np.arange(nodes)
+        # prefix m (the first m nodes) is left by links with position[src] < m <= position[dst]
+        out_diff, in_diff = np.zeros(nodes + 1), np.zeros(nodes + 1)
+        forward = position[src] < position[dst]
+        np.add.at(out_diff, position[src][forward] + 1, bw[forward])
+        np.add.at(out_diff, position[dst][forward] + 1, -bw[forward])
+        backward = ~forward
+        np.add.at(in_diff, position[dst][backward] + 1, bw[backward])
+        np.add.at(in_diff, position[src][backward] + 1, -bw[backward])
+        leaving, entering = np.cumsum(out_diff)[1:nodes], np.cumsum(in_diff)[1:nodes]
+        npus_inside = np.cumsum(order < n)[: nodes - 1]
+        pieces = k * npus_inside * (n - npus_inside)
+        capacity = np.minimum(leaving, entering)
+        useful = (pieces > 0) & (capacity > 0)
+        if useful.any():
+            best = max(best, float((pieces[useful] * chunk_bytes / capacity[useful]).max()))
+    return best * (1 - 1e-12) + float(alpha.min()) if best > 0 else None
+
+
 def lower_bounds(topology: Topology, collective: Collective, chunk_bytes: float, *,
-                 cut_max_nodes: int = 16, lp: bool = True, lp_time_limit: float = 10.0) -> Bounds:
-    """All bounds for one problem (the cut and LP bounds only where they are cheap enough)."""
+                 cut_max_nodes: int = 16, lp: bool = True, lp_time_limit: float = 10.0,
+                 lp_max_variables: int = 3_000_000) -> Bounds:
+    """All bounds for one problem (the enumerated cut and the LP only where they are cheap enough)."""
     size = collective.size_bytes(chunk_bytes)
     bounds = Bounds(
         injection=injection_bound(topology, collective, chunk_bytes),
         latency=latency_bound(topology, collective, chunk_bytes),
         cut=cut_bound(topology, collective, chunk_bytes, cut_max_nodes),
-        flow_lp=flow_lp_bound(topology, collective, chunk_bytes, lp_time_limit) if lp else None,
         ideal=tacos_ideal(topology, collective, size) if collective.num_ranks > 1 else 0.0,
     )
+    optimum = optimum_bound(topology, collective, chunk_bytes)
+    if optimum is not None:
+        bounds.optimum, bounds.optimum_exact = optimum
+        if not optimum[1]:
+            bounds.notes["optimum"] = "bandwidths quantised: the cut is real, its maximality holds to the quantum"
+    elif collective.kind == "allreduce":
+        for key, value in allreduce_bounds(topology, collective, chunk_bytes).items():
+            setattr(bounds, key, value)
+    else:
+        if lp and flow_lp_size(topology, collective) <= lp_max_variables:
+            bounds.flow_lp = flow_lp_bound(topology, collective, chunk_bytes, lp_time_limit, lp_max_variables)
+        unicast = all(len(post - pre) <= 1 for pre, post, _ in collective.groups())
+        bounds.optimum_exact = bounds.flow_lp is not None and unicast and not collective.combining
+        if bounds.flow_lp is None:
+            sweep = alltoall_cut_bound(topology, collective, chunk_bytes)
+            if sweep is not None:
+                bounds.cut = max(bounds.cut or 0.0, sweep)
+                bounds.notes["cut"] = "sweep cuts (the LP was too large or not run)"
     return bounds

@@ -49,11 +49,12 @@ from workbench.units import UnitError, parse_bandwidth, parse_size, parse_time
 __all__ = ["ConfigError", "Experiment", "Cell", "DesignCell", "load_experiment", "parse_experiment",
            "TABLE_VALUES"]
 
-EXTRA_COLUMNS = ("ideal", "bound", "ideal_efficiency", "efficiency", "ideal_dims", "ideal_dims_efficiency", "claimed")
+EXTRA_COLUMNS = ("ideal", "bound", "ideal_efficiency", "efficiency", "ideal_dims", "ideal_dims_efficiency", "claimed",
+                 "achievable")
 DESIGN_METRICS = ("status", "bandwidth", "time", "cost", "speedup", "perf_per_cost_gain", "bandwidth_vs_equal",
                   "synthesis_seconds")
 ROW_METRICS = ("status", "label", "optimality", "synthesis_seconds", "collective_time", "claimed_time", "algbw",
-               "busbw", "efficiency")
+               "busbw", "efficiency", "bound")
 TABLE_VALUES = ("collective_time", "synthesis_seconds", "algbw", "busbw", "efficiency", "claimed_time")
 _TOP_KEYS = {"name", "description", "time_limit", "seeds", "repeats", "grid", "evaluation", "paper", "table",
              "quick", "notes"}

@@ -4,6 +4,8 @@
 * ``scaling.png``: synthesis time vs NPUs, one line per formulation
 * ``link_heatmap.png``: per-link utilisation of one cell (the largest topology of the first column)
 * ``pareto.png``: collective time of each algorithm of formulations that return several
+* ``efficiency.png``: bound / simulated time per topology and formulation (1 = optimal where the
+  bound is the exact optimum)
 """
 
 from __future__ import annotations
@@ -136,6 +138,38 @@ def steps_vs_bandwidth(rows: list[dict[str, Any]], path: Path) -> bool:
     return True
 
 
+def efficiency(rows: list[dict[str, Any]], path: Path) -> bool:
+    """One marker per (topology, formulation): how close each schedule comes to the bound."""
+    points: dict[str, dict[str, list[float]]] = {}
+    topologies: list[str] = []
+    for row in rows:
+        if _ok(row) and row.get("efficiency") is not None:
+            label = str(row.get("topology"))
+            if label not in topologies:
+                topologies.append(label)
+            points.setdefault(row["formulation"], {}).setdefault(label, []).append(row["efficiency"])
+    if len(topologies) < 2:
+        return False
+    fig, ax = plt.subplots(figsize=(max(6.0, 0.55 * len(topologies) + 2), 4.8))
+    width = 0.8 / max(1, len(points))
+    for i, (label, per_topology) in enumerate(points.items()):
+        xs = [topologies.index(t) - 0.4 + (i + 0.5) * width for t in per_topology]
+        ys = [statistics.median(v) for v in per_topology.values()]
+        ax.scatter(xs, ys, marker=MARKERS[i % len(MARKERS)], label=label, s=28)
+    ax.axhline(1.0, color="black", lw=0.8)
+    ax.set_xticks(range(len(topologies)))
+    ax.set_xticklabels(topologies, rotation=45, ha="right", fontsize=8)
+    ax.set_ylim(0, 1.05)
+    ax.set_ylabel("bound / simulated time")
+    ax.set_title("How far from the best possible (1 = optimal)")
+    ax.grid(True, axis="y", alpha=0.3)
+    ax.legend(fontsize=7, ncol=2)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return True
+
+
 def write_figures(folder: Path, experiment, rows: list[dict[str, Any]], table=None) -> list[Path]:
     figures = Path(folder) / "figures"
     figures.mkdir(parents=True, exist_ok=True)
@@ -150,6 +184,8 @@ def write_figures(folder: Path, experiment, rows: list[dict[str, Any]], table=No
         written.append(figures / "link_heatmap.png")
     if pareto(schedule, figures / "pareto.png"):
         written.append(figures / "pareto.png")
+    if efficiency(schedule, figures / "efficiency.png"):
+        written.append(figures / "efficiency.png")
     if steps_vs_bandwidth(schedule, figures / "steps_vs_bandwidth.png"):
         written.append(figures / "steps_vs_bandwidth.png")
     return written

@@ -25,7 +25,10 @@ __all__ = ["Table", "build_table", "render_markdown", "render_csv", "write_repor
 OK_STATUSES = ("optimal", "feasible", "timeout")
 EXTRA_LABELS = {"ideal": "Ideal", "bound": "Bound", "ideal_efficiency": "Efficiency vs Ideal",
                 "efficiency": "Efficiency vs bound", "ideal_dims": "Ideal (per-dim BW)",
-                "ideal_dims_efficiency": "Efficiency vs Ideal (per-dim BW)", "claimed": "Claimed / simulated"}
+                "ideal_dims_efficiency": "Efficiency vs Ideal (per-dim BW)", "claimed": "Claimed / simulated",
+                "achievable": "RS*+AG* (achievable)"}
+# where every row's bound is the exact throughput optimum, the bound columns say so
+EXACT_LABELS = {"Bound": "Optimum", "Efficiency vs bound": "Efficiency vs optimum"}
 _UNNORMALISED = ("ideal_efficiency", "efficiency", "ideal_dims_efficiency", "claimed")
 
 
@@ -63,6 +66,15 @@ class Table:
 
     def cell(self, row: str, column: str) -> TableCell:
         return self.cells.setdefault((row, column), TableCell())
+
+    def rename_column(self, old: str, new: str) -> None:
+        if old not in self.columns:
+            return
+        self.columns[self.columns.index(old)] = new
+        for (row, column) in [key for key in self.cells if key[1] == old]:
+            self.cells[(row, new)] = self.cells.pop((row, column))
+        for (row, column) in [key for key in self.text if key[1] == old]:
+            self.text[(row, new)] = self.text.pop((row, column))
 
     def geomean(self, column: str, which: str) -> float | None:
         values = []
@@ -261,7 +273,7 @@ def build_table(rows: list[dict[str, Any]], experiment: Experiment) -> Table:
                           if g.get("claimed_time") is not None and g.get("collective_time")]
             else:
                 values = [g.get(extra_key) for g in group if g.get(extra_key) is not None]
-            if extra_key in ("ideal", "bound", "ideal_dims"):
+            if extra_key in ("ideal", "bound", "ideal_dims", "achievable"):
                 values = values[:1]
             if values:
                 cell = table.cell(row_label, label)
@@ -280,6 +292,7 @@ def build_table(rows: list[dict[str, Any]], experiment: Experiment) -> Table:
                 if cell is None or cell.ours is None:
                     continue
                 cell.ours = cell.ours / base_value if base_value else None
+    _label_bound_columns(table, spec, grouped, normaliser or (columns[0] if columns else None))
     for entry in experiment.paper.get("values", []):
         cell = table.cell(entry["row"], entry["column"])
         if entry.get("value") is not None:
@@ -298,6 +311,28 @@ def build_table(rows: list[dict[str, Any]], experiment: Experiment) -> Table:
                 if cell.ours is None and not cell.status:
                     cell.status = "not yet run"
     return table
+
+
+def _label_bound_columns(table: Table, spec: dict[str, Any], grouped: dict, source: str | None) -> None:
+    """Call the bound "Optimum" where every row's bound is exact; say what it is otherwise."""
+    extras = spec.get("extra_columns", [])
+    if not any(k in extras for k in ("bound", "efficiency")):
+        return
+    flags = [g.get("bound_exact") for (row, column), group in grouped.items() if column == source
+             for g in group[:1] if g.get("bound") is not None]
+    if flags and all(flags):
+        for old, new in EXACT_LABELS.items():
+            table.rename_column(old, new)
+        table.notes.append("Optimum: the exact throughput optimum (max-flow over all cuts), plus its cut's alpha")
+    elif any(flags):
+        table.notes.append("Bound: the exact throughput optimum where the collective has one, else the best lower bound")
+    else:
+        table.notes.append("Bound: the best proven lower bound (no exact optimum is known for this collective; "
+                           "All-Reduce: the weakest NPU-splitting cut, or 2(N-1)M over all link bandwidth "
+                           "on switchless fabrics)")
+    if "achievable" in extras:
+        table.notes.append("RS*+AG*: the exact Reduce-Scatter plus All-Gather optima, a time known to be "
+                           "achievable (pipelined tree packing), not a lower bound")
 
 
 def _paper_scale(experiment: Experiment) -> float:
@@ -333,7 +368,7 @@ def _expected_rows(experiment: Experiment, key: str, varying: list[str]) -> list
 
 # ------------------------------------------------------------------------------- rendering
 _RATIO_COLUMNS = (EXTRA_LABELS["ideal_efficiency"], EXTRA_LABELS["efficiency"],
-                  EXTRA_LABELS["ideal_dims_efficiency"])
+                  EXTRA_LABELS["ideal_dims_efficiency"], EXACT_LABELS[EXTRA_LABELS["efficiency"]])
 
 
 def _fmt(value: float | None, table: Table, column: str | None = None) -> str:

@@ -98,12 +98,11 @@ def evaluate_algorithms(algorithms: list, problem, evaluation: dict[str, Any]) -
     topology = problem.topology
     collective, chunk_bytes = (best[0].collective, best[0].chunk_bytes) if best else (problem.collective,
                                                                                         problem.chunk_bytes)
-    small = len(topology.links) * collective.num_chunks <= 50_000
-    bounds = lower_bounds(topology, collective, chunk_bytes, lp=bool(evaluation.get("lp_bound", True)) and small,
-                          lp_time_limit=30.0)
+    bounds = lower_bounds(topology, collective, chunk_bytes, lp=bool(evaluation.get("lp_bound", True)),
+                          lp_time_limit=60.0, lp_max_variables=400_000)
     ideal_dims = tacos_ideal(topology, collective, problem.size_bytes, "dimensions") if collective.num_ranks > 1 else None
-    fields: dict[str, Any] = {"bound": bounds.best, "ideal": bounds.ideal, "ideal_dims": ideal_dims,
-                              "bounds": bounds.to_dict()}
+    fields: dict[str, Any] = {"bound": bounds.best, "bound_exact": bounds.exact, "achievable": bounds.achievable,
+                              "ideal": bounds.ideal, "ideal_dims": ideal_dims, "bounds": bounds.to_dict()}
     if best is None:
         return fields
     algorithm, entry, result = best

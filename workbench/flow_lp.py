@@ -1,0 +1,159 @@
+"""The multi-commodity-flow LP bound for non-combining collectives (All-to-All, custom demands).
+
+Chunks that one origin set sends to *single* ranks (All-to-All, scatter, gather, unicast
+demands) gain nothing from replication, so they are aggregated into one flow per origin set: at
+every node outside the origins, inflow - outflow >= the chunks that node needs (a node may absorb
+flow, never create it; that is what rules out self-sustaining circulations). For a group of
+chunks that several ranks need (multicast), each destination gets its own flow of the group's
+chunk count and the group's load on a link is a variable ``x >= every destination's flow`` on it
+(one copy crossing a link can serve every destination behind it). On each link the loads, in
+chunks, fit ``T * bandwidth / chunk``; the LP minimises T. Any schedule yields a feasible point
+(each chunk's path to each destination), so ``T`` is a lower bound on the time to push the bytes;
+the smallest alpha of any link is added (the last byte still has to arrive).
+
+With only unicast demands (All-to-All) this is the max-concurrent-flow LP and its value is the
+exact throughput optimum; with multicast groups it is a valid relaxation.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from workbench.collective import Collective
+from workbench.topology import Topology
+
+__all__ = ["flow_lp_bound", "flow_lp_size"]
+
+
+Groups = list[tuple[frozenset, frozenset, int]]
+
+
+def _commodities(groups: Groups) -> tuple[dict[frozenset, dict[int, int]], list[tuple[frozenset, list[int], int]]]:
+    """Unicast demands aggregated per origin set, and the multicast groups (pre, needers, count)."""
+    unicast: dict[frozenset, dict[int, int]] = {}
+    multicast: list[tuple[frozenset, list[int], int]] = []
+    for pre, post, count in groups:
+        needers = sorted(post - pre)
+        if not needers:
+            continue
+        if len(needers) == 1:
+            demand = unicast.setdefault(pre, {})
+            demand[needers[0]] = demand.get(needers[0], 0) + count
+        else:
+            multicast.append((pre, needers, count))
+    return unicast, multicast
+
+
+def _gather_view(topology: Topology, collective: Collective) -> tuple[Topology, Groups] | None:
+    """The groups to route: a reduction's are those of its dual gather on the reversed graph."""
+    groups = collective.groups()
+    if not collective.combining:
+        return topology, groups
+    if any(len(post) != 1 for _, post, _ in groups):
+        return None  # all-reduce: no flow relaxation here
+    return topology.reversed(), [(post, pre, count) for pre, post, count in groups]
+
+
+def flow_lp_size(topology: Topology, collective: Collective) -> int:
+    """Columns of the LP (to refuse it before building when too large); 0 when it does not apply."""
+    view = _gather_view(topology, collective)
+    if view is None:
+        return 0
+    unicast, multicast = _commodities(view[1])
+    per_flow = len(topology.links)
+    return per_flow * (len(unicast) + sum(1 + len(needers) for _, needers, _ in multicast)) + 1
+
+
+def flow_lp_bound(topology: Topology, collective: Collective, chunk_bytes: float,
+                  time_limit: float = 10.0, max_variables: int = 3_000_000) -> float | None:
+    """The LP bound in seconds, or None when it does not apply, is too large or was not solved to optimality.
+
+    Reduce-scatter and reduce use the all-gather / broadcast of the reversed graph (equal link
+    loads); all-reduce has no flow relaxation here.
+    """
+    from workbench.solvers import solve_lp
+
+    view = _gather_view(topology, collective)
+    if view is None or flow_lp_size(topology, collective) > max_variables:
+        return None
+    topology, groups = view
+    unicast, multicast = _commodities(groups)
+    if not unicast and not multicast:
+        return 0.0
+    links = topology.links
+    num_links = len(links)
+    num_nodes = topology.num_nodes
+    src = np.array([l.src for l in links], dtype=np.int64)
+    dst = np.array([l.dst for l in links], dtype=np.int64)
+    edge_ids = np.arange(num_links, dtype=np.int64)
+    max_bw = max(l.bandwidth for l in links)
+    rows_i: list[np.ndarray] = []
+    rows_j: list[np.ndarray] = []
+    rows_v: list[np.ndarray] = []
+    lower: list[np.ndarray] = []
+    upper: list[np.ndarray] = []
+    state = {"row": 0, "col": 0}
+    load_columns: list[int] = []  # first column of each block that counts towards link load
+
+    def add_flow(origins: frozenset, demand: dict[int, int]) -> int:
+        """Columns for one flow with conservation rows; returns its first column."""
+        base = state["col"]
+        state["col"] += num_links
+        row_of = np.full(num_nodes, -1, dtype=np.int64)
+        free = [v for v in range(num_nodes) if v not in origins]
+        row_of[free] = state["row"] + np.arange(len(free))
+        for ends, sign in ((dst, 1.0), (src, -1.0)):
+            keep = row_of[ends] >= 0
+            rows_i.append(row_of[ends][keep])
+            rows_j.append(base + edge_ids[keep])
+            rows_v.append(np.full(int(keep.sum()), sign))
+        lower.append(np.array([float(demand.get(v, 0)) for v in free]))
+        upper.append(np.full(len(free), math.inf))
+        state["row"] += len(free)
+        return base
+
+    for origins, demand in unicast.items():
+        load_columns.append(add_flow(origins, demand))
+    for origins, needers, count in multicast:
+        load = state["col"]
+        state["col"] += num_links
+        load_columns.append(load)
+        for rank in needers:
+            flow = add_flow(origins, {rank: count})
+            rows = state["row"] + edge_ids  # flow - load <= 0 on every link
+            rows_i.extend([rows, rows])
+            rows_j.extend([flow + edge_ids, load + edge_ids])
+            rows_v.extend([np.ones(num_links), -np.ones(num_links)])
+            lower.append(np.full(num_links, -math.inf))
+            upper.append(np.zeros(num_links))
+            state["row"] += num_links
+    t_col = state["col"]
+    num_cols = t_col + 1
+    # capacity: sum of loads * (max_bw / bw) - T <= 0, T in units of one chunk on the fastest link
+    scale = np.array([max_bw / l.bandwidth for l in links])
+    capacity_rows = state["row"] + edge_ids
+    for base in load_columns:
+        rows_i.append(capacity_rows)
+        rows_j.append(base + edge_ids)
+        rows_v.append(scale)
+    rows_i.append(capacity_rows)
+    rows_j.append(np.full(num_links, t_col))
+    rows_v.append(-np.ones(num_links))
+    lower.append(np.full(num_links, -math.inf))
+    upper.append(np.zeros(num_links))
+    cost = np.zeros(num_cols)
+    cost[t_col] = 1.0
+    col_upper = np.full(num_cols, math.inf)
+    outcome = solve_lp(cost, np.zeros(num_cols), col_upper,
+                       (np.concatenate(rows_i), np.concatenate(rows_j), np.concatenate(rows_v)),
+                       np.concatenate(lower), np.concatenate(upper), time_limit,
+                       # interior point (with crossover, so the optimum is proven) is several times
+                       # faster than simplex on the large flow LPs (256-NPU All-to-All: ~45 s)
+                       options={"solver": "ipm"} if num_cols > 20_000 else None)
+    if outcome.status != "optimal" or outcome.objective is None:
+        return None  # a non-optimal LP value is not a proven bound
+    unit = chunk_bytes / max_bw
+    # shave the solver's feasibility tolerance so the value stays below the true optimum
+    return float(outcome.objective) * unit * (1 - 1e-7) + min(l.alpha for l in links)
