@@ -5,7 +5,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: venv test test-all bench clean reproduce-table5
+.PHONY: venv test test-all bench quality clean reproduce-table5
 
 venv: $(STAMP)
 
@@ -24,6 +24,11 @@ test-all: $(STAMP)
 
 bench: $(STAMP)
 	$(PY) -m benchmarks.run_all
+
+# how far every formulation is from the exact optimum on the builder zoo (results/quality/)
+quality: $(STAMP)
+	$(PY) -m workbench run experiments/quality.yaml --jobs 2
+	$(PY) -m benchmarks.forestcoll_scaling
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache

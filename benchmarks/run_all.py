@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 
-from benchmarks import libra_solve, taccl_scaling, tacos_scaling, verify_simulate
+from benchmarks import bounds_speed, libra_solve, taccl_scaling, tacos_scaling, verify_simulate
 
 
 def main() -> int:
@@ -12,6 +12,7 @@ def main() -> int:
     tacos_scaling.main([])
     libra_solve.main([])
     taccl_scaling.main([])
+    bounds_speed.main([])
     return 0
 
 
