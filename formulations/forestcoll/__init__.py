@@ -51,13 +51,14 @@ from workbench.topology import Topology
 
 from .mapping import PathGroup, check_link_budgets, map_to_paths
 from .optimum import Timeout, TreeUnits, auto_units, broadcast_units, fixed_k_units
+from .reverse import reverse_serialised
 from .packing import TreeGroup, pack_arborescences, validate_forest
-from .schedule import EdgePlan, emit_schedule, plan_edges, transfers_per_batch
+from .schedule import EdgePlan, emit_schedule, plan_edges, round_slots, transfers_per_batch
 from .splitting import SplitResult, split_switches
 
 __all__ = ["ForestColl", "Forest", "build_forest"]
 
-_PARAMS = ("pieces", "k", "max_transfers")
+_PARAMS = ("pieces", "k", "max_transfers", "splitting")
 _SUPPORTED = ("allgather", "reducescatter", "allreduce", "broadcast", "reduce")
 _PIECES_PER_LEVEL = 32  # default P = 32 * tree height: the fill (H - 1) tau stays ~3% of T* or less
 _MAX_DEFAULT_PIECES = 512
@@ -74,6 +75,9 @@ class Forest:
     plans: list[list[EdgePlan]]
     seconds: float
     flows: int
+    splitting: str = "greedy"
+    slots: dict | None = None  # schedule.round_slots: order of a round's transfers
+    stretch: float = 1.0  # a round's length over the busiest link's load
 
     @property
     def per_batch(self) -> int:
@@ -91,8 +95,16 @@ class Forest:
 
 
 def build_forest(topology: Topology, kind: str, root: int | None = None, k: int | str = "auto", seed: int = 0,
-                 deadline: float | None = None) -> Forest:
-    """Optimum, splitting, packing and map-back for an all-gather (or a broadcast from ``root``)."""
+                 deadline: float | None = None, splitting: str = "auto",
+                 max_transfers: int = 200_000) -> Forest:
+    """Optimum, splitting, packing and map-back for an all-gather (or a broadcast from ``root``).
+
+    ``splitting``: "greedy" (largest safe amount per switch pair, as the reference), "spread" (each
+    in-arc first spread evenly over the out-arcs: shallower trees, more tree groups) or "auto"
+    (on a fabric with switches build both and keep the one whose pipeline, at the transfer budget
+    ``max_transfers``, is predicted faster: ``stretch * (P + H - 1) / P``, with the round stretch of
+    ``schedule.round_slots`` and ``(H - 1) / P`` fill rounds).
+    """
     started = time.perf_counter()
     if kind == "broadcast":
         if k != "auto":
@@ -102,14 +114,31 @@ def build_forest(topology: Topology, kind: str, root: int | None = None, k: int 
         units = auto_units(topology)
     else:
         units = fixed_k_units(topology, int(k), deadline)
-    split = split_switches(topology, units, deadline)
-    supply = [int(c) for c in units.supply]
-    trees, flows = pack_arborescences(topology.num_npus, split.capacity, supply, seed, deadline)
-    validate_forest(trees, topology.num_npus, supply, split.capacity)
-    groups = map_to_paths(trees, split)
-    check_link_budgets(groups, split.physical)
-    plans = [plan_edges(topology, g) for g in groups]
-    return Forest(units, split, trees, groups, plans, time.perf_counter() - started, flows + split.flows)
+    if splitting not in ("auto", "greedy", "spread"):
+        raise ValueError(f"forestcoll: splitting must be auto, greedy or spread, got {splitting!r}")
+    modes = ["greedy", "spread"] if splitting == "auto" and topology.num_switches else [splitting]
+    best: tuple[float, Forest] | None = None
+    for mode in modes:
+        split = split_switches(topology, units, deadline, spread=(mode != "greedy"))
+        supply = [int(c) for c in units.supply]
+        trees, flows = pack_arborescences(topology.num_npus, split.capacity, supply, seed, deadline)
+        validate_forest(trees, topology.num_npus, supply, split.capacity)
+        groups = map_to_paths(trees, split)
+        check_link_budgets(groups, split.physical)
+        plans = [plan_edges(topology, g) for g in groups]
+        slots, stretch = round_slots(topology, groups, plans)
+        forest = Forest(units, split, trees, groups, plans, 0.0, flows + split.flows, mode, slots, stretch)
+        pieces = max(1, max_transfers // max(forest.per_batch, 1))
+        predicted = stretch * (pieces + forest.height - 1) / pieces
+        if best is None or predicted < best[0]:
+            if best is not None:
+                forest.flows += best[1].flows
+            best = (predicted, forest)
+        else:
+            best[1].flows += forest.flows
+    forest = best[1]
+    forest.seconds = time.perf_counter() - started
+    return forest
 
 
 def _check_params(params: dict[str, Any]) -> tuple[int | None, int | str, int]:
@@ -165,7 +194,8 @@ class ForestColl:
                 if phase == "same" and "reversed" in forests and reversed_topology.links == topology.links:
                     forests[phase] = forests["reversed"]  # a symmetric fabric: the same forest serves both
                     continue
-                forests[phase] = build_forest(view, gather_kind, collective.root, k, seed, deadline)
+                forests[phase] = build_forest(view, gather_kind, collective.root, k, seed, deadline,
+                                              params.get("splitting", "auto"), max_transfers)
         except Timeout:
             seconds = time.perf_counter() - started
             return SynthesisResult([], "timeout", seconds, message=f"tree construction exceeded {time_limit:g} s")
@@ -191,14 +221,26 @@ class ForestColl:
             forest = by_links[view.links]
             p = target.chunks_per_rank // forest.units.k
             algorithm, timing = emit_schedule(view, target.kind, target.num_ranks, forest.units.k, p, forest.groups,
-                                              forest.plans, chunk_bytes, target.root)
+                                              forest.plans, chunk_bytes, target.root, forest.slots)
             timings.append(timing)
             return algorithm
 
         from workbench.collective import make_collective
 
         target = make_collective(kind, n, chunks_per_rank, collective.root)
-        algorithm = by_duality(topology, target, chunk_bytes, gather)
+        try:
+            algorithm = by_duality(topology, target, chunk_bytes, gather)
+        except ValueError as exc:
+            if "multicasts" not in str(exc):
+                raise
+            # a switch forwards a chunk twice (hop-by-hop edges): reverse with serialised switch buffers
+            timings.clear()
+            dual = make_collective("broadcast" if kind == "reduce" else "allgather", n, chunks_per_rank,
+                                   collective.root)
+            algorithm = reverse_serialised(gather(reversed_topology, dual, chunk_bytes), topology)
+            if kind == "allreduce":
+                algorithm = algorithm.concat(gather(topology, make_collective("allgather", n, chunks_per_rank),
+                                                    chunk_bytes))
         seconds = time.perf_counter() - started
         exact = all(f.units.optimal for f in forests.values())
         status = "optimal" if exact and kind != "allreduce" else "feasible"
@@ -220,6 +262,8 @@ class ForestColl:
             "bandwidth_time": bandwidth_term,
             "tree_seconds": tree_seconds,
             "max_flows": sum(f.flows for f in forests.values()),
+            "stretch": {p: round(f.stretch, 4) for p, f in forests.items()},
+            "splitting": {p: f.splitting for p, f in forests.items()},
             "views": {p: ("reversed graph" if p == "reversed" else "topology") for p in forests},
         }
         algorithm.meta.update(meta)

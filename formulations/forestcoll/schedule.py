@@ -20,13 +20,19 @@
 
 from __future__ import annotations
 
+import math
+import random
 from dataclasses import dataclass
 
 from workbench.algorithm import Algorithm, Transfer
 from workbench.collective import make_collective
+from workbench.maxflow import integer_capacities
 from workbench.topology import Topology
 
 from .mapping import PathGroup
+
+_SHUFFLES = 6
+_MAX_SLOTS = 200_000  # summed item durations per round, to keep the bitmask placement fast
 
 __all__ = ["EdgePlan", "plan_edges", "emit_schedule", "transfers_per_batch", "slot_order"]
 
@@ -65,7 +71,8 @@ def transfers_per_batch(plans: list[list[EdgePlan]]) -> int:
 
 
 def emit_schedule(topology: Topology, kind: str, num_ranks: int, k: int, pieces: int, groups: list[PathGroup],
-                  plans: list[list[EdgePlan]], chunk_bytes: float, root: int | None = None) -> tuple[Algorithm, dict]:
+                  plans: list[list[EdgePlan]], chunk_bytes: float, root: int | None = None,
+                  slots: dict | None = None) -> tuple[Algorithm, dict]:
     """The schedule of the module docstring and its timing facts (tau, H, alpha_max, claimed_time)."""
     offsets: list[int] = []
     used: dict[int, int] = {}
@@ -80,7 +87,7 @@ def emit_schedule(topology: Topology, kind: str, num_ranks: int, k: int, pieces:
             return tuple(range(base, base + group.multiplicity))
         return tuple((base + i) * num_ranks + group.root for i in range(group.multiplicity))
 
-    slot = slot_order(topology, groups, plans)
+    slot = slots if slots is not None else slot_order(topology, groups, plans)
     entries = []
     for g, group_plans in enumerate(plans):
         for e, plan in enumerate(group_plans):
@@ -109,6 +116,11 @@ def emit_schedule(topology: Topology, kind: str, num_ranks: int, k: int, pieces:
 
 
 def slot_order(topology: Topology, groups: list[PathGroup], plans: list[list[EdgePlan]]) -> dict:
+    """The slot per (group, edge, hop) of ``round_slots``."""
+    return round_slots(topology, groups, plans)[0]
+
+
+def round_slots(topology: Topology, groups: list[PathGroup], plans: list[list[EdgePlan]]) -> tuple[dict, float]:
     """A start slot per (group, edge, hop) inside a round, so that transfers sharing a link do not overlap.
 
     A cut-through transfer holds every link of its route at once, and the in-order simulator starts
@@ -119,18 +131,62 @@ def slot_order(topology: Topology, groups: list[PathGroup], plans: list[list[Edg
     routes and largest groups first), and the file order lists a round's transfers by slot. Rounds
     during pipeline fill and drain hold subsets of these items, so the order stays conflict-free.
     """
-    items = []
+    capacity = integer_capacities([l.bandwidth for l in topology.links]).values
+    routes = []
     for g, (group, group_plans) in enumerate(zip(groups, plans)):
         for e, plan in enumerate(group_plans):
             for h, (src, dst) in enumerate(plan.hops):
                 route = topology.route(src, dst)
                 links = [topology.link_index(a, b) for a, b in zip(route, route[1:])]
-                items.append((-len(links), -group.multiplicity, g, e, h, links))
-    items.sort(key=lambda item: item[:5])
+                routes.append((group.multiplicity, (g, e, h), links, min(int(capacity[l]) for l in links)))
+    # time in slots: a message of w chunks holds its links for w / c_min (c_min: its slowest link in
+    # capacity units); scale by the lcm of the c_min values so that durations are integers, coarser
+    # when that would make a round too many slots long
+    scale = 1
+    for *_, c_min in routes:
+        scale = math.lcm(scale, c_min)
+    longest = max((w * scale // c for w, _, _, c in routes), default=1)
+    total = sum(w * scale // c for w, _, _, c in routes) or 1
+    if total > _MAX_SLOTS:
+        scale_factor = _MAX_SLOTS / total
+    else:
+        scale_factor = 1.0
+    items = []
+    load: dict[int, int] = {}
+    for w, key, links, c_min in routes:
+        duration = max(1, math.ceil(w * scale / c_min * scale_factor - 1e-9))
+        items.append((duration, key, links))
+        for l in links:
+            load[l] = load.get(l, 0) + duration
+    del longest
+    # a few priority orders (open-shop style: busiest links first, then long routes and wide
+    # items), plus seeded shuffles of the first; the placement with the shortest round wins
+    bottleneck = [max(load[l] for l in links) for _, _, links in items]
+    base = sorted(range(len(items)), key=lambda i: (-bottleneck[i], -len(items[i][2]), -items[i][0], items[i][1]))
+    orders = [base, sorted(range(len(items)), key=lambda i: (-len(items[i][2]), -items[i][0], items[i][1]))]
+    rng = random.Random(0)
+    for _ in range(_SHUFFLES):
+        keys = {i: (-bottleneck[i], rng.random()) for i in range(len(items))}
+        orders.append(sorted(range(len(items)), key=keys.__getitem__))
+    best: tuple[int, dict] | None = None
+    for order in orders:
+        makespan, slot = _place(items, order)
+        if best is None or makespan < best[0]:
+            best = (makespan, slot)
+        if makespan == max(load.values(), default=0):
+            break  # every link busy all round: cannot do better
+    if best is None:
+        return {}, 1.0
+    return best[1], best[0] / max(max(load.values(), default=1), 1)
+
+
+def _place(items: list, order: list[int]) -> tuple[int, dict]:
+    """Earliest-fit placement of items in ``order``; returns (round length in slots, slot per item)."""
     busy: dict[int, int] = {}  # link -> bitmask of occupied slots
     slot: dict[tuple[int, int, int], int] = {}
-    for _, negative_weight, g, e, h, links in items:
-        width = -negative_weight
+    makespan = 0
+    for i in order:
+        width, key, links = items[i]
         occupied = 0
         for l in links:
             occupied |= busy.get(l, 0)
@@ -140,8 +196,9 @@ def slot_order(topology: Topology, groups: list[PathGroup], plans: list[list[Edg
             start += 1
         for l in links:
             busy[l] = busy.get(l, 0) | (window << start)
-        slot[(g, e, h)] = start
-    return slot
+        slot[key] = start
+        makespan = max(makespan, start + width)
+    return makespan, slot
 
 
 def _timing(topology: Topology, groups: list[PathGroup], plans: list[list[EdgePlan]], chunk_bytes: float,

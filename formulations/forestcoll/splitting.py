@@ -58,7 +58,8 @@ class SplitResult:
     dropped_loops: int = 0  # tree-units of u -> w -> u pairs removed (proven unnecessary by the exact gamma)
 
 
-def split_switches(topology: Topology, units: TreeUnits, deadline: float | None = None) -> SplitResult:
+def split_switches(topology: Topology, units: TreeUnits, deadline: float | None = None,
+                   spread: bool = True) -> SplitResult:
     """Remove every switch of ``topology`` by edge splitting under the budgets of ``units``."""
     n_npus = topology.num_npus
     s = topology.num_nodes  # the super-source
@@ -78,31 +79,46 @@ def split_switches(topology: Topology, units: TreeUnits, deadline: float | None 
     def into(node: int) -> list[int]:
         return sorted(a for (a, b), c in cap.items() if b == node and c > 0)
 
+    def split(u: int, w: int, t: int, limit: int | None) -> None:
+        check_clock(deadline)
+        gamma = _safe_amount(cap, supply, demand, n_npus, s, u, w, t, result, limit)
+        result.pairs += 1
+        if gamma <= 0:
+            return
+        for arc in ((u, w), (w, t)):
+            cap[arc] -= gamma
+            if cap[arc] == 0:
+                del cap[arc]
+        if t != u:
+            cap[(u, t)] = cap.get((u, t), 0) + gamma
+            edge_map[(u, t)][w] = edge_map[(u, t)].get(w, 0) + gamma
+        else:
+            result.dropped_loops += gamma
+
+    granule = max(1, int(units.k))
     for w in topology.switches:
+        # Pass 1 spreads each in-arc evenly over the out-arcs (at most its fair share per pair, still
+        # capped by the exact gamma): splitting a whole in-arc onto the first out-neighbour, as a
+        # plain greedy does, turns a switch into a chain of logical arcs and makes the trees deep.
+        if spread:
+            for u in into(w):
+                targets = [t for t in out_of(w) if t != u]
+                if not targets:
+                    continue
+                # in whole multiples of k, so a logical arc can carry whole tree groups (fewer clones)
+                share = granule * -(-cap[(u, w)] // (granule * len(targets)))
+                for t in targets:
+                    if cap.get((u, w), 0) and cap.get((w, t), 0):
+                        split(u, w, t, share)
+        # Pass 2: the largest safe amount per pair, as in the reference; u -> w -> u last (splitting it
+        # off yields a loop, i.e. drops the pair, which the exact gamma allows only when no cut needs
+        # it; a switch-to-switch trunk can end that way)
         for u in into(w):
-            # u -> w -> u last: splitting it off yields a loop, i.e. drops the pair, which the exact
-            # gamma allows only when no cut needs it (a switch-to-switch trunk can end that way)
             for t in sorted(out_of(w), key=lambda t: (t == u, t)):
                 if cap.get((u, w), 0) == 0:
-                    continue
-                if cap.get((w, t), 0) == 0:
-                    continue
-                check_clock(deadline)
-                gamma = _safe_amount(cap, supply, demand, n_npus, s, u, w, t, result)
-                result.pairs += 1
-                if gamma <= 0:
-                    continue
-                for arc in ((u, w), (w, t)):
-                    cap[arc] -= gamma
-                    if cap[arc] == 0:
-                        del cap[arc]
-                if t != u:
-                    cap[(u, t)] = cap.get((u, t), 0) + gamma
-                    edge_map[(u, t)][w] = edge_map[(u, t)].get(w, 0) + gamma
-                else:
-                    result.dropped_loops += gamma
-                if (u, w) not in cap:
                     break
+                if cap.get((w, t), 0):
+                    split(u, w, t, None)
         left_in = sum(c for (a, b), c in cap.items() if b == w)
         left_out = sum(c for (a, b), c in cap.items() if a == w)
         if left_in or left_out:
@@ -116,9 +132,11 @@ def split_switches(topology: Topology, units: TreeUnits, deadline: float | None 
 
 
 def _safe_amount(cap: dict[tuple[int, int], int], supply: list[tuple[int, int]], demand: int, n_npus: int,
-                 s: int, u: int, w: int, t: int, result: SplitResult) -> int:
-    """The exact largest gamma of the module docstring (stops as soon as it reaches 0)."""
+                 s: int, u: int, w: int, t: int, result: SplitResult, limit: int | None = None) -> int:
+    """The exact largest gamma of the module docstring, at most ``limit`` (stops once it reaches 0)."""
     gamma = min(cap[(u, w)], cap[(w, t)])
+    if limit is not None:
+        gamma = min(gamma, limit)
     arcs = list(cap.items())
     src = [a for (a, _), _ in arcs] + [s] * len(supply)
     dst = [b for (_, b), _ in arcs] + [v for v, _ in supply]
