@@ -169,7 +169,9 @@ def _formulation_rows_table(rows: list[dict[str, Any]], experiment: Experiment) 
                 cell.ours = statistics.median(values) if values else None
                 if not values and (metric.startswith("stats.") or metric == "claimed_time"):
                     table.text[(name, column)] = "-"  # not reported by this formulation
-                cell.status = ",".join(sorted({g.get("status", "?") for g in group_rows}))
+                # a bound belongs to the problem, not to how the search ended
+                cell.status = "derived" if metric == "bound" else ",".join(
+                    sorted({g.get("status", "?") for g in group_rows}))
     for entry in experiment.paper.get("values", []):
         cell = table.cell(entry["row"], entry["column"])
         if entry.get("value") is not None:
@@ -320,12 +322,15 @@ def _label_bound_columns(table: Table, spec: dict[str, Any], grouped: dict, sour
         return
     flags = [g.get("bound_exact") for (row, column), group in grouped.items() if column == source
              for g in group[:1] if g.get("bound") is not None]
+    whose = f" (the problems of the {source} column)" if source and len(grouped) > 1 else ""
     if flags and all(flags):
         for old, new in EXACT_LABELS.items():
             table.rename_column(old, new)
-        table.notes.append("Optimum: the exact throughput optimum (max-flow over all cuts), plus its cut's alpha")
+        table.notes.append(f"Optimum{whose}: the exact throughput optimum (max-flow over all cuts), plus its "
+                           "cut's alpha")
     elif any(flags):
-        table.notes.append("Bound: the exact throughput optimum where the collective has one, else the best lower bound")
+        table.notes.append(f"Bound{whose}: the exact throughput optimum plus its cut's alpha where that is the "
+                           "largest bound, else a latency or injection bound of the row's chunk size (larger here)")
     else:
         table.notes.append("Bound: the best proven lower bound (no exact optimum is known for this collective; "
                            "All-Reduce: the weakest NPU-splitting cut, or 2(N-1)M over all link bandwidth "

@@ -1,0 +1,98 @@
+"""ForestColl tree-construction time vs NPUs (8 to 1,024), All-Gather, default parameters.
+
+"trees" is ``build_forest``: the exact (k, U), edge splitting of every switch, arborescence
+packing, map-back to physical paths and the link-budget checks; it excludes emitting the
+pipelined schedule (which grows with the pipeline depth, not with the fabric). Each case has a
+time budget (``--budget``, default 600 s); a case that runs out is reported as such and the
+family's larger sizes are skipped. Switchless fabrics (2D tori) need no splitting; the NVSwitch
++ NIC + IB fabric (``nvs-ib:K``) does, for every switch.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+import numpy as np
+
+from benchmarks.common import RESULTS, machine, write
+from formulations.forestcoll import build_forest
+from formulations.forestcoll.optimum import Timeout
+from workbench.topology import build
+
+FAMILIES = {
+    "2D torus": ["torus:2x4", "torus:4x4", "torus:8x4", "torus:8x8", "torus:16x8", "torus:16x16", "torus:32x16",
+                 "torus:32x32"],
+    "NVSwitch + NIC + IB (nvs-ib:K)": [f"nvs-ib:{k}" for k in (1, 2, 4, 8, 16, 32, 64, 128)],
+    "NDv2 (ndv2:K)": [f"ndv2:{k}" for k in (1, 2, 4, 8, 16, 32, 64, 128)],
+}
+
+
+def measure(spec: str, budget: float) -> dict:
+    topology = build(spec)
+    started = time.perf_counter()
+    try:
+        forest = build_forest(topology, "allgather", deadline=started + budget)
+    except Timeout:
+        return {"spec": spec, "npus": topology.num_npus, "seconds": None, "budget": budget}
+    seconds = time.perf_counter() - started
+    return {"spec": spec, "npus": topology.num_npus, "seconds": seconds, "k": forest.units.k,
+            "groups": len(forest.groups), "height": forest.height, "flows": forest.flows,
+            "switches": topology.num_switches}
+
+
+def plot(results: dict[str, list[dict]], path) -> None:
+    import matplotlib.pyplot as plt
+
+    from workbench.plots import finish_axes
+
+    fig, ax = plt.subplots(figsize=(6.5, 4.5))
+    for marker, (family, rows) in zip("os^", results.items()):
+        done = [r for r in rows if r["seconds"] is not None]
+        if done:
+            ax.plot([r["npus"] for r in done], [r["seconds"] for r in done], marker=marker, label=family)
+    finish_axes(fig, ax, path, "NPUs", "tree construction (s)", "ForestColl All-Gather tree construction time",
+                log_x=2)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="bench forestcoll_scaling")
+    parser.add_argument("--max-npus", type=int, default=1024)
+    parser.add_argument("--budget", type=float, default=600.0, help="seconds per case")
+    args = parser.parse_args(argv)
+    results: dict[str, list[dict]] = {}
+    for family, specs in FAMILIES.items():
+        results[family] = []
+        for spec in specs:
+            if build(spec).num_npus > args.max_npus:
+                continue
+            if results[family] and results[family][-1]["seconds"] is None:
+                break  # the previous size ran out of budget
+            print(f"  {family} {spec} ...", flush=True)
+            row = measure(spec, args.budget)
+            results[family].append(row)
+            print(f"    {row['seconds']}", flush=True)
+    lines = ["# ForestColl tree construction vs NPUs", "", __doc__.strip(), "", f"Machine: {machine()}.", ""]
+    for family, rows in results.items():
+        done = [(r["npus"], r["seconds"]) for r in rows if r["seconds"] and r["npus"] >= 16]
+        slope = (float(np.polyfit(np.log([n for n, _ in done]), np.log([t for _, t in done]), 1)[0])
+                 if len(done) >= 2 else None)
+        lines += [f"## {family}" + (f" (fitted growth exponent {slope:.2f})" if slope else ""), "",
+                  "| topology | NPUs | switches | trees (s) | k | tree groups | height | max-flows |",
+                  "|---|---|---|---|---|---|---|---|"]
+        for r in rows:
+            if r["seconds"] is None:
+                lines.append(f"| {r['spec']} | {r['npus']} | | over {r['budget']:.0f} s budget | | | | |")
+            else:
+                lines.append(f"| {r['spec']} | {r['npus']} | {r['switches']} | {r['seconds']:.2f} | {r['k']} | "
+                             f"{r['groups']} | {r['height']} | {r['flows']:,} |")
+        lines.append("")
+    lines += ["![scaling](forestcoll_scaling.png)", "",
+              "Regenerate with `python -m benchmarks.forestcoll_scaling` (part of `make quality`).", ""]
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    plot(results, RESULTS / "forestcoll_scaling.png")
+    write("forestcoll_scaling.md", "\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()
