@@ -11,8 +11,7 @@ Mapping to the workbench:
 * non-combining collectives (all-gather, broadcast, gather, scatter, all-to-all, custom):
   trees from each chunk's origin, copies;
 * reduce-scatter / reduce: the all-gather / broadcast of the reversed graph, reversed in time
-  and direction (``Algorithm.reverse``); all-reduce: reduce-scatter then all-gather
-  (``Algorithm.concat``).
+  and direction; all-reduce: reduce-scatter then all-gather (``workbench.duality.by_duality``).
 * ``seed`` shuffles the order in which a node's neighbours are explored, so different seeds
   give different (equally short) trees; ``restarts`` is not needed, the search is exact per seed.
 
@@ -27,7 +26,8 @@ from collections import deque
 from typing import Any, Callable
 
 from workbench.algorithm import Algorithm, Transfer
-from workbench.collective import Collective, make_collective
+from workbench.collective import Collective
+from workbench.duality import by_duality
 from workbench.registry import Problem, SynthesisResult
 from workbench.topology import Topology
 
@@ -107,20 +107,10 @@ def _gather_like(topology: Topology, collective: Collective, chunk_bytes: float,
 
 
 def _synthesize(topology: Topology, collective: Collective, chunk_bytes: float, seed: int) -> Algorithm:
-    kind = collective.kind
-    n, k = collective.num_ranks, collective.chunks_per_rank
-    if kind in ("reducescatter", "reduce"):
-        gather_kind = "allgather" if kind == "reducescatter" else "broadcast"
-        gather = make_collective(gather_kind, n, k, collective.root)
-        reversed_topology = topology.reversed()
-        return _gather_like(reversed_topology, gather, chunk_bytes, seed).reverse(topology)
-    if kind == "allreduce":
-        rs = _synthesize(topology, make_collective("reducescatter", n, k), chunk_bytes, seed)
-        ag = _synthesize(topology, make_collective("allgather", n, k), chunk_bytes, seed)
-        return rs.concat(ag)
-    if collective.combining:
+    if collective.combining and collective.kind not in ("reducescatter", "reduce", "allreduce"):
         raise ValueError("bfs-trees handles combining collectives only as reduce-scatter, reduce or all-reduce")
-    return _gather_like(topology, collective, chunk_bytes, seed)
+    return by_duality(topology, collective, chunk_bytes,
+                      lambda view, gather, size: _gather_like(view, gather, size, seed))
 
 
 class BfsTrees:
