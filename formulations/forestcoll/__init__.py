@@ -53,7 +53,7 @@ from .mapping import PathGroup, check_link_budgets, map_to_paths
 from .optimum import Timeout, TreeUnits, auto_units, broadcast_units, fixed_k_units
 from .reverse import reverse_serialised
 from .packing import TreeGroup, pack_arborescences, validate_forest
-from .schedule import EdgePlan, emit_schedule, plan_edges, round_slots, transfers_per_batch
+from .schedule import EdgePlan, SharedEdge, emit_schedule, plan_edges, round_slots, share_edges, transfers_per_batch
 from .splitting import SplitResult, split_switches
 
 __all__ = ["ForestColl", "Forest", "build_forest"]
@@ -73,6 +73,7 @@ class Forest:
     trees: list[TreeGroup]
     groups: list[PathGroup]
     plans: list[list[EdgePlan]]
+    shared: list[SharedEdge]
     seconds: float
     flows: int
     splitting: str = "greedy"
@@ -81,7 +82,7 @@ class Forest:
 
     @property
     def per_batch(self) -> int:
-        return transfers_per_batch(self.plans)
+        return transfers_per_batch(self.shared)
 
     @property
     def height(self) -> int:
@@ -126,8 +127,9 @@ def build_forest(topology: Topology, kind: str, root: int | None = None, k: int 
         groups = map_to_paths(trees, split)
         check_link_budgets(groups, split.physical)
         plans = [plan_edges(topology, g) for g in groups]
-        slots, stretch = round_slots(topology, groups, plans)
-        forest = Forest(units, split, trees, groups, plans, 0.0, flows + split.flows, mode, slots, stretch)
+        shared = share_edges(groups, plans)
+        slots, stretch = round_slots(topology, shared)
+        forest = Forest(units, split, trees, groups, plans, shared, 0.0, flows + split.flows, mode, slots, stretch)
         pieces = max(1, max_transfers // max(forest.per_batch, 1))
         predicted = stretch * (pieces + forest.height - 1) / pieces
         if best is None or predicted < best[0]:
@@ -221,7 +223,7 @@ class ForestColl:
             forest = by_links[view.links]
             p = target.chunks_per_rank // forest.units.k
             algorithm, timing = emit_schedule(view, target.kind, target.num_ranks, forest.units.k, p, forest.groups,
-                                              forest.plans, chunk_bytes, target.root, forest.slots)
+                                              forest.shared, chunk_bytes, target.root, forest.slots)
             timings.append(timing)
             return algorithm
 

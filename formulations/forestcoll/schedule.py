@@ -3,13 +3,16 @@
 * Data split: root u has ``k * P`` chunks (``P`` pieces per tree-unit). Its path groups, in order,
   own consecutive slices of the ``k`` tree-units; group g (multiplicity ``C_g``, offset ``o_g``)
   carries, in batch ``b``, chunk indices ``j = b * k + o_g + i`` (``i < C_g``), i.e. chunk ``j * N + u``
-  of an All-Gather (chunk ``j`` of a broadcast). One transfer per (group, edge, batch, hop) carries
-  the batch's ``C_g`` chunks as one message.
+  of an All-Gather (chunk ``j`` of a broadcast). One transfer per (shared edge, batch, hop) carries
+  the batch's chunks of every group sharing that edge (``share_edges``) as one message.
 * Rounds: batch b crosses hop h of a tree edge of depth d (in transfers from the root; the root's
   edges: 0) in round ``b + d + h``, so a transfer waits only for one of the previous round.
 * Paths: a logical edge whose physical path is the simulator's route ``topology.route(x, y)`` is one
   ``x -> y`` transfer (cut-through through its switches, ForestColl's model). Otherwise it is sent hop
-  by hop with the switches as endpoints, each hop waiting for the previous one. A switch never
+  by hop with the switches as endpoints, each hop waiting for the previous one. (A cut-through
+  segment holds all its links for the slowest link's serialisation: on a path mixing speeds, e.g.
+  25 GB/s NICs over a faster switch trunk, it uses the fast link longer than its tree-unit budget;
+  ``round_slots`` measures that stretch.) A switch never
   multicasts: two children reached through one switch are two sends on the uplink, as budgeted.
 * File order: (round, slot of ``slot_order``, group, edge, hop). Deps name the transfer that brought the batch to the
   edge's tail (or the previous hop), always earlier in that order.
@@ -34,7 +37,8 @@ from .mapping import PathGroup
 _SHUFFLES = 6
 _MAX_SLOTS = 200_000  # summed item durations per round, to keep the bitmask placement fast
 
-__all__ = ["EdgePlan", "plan_edges", "emit_schedule", "transfers_per_batch", "slot_order"]
+__all__ = ["EdgePlan", "SharedEdge", "plan_edges", "share_edges", "emit_schedule", "transfers_per_batch", "slot_order",
+           "round_slots"]
 
 
 @dataclass
@@ -66,12 +70,48 @@ def plan_edges(topology: Topology, group: PathGroup) -> list[EdgePlan]:
     return plans
 
 
-def transfers_per_batch(plans: list[list[EdgePlan]]) -> int:
-    return sum(len(p.hops) for group in plans for p in group)
+@dataclass
+class SharedEdge:
+    """Tree edges of several groups of one root that are identical from the root down.
+
+    Clones made during packing share their first edges; where two groups reach a node along the
+    same chain of (edge, path), each batch crosses it in the same round, so one message carries
+    the chunks of all of them (one alpha, fewer transfers for the same pipeline depth).
+    """
+
+    depth: int
+    parent: int | None  # index of the shared edge into the tail
+    hops: list[tuple[int, int]]
+    members: list[int]  # group indices
+    width: int  # sum of the members' multiplicities
+
+
+def share_edges(groups: list[PathGroup], plans: list[list[EdgePlan]]) -> list[SharedEdge]:
+    """Merge identical root chains (a trie over each root's groups); parents come before children."""
+    index: dict[tuple, int] = {}
+    shared: list[SharedEdge] = []
+    for g, (group, group_plans) in enumerate(zip(groups, plans)):
+        node_of: dict[int, int] = {}
+        for e, ((x, y), path) in enumerate(zip(group.edges, group.paths)):
+            plan = group_plans[e]
+            parent = node_of.get(x)
+            key = (group.root, parent, x, y, path)
+            i = index.get(key)
+            if i is None:
+                i = index[key] = len(shared)
+                shared.append(SharedEdge(plan.depth, parent, plan.hops, [], 0))
+            shared[i].members.append(g)
+            shared[i].width += group.multiplicity
+            node_of[y] = i
+    return shared
+
+
+def transfers_per_batch(shared: list[SharedEdge]) -> int:
+    return sum(len(edge.hops) for edge in shared)
 
 
 def emit_schedule(topology: Topology, kind: str, num_ranks: int, k: int, pieces: int, groups: list[PathGroup],
-                  plans: list[list[EdgePlan]], chunk_bytes: float, root: int | None = None,
+                  shared: list[SharedEdge], chunk_bytes: float, root: int | None = None,
                   slots: dict | None = None) -> tuple[Algorithm, dict]:
     """The schedule of the module docstring and its timing facts (tau, H, alpha_max, claimed_time)."""
     offsets: list[int] = []
@@ -80,47 +120,49 @@ def emit_schedule(topology: Topology, kind: str, num_ranks: int, k: int, pieces:
         offsets.append(used.get(group.root, 0))
         used[group.root] = used.get(group.root, 0) + group.multiplicity
 
-    def chunk_ids(g: int, batch: int) -> tuple[int, ...]:
-        group = groups[g]
-        base = batch * k + offsets[g]
-        if kind == "broadcast":
-            return tuple(range(base, base + group.multiplicity))
-        return tuple((base + i) * num_ranks + group.root for i in range(group.multiplicity))
+    def chunk_ids(edge: SharedEdge, batch: int) -> tuple[int, ...]:
+        ids = []
+        for g in edge.members:
+            group = groups[g]
+            base = batch * k + offsets[g]
+            if kind == "broadcast":
+                ids += range(base, base + group.multiplicity)
+            else:
+                ids += ((base + i) * num_ranks + group.root for i in range(group.multiplicity))
+        return tuple(sorted(ids))
 
-    slot = slots if slots is not None else slot_order(topology, groups, plans)
+    slot = slots if slots is not None else slot_order(topology, shared)
     entries = []
-    for g, group_plans in enumerate(plans):
-        for e, plan in enumerate(group_plans):
-            for h in range(len(plan.hops)):
-                position = slot[(g, e, h)]
-                for b in range(pieces):
-                    entries.append((b + plan.depth + h, position, g, e, h, b))
+    for e, edge in enumerate(shared):
+        for h in range(len(edge.hops)):
+            position = slot[(e, h)]
+            for b in range(pieces):
+                entries.append((b + edge.depth + h, position, e, h, b))
     entries.sort()
-    ids: dict[tuple[int, int, int, int], int] = {}
+    ids: dict[tuple[int, int, int], int] = {}
     transfers: list[Transfer] = []
-    for tid, (_, _, g, e, h, b) in enumerate(entries):
-        plan = plans[g][e]
-        src, dst = plan.hops[h]
+    for tid, (_, _, e, h, b) in enumerate(entries):
+        edge = shared[e]
+        src, dst = edge.hops[h]
         if h > 0:
-            deps: tuple[int, ...] = (ids[(g, e, h - 1, b)],)
-        elif plan.parent is not None:
-            parent = plans[g][plan.parent]
-            deps = (ids[(g, plan.parent, len(parent.hops) - 1, b)],)
+            deps: tuple[int, ...] = (ids[(e, h - 1, b)],)
+        elif edge.parent is not None:
+            deps = (ids[(edge.parent, len(shared[edge.parent].hops) - 1, b)],)
         else:
             deps = ()
-        ids[(g, e, h, b)] = tid
-        transfers.append(Transfer(tid, chunk_ids(g, b), src, dst, "copy", deps))
+        ids[(e, h, b)] = tid
+        transfers.append(Transfer(tid, chunk_ids(edge, b), src, dst, "copy", deps))
     collective = make_collective(kind, num_ranks, k * pieces, root)
-    timing = _timing(topology, groups, plans, chunk_bytes, pieces)
+    timing = _timing(topology, shared, chunk_bytes, pieces)
     return Algorithm(topology, collective, chunk_bytes, transfers, {}), timing
 
 
-def slot_order(topology: Topology, groups: list[PathGroup], plans: list[list[EdgePlan]]) -> dict:
-    """The slot per (group, edge, hop) of ``round_slots``."""
-    return round_slots(topology, groups, plans)[0]
+def slot_order(topology: Topology, shared: list[SharedEdge]) -> dict:
+    """The slot per (shared edge, hop) of ``round_slots``."""
+    return round_slots(topology, shared)[0]
 
 
-def round_slots(topology: Topology, groups: list[PathGroup], plans: list[list[EdgePlan]]) -> tuple[dict, float]:
+def round_slots(topology: Topology, shared: list[SharedEdge]) -> tuple[dict, float]:
     """A start slot per (group, edge, hop) inside a round, so that transfers sharing a link do not overlap.
 
     A cut-through transfer holds every link of its route at once, and the in-order simulator starts
@@ -133,12 +175,11 @@ def round_slots(topology: Topology, groups: list[PathGroup], plans: list[list[Ed
     """
     capacity = integer_capacities([l.bandwidth for l in topology.links]).values
     routes = []
-    for g, (group, group_plans) in enumerate(zip(groups, plans)):
-        for e, plan in enumerate(group_plans):
-            for h, (src, dst) in enumerate(plan.hops):
-                route = topology.route(src, dst)
-                links = [topology.link_index(a, b) for a, b in zip(route, route[1:])]
-                routes.append((group.multiplicity, (g, e, h), links, min(int(capacity[l]) for l in links)))
+    for e, edge in enumerate(shared):
+        for h, (src, dst) in enumerate(edge.hops):
+            route = topology.route(src, dst)
+            links = [topology.link_index(a, b) for a, b in zip(route, route[1:])]
+            routes.append((edge.width, (e, h), links, min(int(capacity[l]) for l in links)))
     # time in slots: a message of w chunks holds its links for w / c_min (c_min: its slowest link in
     # capacity units); scale by the lcm of the c_min values so that durations are integers, coarser
     # when that would make a round too many slots long
@@ -153,11 +194,13 @@ def round_slots(topology: Topology, groups: list[PathGroup], plans: list[list[Ed
         scale_factor = 1.0
     items = []
     load: dict[int, int] = {}
+    ideal: dict[int, float] = {}  # per link, the slots its tree-units need at its own speed
     for w, key, links, c_min in routes:
         duration = max(1, math.ceil(w * scale / c_min * scale_factor - 1e-9))
         items.append((duration, key, links))
         for l in links:
             load[l] = load.get(l, 0) + duration
+            ideal[l] = ideal.get(l, 0.0) + w * scale / int(capacity[l]) * scale_factor
     del longest
     # a few priority orders (open-shop style: busiest links first, then long routes and wide
     # items), plus seeded shuffles of the first; the placement with the shortest round wins
@@ -177,13 +220,13 @@ def round_slots(topology: Topology, groups: list[PathGroup], plans: list[list[Ed
             break  # every link busy all round: cannot do better
     if best is None:
         return {}, 1.0
-    return best[1], best[0] / max(max(load.values(), default=1), 1)
+    return best[1], best[0] / max(max(ideal.values(), default=1.0), 1e-9)
 
 
 def _place(items: list, order: list[int]) -> tuple[int, dict]:
     """Earliest-fit placement of items in ``order``; returns (round length in slots, slot per item)."""
     busy: dict[int, int] = {}  # link -> bitmask of occupied slots
-    slot: dict[tuple[int, int, int], int] = {}
+    slot: dict[tuple[int, int], int] = {}
     makespan = 0
     for i in order:
         width, key, links = items[i]
@@ -201,23 +244,20 @@ def _place(items: list, order: list[int]) -> tuple[int, dict]:
     return makespan, slot
 
 
-def _timing(topology: Topology, groups: list[PathGroup], plans: list[list[EdgePlan]], chunk_bytes: float,
-            pieces: int) -> dict:
+def _timing(topology: Topology, shared: list[SharedEdge], chunk_bytes: float, pieces: int) -> dict:
     busy = [0.0] * len(topology.links)
     alpha_max = 0.0
-    height = 0
-    for group, group_plans in zip(groups, plans):
-        chain: list[int] = []
-        for plan in group_plans:
-            chain.append((chain[plan.parent] if plan.parent is not None else 0) + len(plan.hops))
-            for src, dst in plan.hops:
-                route = topology.route(src, dst)
-                links = [topology.link_index(a, b) for a, b in zip(route, route[1:])]
-                bandwidth = min(topology.links[l].bandwidth for l in links)
-                alpha_max = max(alpha_max, sum(topology.links[l].alpha for l in links))
-                for l in links:
-                    busy[l] += group.multiplicity * chunk_bytes / bandwidth
-        height = max([height] + chain)
+    chain: list[int] = []
+    for edge in shared:
+        chain.append((chain[edge.parent] if edge.parent is not None else 0) + len(edge.hops))
+        for src, dst in edge.hops:
+            route = topology.route(src, dst)
+            links = [topology.link_index(a, b) for a, b in zip(route, route[1:])]
+            bandwidth = min(topology.links[l].bandwidth for l in links)
+            alpha_max = max(alpha_max, sum(topology.links[l].alpha for l in links))
+            for l in links:
+                busy[l] += edge.width * chunk_bytes / bandwidth
+    height = max(chain, default=0)
     tau = max(busy) if busy else 0.0
     claimed = (pieces + height - 1) * tau + height * alpha_max
     return {"tau": tau, "H": height, "alpha_max": alpha_max, "claimed_time": claimed}
