@@ -308,7 +308,7 @@ def alltoall_cut_bound(topology: Topology, collective: Collective, chunk_bytes: 
 
 def lower_bounds(topology: Topology, collective: Collective, chunk_bytes: float, *,
                  cut_max_nodes: int = 16, lp: bool = True, lp_time_limit: float = 10.0,
-                 lp_max_variables: int = 3_000_000) -> Bounds:
+                 lp_max_variables: int = 1_000_000) -> Bounds:
     """All bounds for one problem (the enumerated cut and the LP only where they are cheap enough)."""
     size = collective.size_bytes(chunk_bytes)
     bounds = Bounds(

@@ -67,7 +67,7 @@ def flow_lp_size(topology: Topology, collective: Collective) -> int:
 
 
 def flow_lp_bound(topology: Topology, collective: Collective, chunk_bytes: float,
-                  time_limit: float = 10.0, max_variables: int = 3_000_000) -> float | None:
+                  time_limit: float = 10.0, max_variables: int = 1_000_000) -> float | None:
     """The LP bound in seconds, or None when it does not apply, is too large or was not solved to optimality.
 
     Reduce-scatter and reduce use the all-gather / broadcast of the reversed graph (equal link
