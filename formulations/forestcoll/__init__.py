@@ -82,6 +82,8 @@ class Forest:
 
     @property
     def per_batch(self) -> int:
+        if self.slots is not None:  # a message may be split into pieces by the round's slot order
+            return sum(len(pieces) for pieces in self.slots.values())
         return transfers_per_batch(self.shared)
 
     @property

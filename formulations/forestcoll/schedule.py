@@ -135,30 +135,33 @@ def emit_schedule(topology: Topology, kind: str, num_ranks: int, k: int, pieces:
     entries = []
     for e, edge in enumerate(shared):
         for h in range(len(edge.hops)):
-            position = slot[(e, h)]
-            for b in range(pieces):
-                entries.append((b + edge.depth + h, position, e, h, b))
+            for p, (position, _) in enumerate(slot[(e, h)]):
+                for b in range(pieces):
+                    entries.append((b + edge.depth + h, position, e, h, p, b))
     entries.sort()
-    ids: dict[tuple[int, int, int], int] = {}
+    ids: dict[tuple[int, int, int], list[int]] = {}
     transfers: list[Transfer] = []
-    for tid, (_, _, e, h, b) in enumerate(entries):
+    for tid, (_, _, e, h, p, b) in enumerate(entries):
         edge = shared[e]
         src, dst = edge.hops[h]
         if h > 0:
-            deps: tuple[int, ...] = (ids[(e, h - 1, b)],)
+            deps: tuple[int, ...] = tuple(ids[(e, h - 1, b)])
         elif edge.parent is not None:
-            deps = (ids[(edge.parent, len(shared[edge.parent].hops) - 1, b)],)
+            deps = tuple(ids[(edge.parent, len(shared[edge.parent].hops) - 1, b)])
         else:
             deps = ()
-        ids[(e, h, b)] = tid
-        transfers.append(Transfer(tid, chunk_ids(edge, b), src, dst, "copy", deps))
+        ids.setdefault((e, h, b), []).append(tid)
+        chunks = chunk_ids(edge, b)
+        split = slot[(e, h)]
+        first = sum(n for _, n in split[:p])
+        transfers.append(Transfer(tid, chunks[first:first + split[p][1]], src, dst, "copy", deps))
     collective = make_collective(kind, num_ranks, k * pieces, root)
     timing = _timing(topology, shared, chunk_bytes, pieces)
     return Algorithm(topology, collective, chunk_bytes, transfers, {}), timing
 
 
 def slot_order(topology: Topology, shared: list[SharedEdge]) -> dict:
-    """The slot per (shared edge, hop) of ``round_slots``."""
+    """The pieces ``[(slot, chunks), ...]`` per (shared edge, hop) of ``round_slots``."""
     return round_slots(topology, shared)[0]
 
 
@@ -197,14 +200,15 @@ def round_slots(topology: Topology, shared: list[SharedEdge]) -> tuple[dict, flo
     ideal: dict[int, float] = {}  # per link, the slots its tree-units need at its own speed
     for w, key, links, c_min in routes:
         duration = max(1, math.ceil(w * scale / c_min * scale_factor - 1e-9))
-        items.append((duration, key, links))
+        items.append((duration, key, links, w))
         for l in links:
             load[l] = load.get(l, 0) + duration
             ideal[l] = ideal.get(l, 0.0) + w * scale / int(capacity[l]) * scale_factor
     del longest
     # a few priority orders (open-shop style: busiest links first, then long routes and wide
     # items), plus seeded shuffles of the first; the placement with the shortest round wins
-    bottleneck = [max(load[l] for l in links) for _, _, links in items]
+    bottleneck = [max(load[l] for l in links) for _, _, links, _ in items]
+    bound = max(load.values(), default=0)
     base = sorted(range(len(items)), key=lambda i: (-bottleneck[i], -len(items[i][2]), -items[i][0], items[i][1]))
     orders = [base, sorted(range(len(items)), key=lambda i: (-len(items[i][2]), -items[i][0], items[i][1]))]
     rng = random.Random(0)
@@ -213,7 +217,7 @@ def round_slots(topology: Topology, shared: list[SharedEdge]) -> tuple[dict, flo
         orders.append(sorted(range(len(items)), key=keys.__getitem__))
     best: tuple[int, dict] | None = None
     for order in orders:
-        makespan, slot = _place(items, order)
+        makespan, slot = _place(items, order, bound)
         if best is None or makespan < best[0]:
             best = (makespan, slot)
         if makespan == max(load.values(), default=0):
@@ -223,24 +227,53 @@ def round_slots(topology: Topology, shared: list[SharedEdge]) -> tuple[dict, flo
     return best[1], best[0] / max(max(ideal.values(), default=1.0), 1e-9)
 
 
-def _place(items: list, order: list[int]) -> tuple[int, dict]:
-    """Earliest-fit placement of items in ``order``; returns (round length in slots, slot per item)."""
+def _place(items: list, order: list[int], bound: int) -> tuple[int, dict]:
+    """Earliest-fit placement of items in ``order``; returns (round length in slots, pieces per item).
+
+    An item is one message when a contiguous window ending by ``bound`` (the busiest link's load)
+    is free on all its links; otherwise, if it is cheaper, its chunks are split over the earliest
+    free gaps (several messages with one chunk subset each, like preemption in an open shop).
+    """
     busy: dict[int, int] = {}  # link -> bitmask of occupied slots
-    slot: dict[tuple[int, int], int] = {}
+    slot: dict[tuple[int, int], list[tuple[int, int]]] = {}
     makespan = 0
     for i in order:
-        width, key, links = items[i]
+        duration, key, links, chunks = items[i]
         occupied = 0
         for l in links:
             occupied |= busy.get(l, 0)
-        window = (1 << width) - 1
+        window = (1 << duration) - 1
         start = 0
         while (occupied >> start) & window:
             start += 1
-        for l in links:
-            busy[l] = busy.get(l, 0) | (window << start)
-        slot[key] = start
-        makespan = max(makespan, start + width)
+        placed = [(start, chunks)]
+        marks = [(start, duration)]
+        end = start + duration
+        if chunks > 1 and end > bound:
+            unit = duration / chunks
+            gaps, left, s, taken, last = [], chunks, 0, occupied, 0
+            while left and s < end:
+                rest = ~taken >> s
+                s += (rest & -rest).bit_length() - 1  # next free slot
+                blocked = taken >> s
+                run = (blocked & -blocked).bit_length() - 1 if blocked else end - s
+                n = min(left, int(run / unit + 1e-9))
+                if n >= 1:
+                    length = max(1, math.ceil(n * unit - 1e-9))
+                    gaps.append((s, n, length))
+                    taken |= ((1 << length) - 1) << s
+                    left -= n
+                    last = s + length
+                s += max(run, 1)
+            if not left and last < end:
+                placed = [(g, n) for g, n, _ in gaps]
+                marks = [(g, length) for g, _, length in gaps]
+                end = last
+        for first, length in marks:
+            for l in links:
+                busy[l] = busy.get(l, 0) | (((1 << length) - 1) << first)
+        slot[key] = placed
+        makespan = max(makespan, end)
     return makespan, slot
 
 
