@@ -23,17 +23,23 @@ edge splitting         ``splitting.split_switches`` (``edge_map`` for map-back)
 
 Collectives: all-gather and broadcast natively (a broadcast packs ``lambda(root)`` arborescences
 from the root: optimum ``M / lambda``); reduce-scatter and reduce by duality
-(``workbench.duality.by_duality``: the forest of the reversed graph, reversed); all-reduce =
-reduce-scatter then all-gather with a common chunking (``lcm`` of the two ``k``). gather, scatter,
-all-to-all and custom collectives are not supported.
+(``workbench.duality.by_duality``: the forest of the reversed graph, reversed). When a tree edge
+sent hop by hop makes a switch forward one chunk twice, ``Algorithm.reverse`` refuses and
+``reverse.reverse_serialised`` builds the reduction directly (one partial sum per switch buffer
+at a time). All-reduce = reduce-scatter then all-gather with a common chunking (``lcm`` of the two
+``k``). gather, scatter, all-to-all and custom collectives are not supported.
 
-Parameters: ``pieces`` (P, pipeline depth per tree-unit; default: large enough that the
-pipeline fill costs ~1/(32) of T* per tree level, limited by ``max_transfers``), ``k`` ("auto"
-or a fixed number of trees per root; a fixed k gives ``T_k >= T*``), ``max_transfers`` (default
-200000). Status "optimal" when the forest provably meets the exact optimum (auto k, exact
-capacities, every check passed) for all-gather, reduce-scatter, broadcast and reduce;
-"feasible" for a fixed k above the optimum and for all-reduce (RS + AG is not a proven
-all-reduce optimum); "timeout" when ``time_limit`` ran out in the tree construction.
+Parameters: ``pieces`` (P, pipeline depth per tree-unit; default ``32 * H`` (H: the deepest chain
+of transfers from a root), at most 512, lowered so the schedule stays within ``max_transfers``,
+default 200000), ``k`` ("auto" or a fixed number of trees per root; a fixed k gives
+``T_k >= T*``), ``splitting`` ("auto", "greedy" or "spread", see ``build_forest``). Status
+"optimal" when the forest provably meets the exact optimum (auto k or a fixed k that reaches it,
+exact capacities, every check passed) for all-gather, reduce-scatter, broadcast and reduce;
+"feasible" for a fixed k above the optimum and for all-reduce (RS + AG is not a proven all-reduce
+optimum); "timeout" when ``time_limit`` ran out in the tree construction (no algorithm). The
+simulated time approaches the bandwidth term ``M U / (N k)`` as P grows; the pipeline fill
+``(H - 1) T*/P`` and the packing of cut-through transfers into rounds (``schedule.round_slots``)
+are the remaining gap.
 """
 
 from __future__ import annotations
@@ -44,7 +50,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from workbench.algorithm import Algorithm
-from workbench.collective import Collective
+from workbench.collective import Collective, make_collective
 from workbench.duality import by_duality
 from workbench.registry import Problem, SynthesisResult
 from workbench.topology import Topology
@@ -229,8 +235,6 @@ class ForestColl:
             timings.append(timing)
             return algorithm
 
-        from workbench.collective import make_collective
-
         target = make_collective(kind, n, chunks_per_rank, collective.root)
         try:
             algorithm = by_duality(topology, target, chunk_bytes, gather)
@@ -259,7 +263,7 @@ class ForestColl:
             "capacity_unit": first.units.capacities.unit,
             "P": m if len(forests) == 1 else {p: chunks_per_rank // f.units.k for p, f in forests.items()},
             "H": height,
-            "groups": first.groups.__len__() if len(forests) == 1 else {p: len(f.groups) for p, f in forests.items()},
+            "groups": len(first.groups) if len(forests) == 1 else {p: len(f.groups) for p, f in forests.items()},
             "trees": sum(len(f.trees) for f in forests.values()),
             "ratio": str(first.units.ratio) if len(forests) == 1 else {p: str(f.units.ratio) for p, f in forests.items()},
             "optimum_ratio": str(first.units.optimum_ratio),

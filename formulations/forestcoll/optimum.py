@@ -25,7 +25,7 @@ from fractions import Fraction
 
 import numpy as np
 
-from workbench.maxflow import IntegerCapacities, integer_capacities
+from workbench.maxflow import IntegerCapacities
 from workbench.optimum import allgather_cut_ratio, broadcast_cut
 from workbench.topology import Topology
 
@@ -125,8 +125,8 @@ def fixed_k_units(topology: Topology, k: int, deadline: float | None = None) -> 
 
     lo = optimum.ratio * k  # U / k can never beat the optimum
     hi = snap_down(Fraction((n - 1) * k))  # every cut has B+ >= 1 unit, so this passes
-    if passes(snap_down(lo)) and snap_down(lo) >= lo:
-        hi = snap_down(lo)
+    if passes(lo):
+        hi = lo  # k trees per root already reach the optimum (then lo is a step point: the bound is tight)
     else:
         while next_step(lo) < hi:
             mid = snap_down((lo + hi) / 2)
