@@ -94,8 +94,12 @@ def test_worked_examples(name, make, k, t_star):
 
 
 def test_ring8_has_thirteen_distinct_trees_and_integral_budgets():
-    forest = build_forest(build("ring:8"), "allgather")
-    assert len(forest.groups) == 13  # spec section 6
+    forest = build_forest(build("ring:8"), "allgather", packing="fifo")
+    assert len(forest.groups) == 13  # spec section 6 (the reference's FIFO order)
+    assert forest.height == 7
+    shallow = build_forest(build("ring:8"), "allgather")  # layer-by-layer growth: shallower trees
+    _check_forest(build("ring:8"), shallow)
+    assert shallow.height < forest.height
     assert set(int(b) for b in forest.units.budgets) == {7}  # U * b_e = 0.14 s*GB/s * 50 GB/s
 
 

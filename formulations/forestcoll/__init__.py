@@ -32,7 +32,9 @@ at a time). All-reduce = reduce-scatter then all-gather with a common chunking (
 Parameters: ``pieces`` (P, pipeline depth per tree-unit; default ``32 * H`` (H: the deepest chain
 of transfers from a root), at most 512, lowered so the schedule stays within ``max_transfers``,
 default 200000), ``k`` ("auto" or a fixed number of trees per root; a fixed k gives
-``T_k >= T*``), ``splitting`` ("auto", "greedy" or "spread", see ``build_forest``). Status
+``T_k >= T*``), ``splitting`` ("auto", "greedy" or "spread", see ``build_forest``), ``packing``
+("levels", default: groups grow one BFS layer per pass, shallower trees; or "fifo", the
+reference's order, each group grown completely in turn). Status
 "optimal" when the forest provably meets the exact optimum (auto k or a fixed k that reaches it,
 exact capacities, every check passed) for all-gather, reduce-scatter, broadcast and reduce;
 "feasible" for a fixed k above the optimum and for all-reduce (RS + AG is not a proven all-reduce
@@ -64,7 +66,7 @@ from .splitting import SplitResult, split_switches
 
 __all__ = ["ForestColl", "Forest", "build_forest"]
 
-_PARAMS = ("pieces", "k", "max_transfers", "splitting")
+_PARAMS = ("pieces", "k", "max_transfers", "splitting", "packing")
 _SUPPORTED = ("allgather", "reducescatter", "allreduce", "broadcast", "reduce")
 _PIECES_PER_LEVEL = 32  # default P = 32 * tree height: the fill (H - 1) tau stays ~3% of T* or less
 _MAX_DEFAULT_PIECES = 512
@@ -105,7 +107,7 @@ class Forest:
 
 def build_forest(topology: Topology, kind: str, root: int | None = None, k: int | str = "auto", seed: int = 0,
                  deadline: float | None = None, splitting: str = "auto",
-                 max_transfers: int = 200_000) -> Forest:
+                 max_transfers: int = 200_000, packing: str = "levels") -> Forest:
     """Optimum, splitting, packing and map-back for an all-gather (or a broadcast from ``root``).
 
     ``splitting``: "greedy" (largest safe amount per switch pair, as the reference), "spread" (each
@@ -123,6 +125,8 @@ def build_forest(topology: Topology, kind: str, root: int | None = None, k: int 
         units = auto_units(topology)
     else:
         units = fixed_k_units(topology, int(k), deadline)
+    if packing not in ("levels", "fifo"):
+        raise ValueError(f"forestcoll: packing must be levels or fifo, got {packing!r}")
     if splitting not in ("auto", "greedy", "spread"):
         raise ValueError(f"forestcoll: splitting must be auto, greedy or spread, got {splitting!r}")
     modes = ["greedy", "spread"] if splitting == "auto" and topology.num_switches else [splitting]
@@ -130,7 +134,8 @@ def build_forest(topology: Topology, kind: str, root: int | None = None, k: int 
     for mode in modes:
         split = split_switches(topology, units, deadline, spread=(mode != "greedy"))
         supply = [int(c) for c in units.supply]
-        trees, flows = pack_arborescences(topology.num_npus, split.capacity, supply, seed, deadline)
+        trees, flows = pack_arborescences(topology.num_npus, split.capacity, supply, seed, deadline,
+                                          levels=(packing == "levels"))
         validate_forest(trees, topology.num_npus, supply, split.capacity)
         groups = map_to_paths(trees, split)
         check_link_budgets(groups, split.physical)
@@ -205,7 +210,8 @@ class ForestColl:
                     forests[phase] = forests["reversed"]  # a symmetric fabric: the same forest serves both
                     continue
                 forests[phase] = build_forest(view, gather_kind, collective.root, k, seed, deadline,
-                                              params.get("splitting", "auto"), max_transfers)
+                                              params.get("splitting", "auto"), max_transfers,
+                                              params.get("packing", "levels"))
         except Timeout:
             seconds = time.perf_counter() - started
             return SynthesisResult([], "timeout", seconds, message=f"tree construction exceeded {time_limit:g} s")

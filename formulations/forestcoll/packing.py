@@ -76,64 +76,88 @@ class _Packer:
         caps[len(src):] = inf
         return template, caps, sigma, inf, sum(groups[h].multiplicity for h in others)
 
-    def run(self, supply: list[int]) -> list[TreeGroup]:
+    def run(self, supply: list[int], levels: bool) -> list[TreeGroup]:
+        """Grow every group to a spanning arborescence (module docstring).
+
+        ``levels`` False: FIFO, each group grown completely before the next (the reference's order).
+        True: passes over the unfinished groups, each growing by one BFS layer per pass, so early
+        groups do not take every short arc and leave long detours (deep trees) to later ones.
+        """
         groups = [TreeGroup(r, [], c) for r, c in enumerate(supply) if c > 0]
-        vertex_sets = [{g.root} for g in groups]
-        unfinished = list(range(len(groups)))  # in queue order
-        queue = deque(unfinished)
-        L = len(self.arcs)
-        while queue:
-            g = queue.popleft()
-            group = groups[g]
-            others = [h for h in unfinished if h != g]
-            template, caps, sigma, inf, others_total = self._network(others, groups, vertex_sets)
-            bfs = deque(sorted(vertex_sets[g]))
-            while bfs and len(vertex_sets[g]) < self.n:
-                x = bfs.popleft()
-                order = list(self.successors[x])
-                if self.rng is not None:
-                    self.rng.shuffle(order)
-                for y in order:
-                    if y in vertex_sets[g]:
-                        continue
-                    arc = self.index[(x, y)]
-                    if self.residual[arc] == 0:
-                        continue
-                    check_clock(self.deadline)
-                    caps[:L] = self.residual
-                    caps[L + x] = inf
-                    flow = template.value(caps, sigma, y)
-                    caps[L + x] = 0
-                    copies = min(group.multiplicity, int(self.residual[arc]), flow - others_total)
-                    if copies <= 0:
-                        continue
-                    if copies < group.multiplicity:
-                        clone = TreeGroup(group.root, list(group.edges), group.multiplicity - copies)
-                        groups.append(clone)
-                        vertex_sets.append(set(vertex_sets[g]))
-                        unfinished.append(len(groups) - 1)
-                        queue.append(len(groups) - 1)
-                        group.multiplicity = copies
-                        others.append(len(groups) - 1)
-                        self.flows += template.calls
-                        template, caps, sigma, inf, others_total = self._network(others, groups, vertex_sets)
-                    group.edges.append((x, y))
-                    vertex_sets[g].add(y)
-                    self.residual[arc] -= copies
-                    bfs.append(y)
-            self.flows += template.calls
-            if len(vertex_sets[g]) < self.n:
-                raise PackingError(f"forestcoll: the tree group of root {group.root} cannot reach "
-                                   f"{sorted(set(range(self.n)) - vertex_sets[g])[:8]} (capacity graph too weak)")
-            unfinished.remove(g)
+        self.groups = groups
+        self.vertex_sets = [{g.root} for g in groups]
+        self.frontier = [deque([g.root]) for g in groups]
+        self.unfinished = list(range(len(groups)))
+        while self.unfinished:
+            progressed = False
+            for g in list(self.unfinished):
+                progressed |= self._grow(g, levels)
+                if len(self.vertex_sets[g]) == self.n:
+                    self.unfinished.remove(g)
+                elif not self.frontier[g]:
+                    # every arc out of the tree was refused; others have changed since, so retry them all
+                    self.frontier[g] = deque(sorted(self.vertex_sets[g]))
+            if not progressed:
+                g = self.unfinished[0]
+                missing = sorted(set(range(self.n)) - self.vertex_sets[g])[:8]
+                raise PackingError(f"forestcoll: the tree group of root {groups[g].root} cannot reach {missing} "
+                                   f"(capacity graph too weak)")
         return groups
+
+    def _grow(self, g: int, one_layer: bool) -> bool:
+        """Test arcs out of the group's frontier (one BFS layer, or until it spans); True if it grew."""
+        groups, vertex_sets, L = self.groups, self.vertex_sets, len(self.arcs)
+        group = groups[g]
+        others = [h for h in self.unfinished if h != g]
+        template, caps, sigma, inf, others_total = self._network(others, groups, vertex_sets)
+        bfs = self.frontier[g]
+        budget = len(bfs) if one_layer else None
+        grew = False
+        while bfs and len(vertex_sets[g]) < self.n and (budget is None or budget > 0):
+            x = bfs.popleft()
+            if budget is not None:
+                budget -= 1
+            order = list(self.successors[x])
+            if self.rng is not None:
+                self.rng.shuffle(order)
+            for y in order:
+                if y in vertex_sets[g]:
+                    continue
+                arc = self.index[(x, y)]
+                if self.residual[arc] == 0:
+                    continue
+                check_clock(self.deadline)
+                caps[:L] = self.residual
+                caps[L + x] = inf
+                flow = template.value(caps, sigma, y)
+                caps[L + x] = 0
+                copies = min(group.multiplicity, int(self.residual[arc]), flow - others_total)
+                if copies <= 0:
+                    continue
+                if copies < group.multiplicity:
+                    clone = TreeGroup(group.root, list(group.edges), group.multiplicity - copies)
+                    groups.append(clone)
+                    vertex_sets.append(set(vertex_sets[g]))
+                    self.frontier.append(deque(sorted(vertex_sets[g])))
+                    self.unfinished.append(len(groups) - 1)
+                    group.multiplicity = copies
+                    others.append(len(groups) - 1)
+                    self.flows += template.calls
+                    template, caps, sigma, inf, others_total = self._network(others, groups, vertex_sets)
+                group.edges.append((x, y))
+                vertex_sets[g].add(y)
+                self.residual[arc] -= copies
+                bfs.append(y)
+                grew = True
+        self.flows += template.calls
+        return grew
 
 
 def pack_arborescences(num_npus: int, capacity: dict[tuple[int, int], int], supply: list[int], seed: int = 0,
-                       deadline: float | None = None) -> tuple[list[TreeGroup], int]:
+                       deadline: float | None = None, levels: bool = False) -> tuple[list[TreeGroup], int]:
     """Tree groups (sorted by root, then creation) and the number of max-flows used."""
     packer = _Packer(num_npus, capacity, seed, deadline)
-    groups = packer.run(supply)
+    groups = packer.run(supply, levels)
     order = sorted(range(len(groups)), key=lambda i: (groups[i].root, i))
     return [groups[i] for i in order], packer.flows
 
