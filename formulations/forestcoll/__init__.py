@@ -29,8 +29,8 @@ sent hop by hop makes a switch forward one chunk twice, ``Algorithm.reverse`` re
 at a time). All-reduce = reduce-scatter then all-gather with a common chunking (``lcm`` of the two
 ``k``). gather, scatter, all-to-all and custom collectives are not supported.
 
-Parameters: ``pieces`` (P, pipeline depth per tree-unit; default ``32 * H`` (H: the deepest chain
-of transfers from a root), at most 512, lowered so the schedule stays within ``max_transfers``,
+Parameters: ``pieces`` (P, pipeline depth per tree-unit; default ``64 * H`` (H: the deepest chain
+of transfers from a root), at most 1024, lowered so the schedule stays within ``max_transfers``,
 default 200000), ``k`` ("auto" or a fixed number of trees per root; a fixed k gives
 ``T_k >= T*``), ``splitting`` ("auto", "greedy" or "spread", see ``build_forest``), ``packing``
 ("levels", default: groups grow one BFS layer per pass, shallower trees; or "fifo", the
@@ -68,8 +68,8 @@ __all__ = ["ForestColl", "Forest", "build_forest"]
 
 _PARAMS = ("pieces", "k", "max_transfers", "splitting", "packing")
 _SUPPORTED = ("allgather", "reducescatter", "allreduce", "broadcast", "reduce")
-_PIECES_PER_LEVEL = 32  # default P = 32 * tree height: the fill (H - 1) tau stays ~3% of T* or less
-_MAX_DEFAULT_PIECES = 512
+_PIECES_PER_LEVEL = 64  # default P = 64 * tree height: the fill (H - 1) tau stays ~1.5% of T* or less
+_MAX_DEFAULT_PIECES = 1024
 
 
 @dataclass
@@ -107,13 +107,15 @@ class Forest:
 
 def build_forest(topology: Topology, kind: str, root: int | None = None, k: int | str = "auto", seed: int = 0,
                  deadline: float | None = None, splitting: str = "auto",
-                 max_transfers: int = 200_000, packing: str = "levels") -> Forest:
+                 max_transfers: int = 200_000, packing: str = "levels", reversible: bool = False) -> Forest:
     """Optimum, splitting, packing and map-back for an all-gather (or a broadcast from ``root``).
 
     ``splitting``: "greedy" (largest safe amount per switch pair, as the reference), "spread" (each
     in-arc first spread evenly over the out-arcs: shallower trees, more tree groups) or "auto"
     (on a fabric with switches build both and keep the one whose pipeline, at the transfer budget
-    ``max_transfers``, is predicted faster: ``stretch * (P + H - 1) / P``, with the round stretch of
+    ``max_transfers``, is predicted faster; with ``reversible`` (the forest will be reversed into a
+    reduction) the forest with fewer switches forwarding a chunk twice wins first, since its reversal
+    must serialise those switch buffers: ``stretch * (P + H - 1) / P``, with the round stretch of
     ``schedule.round_slots`` and ``(H - 1) / P`` fill rounds).
     """
     started = time.perf_counter()
@@ -130,7 +132,7 @@ def build_forest(topology: Topology, kind: str, root: int | None = None, k: int 
     if splitting not in ("auto", "greedy", "spread"):
         raise ValueError(f"forestcoll: splitting must be auto, greedy or spread, got {splitting!r}")
     modes = ["greedy", "spread"] if splitting == "auto" and topology.num_switches else [splitting]
-    best: tuple[float, Forest] | None = None
+    best: tuple[tuple[int, float], Forest] | None = None
     for mode in modes:
         split = split_switches(topology, units, deadline, spread=(mode != "greedy"))
         supply = [int(c) for c in units.supply]
@@ -145,6 +147,10 @@ def build_forest(topology: Topology, kind: str, root: int | None = None, k: int 
         forest = Forest(units, split, trees, groups, plans, shared, 0.0, flows + split.flows, mode, slots, stretch)
         pieces = max(1, max_transfers // max(forest.per_batch, 1))
         predicted = stretch * (pieces + forest.height - 1) / pieces
+        if reversible:  # fewest serialised switch passes first, then the pipeline estimate
+            predicted = (_forwards_twice(topology, forest), predicted)
+        else:
+            predicted = (0, predicted)
         if best is None or predicted < best[0]:
             if best is not None:
                 forest.flows += best[1].flows
@@ -154,6 +160,19 @@ def build_forest(topology: Topology, kind: str, root: int | None = None, k: int 
     forest = best[1]
     forest.seconds = time.perf_counter() - started
     return forest
+
+
+def _forwards_twice(topology: Topology, forest: Forest) -> int:
+    """How often a switch sends one group's chunk on a second hop (what ``Algorithm.reverse`` rejects)."""
+    repeats = 0
+    for plans in forest.plans:
+        sent: set[int] = set()
+        for plan in plans:
+            for src, _ in plan.hops:
+                if topology.is_switch(src):
+                    repeats += src in sent
+                    sent.add(src)
+    return repeats
 
 
 def _check_params(params: dict[str, Any]) -> tuple[int | None, int | str, int]:
@@ -211,7 +230,7 @@ class ForestColl:
                     continue
                 forests[phase] = build_forest(view, gather_kind, collective.root, k, seed, deadline,
                                               params.get("splitting", "auto"), max_transfers,
-                                              params.get("packing", "levels"))
+                                              params.get("packing", "levels"), reversible=(phase == "reversed"))
         except Timeout:
             seconds = time.perf_counter() - started
             return SynthesisResult([], "timeout", seconds, message=f"tree construction exceeded {time_limit:g} s")

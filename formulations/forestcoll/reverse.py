@@ -10,6 +10,7 @@ out of it. Transfers keep the reversed order otherwise, so the per-link order st
 
 from __future__ import annotations
 
+import heapq
 from collections import defaultdict
 
 from workbench.algorithm import Algorithm, Transfer
@@ -34,65 +35,46 @@ def reverse_serialised(gather: Algorithm, topology: Topology) -> Algorithm:
         op = "copy" if topology.is_switch(old.src) else "reduce"
         deps = tuple(sorted(count - 1 - s for s in dependants[old.id]))
         reversed_list.append((old.chunks, old.dst, old.src, op, deps))
+    # list scheduling in the reversed order: always emit the earliest-listed transfer whose deps are
+    # emitted and whose destination switch buffers are free, so the plan's order changes only locally
     emitted: dict[int, int] = {}
-    busy: dict[tuple[int, int], bool] = {}
+    busy: set[tuple[int, int]] = set()
     freed_by: dict[tuple[int, int], int] = {}
-    waiting_on_dep: dict[int, list[int]] = defaultdict(list)
-    waiting_on_buffer: dict[tuple[int, int], list[int]] = defaultdict(list)
+    parked: dict[tuple[int, int], list[int]] = defaultdict(list)
+    missing = [len(entry[4]) for entry in reversed_list]
+    later: list[list[int]] = [[] for _ in range(count)]
+    for i, entry in enumerate(reversed_list):
+        for d in entry[4]:
+            later[d].append(i)
+    ready = [i for i in range(count) if missing[i] == 0]
+    heapq.heapify(ready)
     transfers: list[Transfer] = []
-
-    def blocker(i: int):
-        chunks, src, dst, _, deps = reversed_list[i]
-        for d in deps:
-            if d not in emitted:
-                return ("dep", d)
-        if topology.is_switch(dst):
-            for c in chunks:
-                if busy.get((dst, c)):
-                    return ("buffer", (dst, c))
-        return None
-
-    def emit(i: int) -> list[int]:
+    while ready:
+        i = heapq.heappop(ready)
         chunks, src, dst, op, deps = reversed_list[i]
-        new_deps = {emitted[d] for d in deps}
-        woken: list[int] = []
         if topology.is_switch(dst):
-            for c in chunks:
-                if (dst, c) in freed_by:
-                    new_deps.add(freed_by[(dst, c)])
+            taken = next(((dst, c) for c in chunks if (dst, c) in busy), None)
+            if taken is not None:
+                parked[taken].append(i)
+                continue
+        new_deps = {emitted[d] for d in deps}
+        if topology.is_switch(dst):
+            new_deps.update(freed_by[(dst, c)] for c in chunks if (dst, c) in freed_by)
         tid = len(transfers)
         transfers.append(Transfer(tid, chunks, src, dst, op, tuple(sorted(new_deps))))
         emitted[i] = tid
         if topology.is_switch(src):
             for c in chunks:
-                busy.pop((src, c), None)
+                busy.discard((src, c))
                 freed_by[(src, c)] = tid
-                woken += waiting_on_buffer.pop((src, c), [])
+                for j in parked.pop((src, c), []):
+                    heapq.heappush(ready, j)
         if topology.is_switch(dst):
-            for c in chunks:
-                busy[(dst, c)] = True
-        woken += waiting_on_dep.pop(i, [])
-        return woken
-
-    def attempt(start: int) -> None:
-        work = [start]
-        while work:
-            i = work.pop()
-            if i in emitted:
-                continue
-            block = blocker(i)
-            if block is None:
-                woken = emit(i)
-                work.extend(sorted(woken, reverse=True))  # earliest listed first
-            elif block[0] == "dep":
-                waiting_on_dep[block[1]].append(i)
-            else:
-                waiting_on_buffer[block[1]].append(i)
-
-    for i in range(count):
-        attempt(i)
-    if len(transfers) != count:
-        raise ValueError("forestcoll: could not order the reversed schedule through its switch buffers")
+            busy.update((dst, c) for c in chunks)
+        for j in later[i]:
+            missing[j] -= 1
+            if missing[j] == 0:
+                heapq.heappush(ready, j)
     c = gather.collective
     collective = make_collective(target_kind, c.num_ranks, c.chunks_per_rank, c.root)
     meta = dict(gather.meta)
