@@ -441,6 +441,11 @@ def _apply_quick(check: _Checker, data: dict) -> dict:
         if not chosen:
             raise check.fail(f"quick.{key}", f"matches none of grid.{key} (labels: {[label(e) for e in entries]})")
         grid[key] = chosen
+        if key == "topologies":  # a formulation's own topology list keeps only what the quick grid has
+            kept = {label(e) for e in chosen}
+            for entry in grid.get("formulations", []):
+                if isinstance(entry, dict) and isinstance(entry.get("topologies"), list):
+                    entry["topologies"] = [t for t in entry["topologies"] if str(t) in kept]
     return data
 
 

@@ -376,6 +376,10 @@ _RATIO_COLUMNS = (EXTRA_LABELS["ideal_efficiency"], EXTRA_LABELS["efficiency"],
                   EXTRA_LABELS["ideal_dims_efficiency"], EXACT_LABELS[EXTRA_LABELS["efficiency"]])
 
 
+_TIME_COLUMNS = (EXTRA_LABELS["bound"], EXACT_LABELS[EXTRA_LABELS["bound"]], EXTRA_LABELS["achievable"],
+                 EXTRA_LABELS["ideal"], EXTRA_LABELS["ideal_dims"])
+
+
 def _fmt(value: float | None, table: Table, column: str | None = None) -> str:
     if value is None:
         return "-"
@@ -383,6 +387,10 @@ def _fmt(value: float | None, table: Table, column: str | None = None) -> str:
         return f"{value:.1%}"
     metric = (column or "").split(" ")[-1]
     plain = metric in _PLAIN_METRICS or (metric.startswith("stats.") and not metric.endswith("seconds"))
+    if table.normalised_by is None and column in _TIME_COLUMNS:
+        return format_time(value)  # a time beside values of another kind (efficiency, bandwidth)
+    if table.value_name == "efficiency" and table.normalised_by is None:
+        return f"{value:.1%}"
     if table.normalised_by is not None or not table.time_valued or plain:
         return f"{value:.3g}" if abs(value) < 1000 else f"{value:,.0f}"
     return format_time(value)
