@@ -257,6 +257,9 @@ class ForestColl:
             p = target.chunks_per_rank // forest.units.k
             algorithm, timing = emit_schedule(view, target.kind, target.num_ranks, forest.units.k, p, forest.groups,
                                               forest.shared, chunk_bytes, target.root, forest.slots)
+            # the claim (spec 4.4) with the round stretched by the slot placement of cut-through transfers
+            timing["claimed_time"] = ((p + timing["H"] - 1) * timing["tau"] * max(1.0, forest.stretch)
+                                      + timing["H"] * timing["alpha_max"])
             timings.append(timing)
             return algorithm
 
