@@ -31,7 +31,10 @@ at a time). All-reduce = reduce-scatter then all-gather with a common chunking (
 
 Parameters: ``pieces`` (P, pipeline depth per tree-unit; default ``64 * H`` (H: the deepest chain
 of transfers from a root), at most 1024, lowered so the schedule stays within ``max_transfers``,
-default 200000), ``k`` ("auto" or a fixed number of trees per root; a fixed k gives
+default 2,000,000: the simulator and verifier take tens of seconds and ~3.5 GB at that size, and the pipeline fill
+``(H - 1) / P`` is what keeps a deep forest from T*), ``cut_through`` (default False: edges through
+switches are sent hop by hop; True: one cut-through transfer where the simulator's route matches,
+see ``schedule``), ``k`` ("auto" or a fixed number of trees per root; a fixed k gives
 ``T_k >= T*``), ``splitting`` ("auto", "greedy" or "spread", see ``build_forest``), ``packing``
 ("levels", default: groups grow one BFS layer per pass, shallower trees; or "fifo", the
 reference's order, each group grown completely in turn). Status
@@ -66,7 +69,7 @@ from .splitting import SplitResult, split_switches
 
 __all__ = ["ForestColl", "Forest", "build_forest"]
 
-_PARAMS = ("pieces", "k", "max_transfers", "splitting", "packing")
+_PARAMS = ("pieces", "k", "max_transfers", "splitting", "packing", "cut_through")
 _SUPPORTED = ("allgather", "reducescatter", "allreduce", "broadcast", "reduce")
 _PIECES_PER_LEVEL = 64  # default P = 64 * tree height: the fill (H - 1) tau stays ~1.5% of T* or less
 _MAX_DEFAULT_PIECES = 1024
@@ -107,7 +110,8 @@ class Forest:
 
 def build_forest(topology: Topology, kind: str, root: int | None = None, k: int | str = "auto", seed: int = 0,
                  deadline: float | None = None, splitting: str = "auto",
-                 max_transfers: int = 200_000, packing: str = "levels", reversible: bool = False) -> Forest:
+                 max_transfers: int = 2_000_000, packing: str = "levels", reversible: bool = False,
+                 cut_through: bool = False) -> Forest:
     """Optimum, splitting, packing and map-back for an all-gather (or a broadcast from ``root``).
 
     ``splitting``: "greedy" (largest safe amount per switch pair, as the reference), "spread" (each
@@ -141,7 +145,7 @@ def build_forest(topology: Topology, kind: str, root: int | None = None, k: int 
         validate_forest(trees, topology.num_npus, supply, split.capacity)
         groups = map_to_paths(trees, split)
         check_link_budgets(groups, split.physical)
-        plans = [plan_edges(topology, g) for g in groups]
+        plans = [plan_edges(topology, g, cut_through) for g in groups]
         shared = share_edges(groups, plans)
         slots, stretch = round_slots(topology, shared)
         forest = Forest(units, split, trees, groups, plans, shared, 0.0, flows + split.flows, mode, slots, stretch)
@@ -191,7 +195,7 @@ def _check_params(params: dict[str, Any]) -> tuple[int | None, int | str, int]:
         k = int(k)
         if k < 1:
             raise ValueError(f"forestcoll: k must be 'auto' or a positive integer, got {k}")
-    max_transfers = int(params.get("max_transfers", 200_000))
+    max_transfers = int(params.get("max_transfers", 2_000_000))
     if max_transfers < 1:
         raise ValueError("forestcoll: max_transfers must be positive")
     return pieces, k, max_transfers
@@ -230,7 +234,8 @@ class ForestColl:
                     continue
                 forests[phase] = build_forest(view, gather_kind, collective.root, k, seed, deadline,
                                               params.get("splitting", "auto"), max_transfers,
-                                              params.get("packing", "levels"), reversible=(phase == "reversed"))
+                                              params.get("packing", "levels"), reversible=(phase == "reversed"),
+                                              cut_through=bool(params.get("cut_through", False)))
         except Timeout:
             seconds = time.perf_counter() - started
             return SynthesisResult([], "timeout", seconds, message=f"tree construction exceeded {time_limit:g} s")

@@ -7,12 +7,14 @@
   the batch's chunks of every group sharing that edge (``share_edges``) as one message.
 * Rounds: batch b crosses hop h of a tree edge of depth d (in transfers from the root; the root's
   edges: 0) in round ``b + d + h``, so a transfer waits only for one of the previous round.
-* Paths: a logical edge whose physical path is the simulator's route ``topology.route(x, y)`` is one
-  ``x -> y`` transfer (cut-through through its switches, ForestColl's model). Otherwise it is sent hop
-  by hop with the switches as endpoints, each hop waiting for the previous one. (A cut-through
-  segment holds all its links for the slowest link's serialisation: on a path mixing speeds, e.g.
-  25 GB/s NICs over a faster switch trunk, it uses the fast link longer than its tree-unit budget;
-  ``round_slots`` measures that stretch.) A switch never
+* Paths: a logical edge through switches is sent hop by hop with the switches as endpoints, each
+  hop waiting for the previous one, so every link serves its own tree-units in its own order and
+  at its own speed. (Option ``cut_through``: an edge whose physical path is the simulator's route
+  ``topology.route(x, y)`` is one ``x -> y`` transfer, ForestColl's own model. A cut-through segment
+  holds all its links at once for the slowest link's serialisation, so segments through a switch
+  wait for each other's links and, on a path mixing speeds, e.g. 25 GB/s NICs over a faster trunk,
+  use the fast link longer than its tree-unit budget: 1.14x T* on nvs-ib:2 and dgx2:2 against
+  1.01x hop by hop; ``round_slots`` measures that stretch.) A switch never
   multicasts: two children reached through one switch are two sends on the uplink, as budgeted.
 * File order: (round, slot of ``slot_order``, group, edge, hop). Deps name the transfer that brought the batch to the
   edge's tail (or the previous hop), always earlier in that order.
@@ -54,13 +56,17 @@ class EdgePlan:
     hops: list[tuple[int, int]]
 
 
-def plan_edges(topology: Topology, group: PathGroup) -> list[EdgePlan]:
-    """Depths, parents and hops of a group's edges (edges are in BFS order: parents come first)."""
+def plan_edges(topology: Topology, group: PathGroup, cut_through: bool = False) -> list[EdgePlan]:
+    """Depths, parents and hops of a group's edges (edges are in BFS order: parents come first).
+
+    By default every edge through a switch is sent hop by hop; with ``cut_through`` an edge whose
+    path is the simulator's own route is one transfer.
+    """
     depth = {group.root: 0}
     feeder: dict[int, int] = {}
     plans = []
     for index, ((x, y), path) in enumerate(zip(group.edges, group.paths)):
-        if topology.route(x, y) == path:
+        if len(path) == 2 or (cut_through and topology.route(x, y) == path):
             hops = [(x, y)]
         else:
             hops = list(zip(path, path[1:]))
