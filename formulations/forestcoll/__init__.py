@@ -32,9 +32,9 @@ at a time). All-reduce = reduce-scatter then all-gather with a common chunking (
 Parameters: ``pieces`` (P, pipeline depth per tree-unit; default ``64 * H`` (H: the deepest chain
 of transfers from a root), at most 1024, lowered so the schedule stays within ``max_transfers``,
 default 2,000,000: the simulator and verifier take tens of seconds and ~3.5 GB at that size, and the pipeline fill
-``(H - 1) / P`` is what keeps a deep forest from T*), ``cut_through`` (default False: edges through
-switches are sent hop by hop; True: one cut-through transfer where the simulator's route matches,
-see ``schedule``), ``k`` ("auto" or a fixed number of trees per root; a fixed k gives
+``(H - 1) / P`` is what keeps a deep forest from T*), ``cut_through`` (default False for all-gather and
+broadcast: edges through switches are sent hop by hop; True, the default for reduce-scatter, reduce
+and all-reduce: one cut-through transfer where the simulator's route matches, see ``schedule``), ``k`` ("auto" or a fixed number of trees per root; a fixed k gives
 ``T_k >= T*``), ``splitting`` ("auto", "greedy" or "spread", see ``build_forest``), ``packing``
 ("levels", default: groups grow one BFS layer per pass, shallower trees; or "fifo", the
 reference's order, each group grown completely in turn). Status
@@ -73,6 +73,9 @@ _PARAMS = ("pieces", "k", "max_transfers", "splitting", "packing", "cut_through"
 _SUPPORTED = ("allgather", "reducescatter", "allreduce", "broadcast", "reduce")
 _PIECES_PER_LEVEL = 64  # default P = 64 * tree height: the fill (H - 1) tau stays ~1.5% of T* or less
 _MAX_DEFAULT_PIECES = 1024
+# emitting a schedule and handing it over as the incumbent runs at ~60k transfers/s on this
+# machine class; budgeting a third of that keeps a tight time limit from killing the run
+_TRANSFERS_PER_SECOND = 20_000
 
 
 @dataclass
@@ -225,6 +228,10 @@ class ForestColl:
         phases = {"reducescatter": ["reversed"], "reduce": ["reversed"], "allreduce": ["reversed", "same"]}.get(
             kind, ["same"])
         forests: dict[str, Forest] = {}
+        # hop by hop serves every link at its own pace (1.01x T* for All-Gather on NVSwitch/IB fabrics
+        # against 1.14x cut-through), but reversed into a reduction two partial sums of one chunk meet
+        # in a switch's single buffer and queue; reductions therefore default to cut-through edges
+        cut_through = bool(params.get("cut_through", collective.combining))
         try:
             reversed_topology = topology.reversed()
             for phase in phases:
@@ -235,7 +242,7 @@ class ForestColl:
                 forests[phase] = build_forest(view, gather_kind, collective.root, k, seed, deadline,
                                               params.get("splitting", "auto"), max_transfers,
                                               params.get("packing", "levels"), reversible=(phase == "reversed"),
-                                              cut_through=bool(params.get("cut_through", False)))
+                                              cut_through=cut_through)
         except Timeout:
             seconds = time.perf_counter() - started
             return SynthesisResult([], "timeout", seconds, message=f"tree construction exceeded {time_limit:g} s")
@@ -243,6 +250,10 @@ class ForestColl:
         ks = [f.units.k for f in forests.values()]
         common = math.lcm(*ks)
         per_m = sum(common // f.units.k * f.per_batch for f in forests.values())
+        if deadline is not None:  # what is left of the time limit caps the schedule's size
+            rate = _TRANSFERS_PER_SECOND // (3 if collective.combining else 1)  # reversal and concat cost more
+            affordable = int(max(0.0, deadline - time.perf_counter()) * rate)
+            max_transfers = max(per_m, min(max_transfers, affordable))
         height = max(f.height for f in forests.values())
         if pieces is None:
             goal = max(1, min(_MAX_DEFAULT_PIECES, _PIECES_PER_LEVEL * height))
@@ -302,6 +313,7 @@ class ForestColl:
             "optimum_ratio": str(first.units.optimum_ratio),
             "bandwidth_time": bandwidth_term,
             "tree_seconds": tree_seconds,
+            "transfer_budget": max_transfers,
             "max_flows": sum(f.flows for f in forests.values()),
             "stretch": {p: round(f.stretch, 4) for p, f in forests.items()},
             "splitting": {p: f.splitting for p, f in forests.items()},
