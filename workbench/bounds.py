@@ -86,7 +86,7 @@ class Bounds:
         if not self.optimum_exact:
             return False
         exact_value = self.optimum if self.optimum is not None else self.flow_lp
-        return exact_value is not None and exact_value >= self.best * (1 - 1e-6)
+        return exact_value is not None and exact_value >= self.best * (1 - 1e-4)  # alphas differ
 
     @property
     def label(self) -> str:
