@@ -21,6 +21,7 @@ import numpy as np
 __all__ = ["IntegerCapacities", "integer_capacities", "FlowNetwork", "INT32_SAFE"]
 
 INT32_SAFE = 2**31 - 1
+_VALUE_SAFE = 2**30 - 1  # residual capacities of opposite arcs add up: stay below half of int32
 _RESOLUTION = 2**16  # largest capacity after quantising bandwidths that are not small multiples
 
 
@@ -81,6 +82,7 @@ class FlowNetwork:
         # csr order equals the sorted unique keys, so data[j] is unique pair j
         self._pairs = (rows, cols)
         self._capacity = np.zeros(len(unique), dtype=np.int64)
+        self.calls = 0  # max-flow computations so far
 
     def set_capacities(self, capacities: Sequence[int]) -> None:
         """Capacity per arc (non-negative integers)."""
@@ -94,10 +96,32 @@ class FlowNetwork:
         self._capacity = capacity
         self._fits_int32 = sum(int(v) for v in self._capacity) <= INT32_SAFE
 
+    def value(self, capacities: Sequence[int], source: int, sink: int) -> int:
+        """The max-flow value only, for one capacity per arc given with the call (none is stored).
+
+        For loops that ask tens of thousands of values on graphs differing in a few capacities.
+        scipy is used while every summed capacity is below 2^30 and the flow value stays below it
+        (true when arcs meant as infinite carry 1 + the sum of the finite capacities); otherwise
+        the exact networkx path.
+        """
+        from scipy.sparse.csgraph import maximum_flow
+
+        self.calls += 1
+        values = np.asarray(capacities, dtype=np.int64)
+        data = np.zeros(len(self._capacity), dtype=np.int64)
+        np.add.at(data, self._slot, values)
+        if data.max(initial=0) > _VALUE_SAFE:
+            self.set_capacities(values)
+            return self._networkx_min_cut(source, sink)[0]
+        graph = self._matrix.copy()
+        graph.data = data.astype(np.int32)
+        return int(maximum_flow(graph, source, sink).flow_value)
+
     def min_cut(self, source: int, sink: int) -> tuple[int, np.ndarray]:
         """Max-flow value and a boolean mask of the source side of a minimum cut."""
         if source == sink:
             raise ValueError("source and sink must differ")
+        self.calls += 1
         if self._fits_int32:
             return self._scipy_min_cut(source, sink)
         return self._networkx_min_cut(source, sink)

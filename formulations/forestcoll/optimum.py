@@ -29,7 +29,7 @@ from workbench.maxflow import IntegerCapacities
 from workbench.optimum import allgather_cut_ratio, broadcast_cut
 from workbench.topology import Topology
 
-from .flows import FlowTemplate
+from workbench.maxflow import FlowNetwork
 
 __all__ = ["TreeUnits", "auto_units", "fixed_k_units", "broadcast_units", "Timeout"]
 
@@ -84,7 +84,7 @@ def auto_units(topology: Topology) -> TreeUnits:
     return TreeUnits(k, U, y, budgets, supply, topology.num_npus * k, caps, caps.exact, y)
 
 
-def _all_gather_passes(template: FlowTemplate, budgets: np.ndarray, k: int, n_npus: int,
+def _all_gather_passes(template: FlowNetwork, budgets: np.ndarray, k: int, n_npus: int,
                        deadline: float | None) -> bool:
     """Does every NPU receive ``N * k`` from a super-source with ``k`` per NPU? (N max-flows)."""
     capacities = np.concatenate([budgets, np.full(n_npus, k, dtype=np.int64)])
@@ -105,7 +105,7 @@ def fixed_k_units(topology: Topology, k: int, deadline: float | None = None) -> 
     cap = caps.values
     n = topology.num_npus
     source = topology.num_nodes
-    template = FlowTemplate(topology.num_nodes + 1, [l.src for l in topology.links] + [source] * n,
+    template = FlowNetwork(topology.num_nodes + 1, [l.src for l in topology.links] + [source] * n,
                             [l.dst for l in topology.links] + list(range(n)))
     distinct = sorted({int(c) for c in cap})
 

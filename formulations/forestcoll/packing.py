@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .flows import FlowTemplate
+from workbench.maxflow import FlowNetwork
 from .optimum import check_clock
 
 __all__ = ["TreeGroup", "PackingError", "pack_arborescences", "validate_forest"]
@@ -70,7 +70,7 @@ class _Packer:
             members = sorted(vertex_sets[h])
             extra_src += [n + i] * len(members)
             extra_dst += members
-        template = FlowTemplate(sigma + 1, src + extra_src, dst + extra_dst)
+        template = FlowNetwork(sigma + 1, src + extra_src, dst + extra_dst)
         caps = np.zeros(len(src) + len(extra_src), dtype=np.int64)
         caps[L + n:L + n + len(others)] = [groups[h].multiplicity for h in others]
         caps[len(src):] = inf

@@ -34,7 +34,7 @@ import numpy as np
 from workbench.registry import FormulationError
 from workbench.topology import Topology
 
-from .flows import FlowTemplate
+from workbench.maxflow import FlowNetwork
 from .optimum import TreeUnits, check_clock
 
 __all__ = ["SplittingError", "SplitResult", "split_switches"]
@@ -147,7 +147,7 @@ def _safe_amount(cap: dict[tuple[int, int], int], supply: list[tuple[int, int]],
     h0 = len(src)
     src += [s, s, s, u if u != t else s] + npus + [v for v in npus if v != t]
     dst += [u, t, w, t if u != t else w] + [w] * n_npus + [t] * (n_npus - (1 if t < n_npus else 0))
-    template = FlowTemplate(s + 1, src, dst)
+    template = FlowNetwork(s + 1, src, dst)
     base_caps = np.zeros(len(src), dtype=np.int64)
     base_caps[:h0] = base
     inf = int(sum(base)) + 1
