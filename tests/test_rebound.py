@@ -33,11 +33,17 @@ def _rows(folder: Path) -> list[dict]:
     return [json.loads(line) for line in (folder / "rows.jsonl").read_text().splitlines() if line.strip()]
 
 
-def test_exact_bounds_are_called_optimum(tmp_path, capsys):
-    config = tmp_path / "ag.yaml"
-    config.write_text(AG)
+def _run(tmp_path: Path, text: str) -> Path:
+    """Run a config in a fresh folder; the folder."""
+    config = tmp_path / "exp.yaml"
+    config.write_text(text)
     out = tmp_path / "run"
     assert main(["run", str(config), "--out", str(out), "--no-figures"]) == 0
+    return out
+
+
+def test_exact_bounds_are_called_optimum(tmp_path, capsys):
+    out = _run(tmp_path, AG)
     rows = _rows(out)
     assert all(r["bound_exact"] for r in rows)
     ndv2 = next(r for r in rows if r["topology"] == "NDv2x2")
@@ -47,10 +53,7 @@ def test_exact_bounds_are_called_optimum(tmp_path, capsys):
 
 
 def test_allreduce_tables_say_bound_and_show_the_achievable_reference(tmp_path, capsys):
-    config = tmp_path / "ar.yaml"
-    config.write_text(AR)
-    out = tmp_path / "run"
-    assert main(["run", str(config), "--out", str(out), "--no-figures"]) == 0
+    out = _run(tmp_path, AR)
     table = (out / "table.md").read_text()
     assert "| Bound |" in table or "Bound |" in table
     assert "Optimum" not in table.split("\n\n")[2]  # the header row names no optimum
@@ -60,10 +63,7 @@ def test_allreduce_tables_say_bound_and_show_the_achievable_reference(tmp_path, 
 
 
 def test_rebound_replaces_a_loose_bound_and_keeps_everything_else(tmp_path, capsys):
-    config = tmp_path / "ag.yaml"
-    config.write_text(AG)
-    out = tmp_path / "run"
-    assert main(["run", str(config), "--out", str(out), "--no-figures"]) == 0
+    out = _run(tmp_path, AG)
     rows = _rows(out)
     # pretend the run was made with the old, loose bounds
     for row in rows:
