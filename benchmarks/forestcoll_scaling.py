@@ -72,7 +72,8 @@ def main(argv: list[str] | None = None) -> None:
             row = measure(spec, args.budget)
             results[family].append(row)
             print(f"    {row['seconds']}", flush=True)
-    lines = ["# ForestColl tree construction vs NPUs", "", __doc__.strip(), "", f"Machine: {machine()}.", ""]
+    lines = ["# ForestColl tree construction vs NPUs", "", __doc__.strip(), "",
+             f"Machine: {machine()}. Budget per case: {args.budget:g} s.", ""]
     for family, rows in results.items():
         done = [(r["npus"], r["seconds"]) for r in rows if r["seconds"] and r["npus"] >= 16]
         slope = (float(np.polyfit(np.log([n for n, _ in done]), np.log([t for _, t in done]), 1)[0])
