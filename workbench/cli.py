@@ -286,7 +286,10 @@ def _cmd_synth(args: argparse.Namespace) -> int:
         print(f"collective time   {format_time(fields['collective_time'])} (simulated)"
               + (f", {format_time(claimed)} claimed" if claimed is not None else ""))
         print(f"algbw / busbw     {fields['algbw']:.4g} / {fields['busbw']:.4g} GB/s")
-        print(f"efficiency        {fields['efficiency']:.1%} of the best lower bound")
+        what = "the exact optimum" if fields.get("bound_exact") else "the best lower bound"
+        print(f"efficiency        {fields['efficiency']:.1%} of {what} ({format_time(fields['bound'])})")
+        if fields.get("achievable") is not None:
+            print(f"RS* + AG*         {format_time(fields['achievable'])} (best known achievable, not a bound)")
     for path in fields.get("algorithm_files", []):
         print(f"wrote             {path}")
     message = fields.get("message")
