@@ -16,30 +16,12 @@ from __future__ import annotations
 
 import os
 import pickle
-import struct
 import sys
 import traceback
-from typing import Any, BinaryIO
+
+from workbench.messages import read_message, send
 
 __all__ = ["send", "read_message", "main"]
-
-
-def send(stream: BinaryIO, kind: str, payload: Any) -> None:
-    data = pickle.dumps((kind, payload), protocol=pickle.HIGHEST_PROTOCOL)
-    stream.write(struct.pack("<Q", len(data)))
-    stream.write(data)
-    stream.flush()
-
-
-def read_message(stream: BinaryIO) -> tuple[str, Any] | None:
-    header = stream.read(8)
-    if len(header) < 8:
-        return None
-    (length,) = struct.unpack("<Q", header)
-    data = stream.read(length)
-    if len(data) < length:
-        return None
-    return pickle.loads(data)
 
 
 def _limit_memory(limit: float | None) -> None:

@@ -14,28 +14,27 @@ Node ids: GPUs ``0..8K-1``; NVSwitch of box i ``8K + i``; NIC of GPU r ``9K + r`
 
 from __future__ import annotations
 
-from workbench.topology import Link, Topology, TopologyError
-
-__all__ = ["nvs_ib"]
+__all__ = ["nvs_ib_links"]
 
 NVSWITCH_BW, NVSWITCH_ALPHA = 150e9, 0.35e-6
 PCIE_BW, PCIE_ALPHA = 25e9, 0.25e-6
 IB_BW, IB_ALPHA = 25e9, 0.5e-6
 
 
-def nvs_ib(spec: str, boxes: int) -> Topology:
-    """The fabric of the module docstring with ``boxes`` boxes."""
-    if boxes < 1:
-        raise TopologyError(f"topology spec {spec!r}: needs at least one box")
+def nvs_ib_links(boxes: int) -> tuple[int, int, list[tuple[int, int, float, float]], dict]:
+    """(NPUs, switches, links as (src, dst, alpha, bandwidth), meta) of ``nvs-ib:boxes``.
+
+    Plain data, so that ``workbench.topology.build`` can wrap it without this module importing it.
+    """
     n = 8 * boxes
     nvswitch = lambda i: n + i  # noqa: E731 - node-id helpers read better inline
     nic = lambda r: n + boxes + r  # noqa: E731
     ib = (n + boxes + n, n + boxes + n + 1)
-    links: list[Link] = []
+    links: list[tuple[int, int, float, float]] = []
 
     def both(u: int, v: int, alpha: float, bw: float) -> None:
-        links.append(Link(u, v, alpha, bw))
-        links.append(Link(v, u, alpha, bw))
+        links.append((u, v, alpha, bw))
+        links.append((v, u, alpha, bw))
 
     for r in range(n):
         both(r, nvswitch(r // 8), NVSWITCH_ALPHA / 2, NVSWITCH_BW)
@@ -43,4 +42,4 @@ def nvs_ib(spec: str, boxes: int) -> Topology:
         both(nic(r), ib[r % 2], IB_ALPHA, IB_BW)
     both(ib[0], ib[1], IB_ALPHA, IB_BW * 4 * boxes / 2)
     meta = {"boxes": boxes, "gpus_per_box": 8, "nics_per_box": 8, "ib_switches": 2}
-    return Topology.create(n, links, boxes + n + 2, spec, meta)
+    return n, boxes + n + 2, links, meta

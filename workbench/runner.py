@@ -254,7 +254,7 @@ class _Child:
         self.reader.start()
 
     def _read(self) -> None:
-        from workbench.cell import read_message
+        from workbench.messages import read_message
 
         try:
             while True:

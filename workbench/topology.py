@@ -889,11 +889,15 @@ def build(
                 return _dgx2(spec, chassis, variant)
             return _amd(spec, chassis, alpha)
         if kind == "nvs-ib":
-            from workbench.fabrics import nvs_ib
+            from workbench.fabrics import nvs_ib_links
 
             if alpha is not None or bandwidth is not None:
                 raise TopologyError(f"topology spec {spec!r}: fixed link costs; --alpha/--bandwidth do not apply")
-            return nvs_ib(spec, _parse_int(arg, spec) if arg else 2)
+            boxes = _parse_int(arg, spec) if arg else 2
+            if boxes < 1:
+                raise TopologyError(f"topology spec {spec!r}: needs at least one box")
+            npus, switches, links, meta = nvs_ib_links(boxes)
+            return Topology.create(npus, links, switches, spec, meta)
         if kind == "amd-z52" and not arg:
             return _z52(spec, alpha, bandwidth)
     except UnitError as exc:

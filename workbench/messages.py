@@ -1,0 +1,27 @@
+"""Length-prefixed pickled messages between the runner and a cell process (``(kind, payload)``)."""
+
+from __future__ import annotations
+
+import pickle
+import struct
+from typing import Any, BinaryIO
+
+__all__ = ["send", "read_message"]
+
+
+def send(stream: BinaryIO, kind: str, payload: Any) -> None:
+    data = pickle.dumps((kind, payload), protocol=pickle.HIGHEST_PROTOCOL)
+    stream.write(struct.pack("<Q", len(data)))
+    stream.write(data)
+    stream.flush()
+
+
+def read_message(stream: BinaryIO) -> tuple[str, Any] | None:
+    header = stream.read(8)
+    if len(header) < 8:
+        return None
+    (length,) = struct.unpack("<Q", header)
+    data = stream.read(length)
+    if len(data) < length:
+        return None
+    return pickle.loads(data)
