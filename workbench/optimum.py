@@ -62,14 +62,25 @@ class CutRatio:
     flows: int = 0
 
 
-def cut_capacity(topology: Topology, side: frozenset[int] | set[int], use: str = "bandwidth") -> tuple[float, float]:
-    """(total bandwidth, smallest alpha) of the links leaving ``side``."""
-    total, alpha = 0.0, float("inf")
-    for link in topology.links:
-        if link.src in side and link.dst not in side:
-            total += link.bandwidth
-            alpha = min(alpha, link.alpha)
-    return total, alpha
+def _leaving(topology: Topology, side: np.ndarray) -> np.ndarray:
+    """Mask of the links leaving the node set ``side`` (a boolean mask over the nodes)."""
+    src = np.fromiter((l.src for l in topology.links), dtype=np.int64, count=len(topology.links))
+    dst = np.fromiter((l.dst for l in topology.links), dtype=np.int64, count=len(topology.links))
+    return side[src] & ~side[dst]
+
+
+def cut_capacity(topology: Topology, side: frozenset[int] | set[int] | np.ndarray) -> tuple[float, float]:
+    """(total bandwidth, smallest alpha) of the links leaving ``side`` (a node set or a node mask)."""
+    if not isinstance(side, np.ndarray):
+        mask = np.zeros(topology.num_nodes, dtype=bool)
+        mask[list(side)] = True
+        side = mask
+    leaving = _leaving(topology, side[: topology.num_nodes])
+    if not leaving.any():
+        return 0.0, float("inf")
+    bandwidth = np.array([l.bandwidth for l in topology.links])[leaving]
+    alpha = np.array([l.alpha for l in topology.links])[leaving]
+    return float(bandwidth.sum()), float(alpha.min())
 
 
 def _network_with_source(topology: Topology) -> tuple[FlowNetwork, int]:
@@ -181,7 +192,7 @@ def scatter_cut_ratio(topology: Topology, root: int) -> CutRatio:
             break
         members = frozenset(int(x) for x in np.flatnonzero(side[:n]))
         c = sum(1 for v in topology.npus if v not in members)
-        b = sum(int(cc) for l, cc in zip(topology.links, cap) if l.src in members and l.dst not in members)
+        b = int(cap[_leaving(topology, side[:n])].sum())
         if b == 0:
             _check_reachable(0, min(v for v in topology.npus if v not in members), f"from root {root}")
         if c * best_b <= best_c * b:
