@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from formulations.forestcoll import ForestColl, build_forest
 from formulations.forestcoll.mapping import check_link_budgets
 from formulations.forestcoll.packing import validate_forest
+from formulations.forestcoll.stagger import switch_visit_clashes
 from workbench.collective import make_collective
 from workbench.optimum import allgather_cut_ratio, broadcast_cut, reducescatter_cut_ratio
 from workbench.registry import Problem
@@ -242,3 +243,25 @@ def test_larger_fabrics(spec):
     verify(algorithm, simulation=simulation)
     t_star = allgather_cut_ratio(topology).seconds_per_byte * GIB / topology.num_npus
     assert simulation.collective_time >= t_star
+
+
+def test_staggering_keeps_one_partial_sum_per_switch_buffer():
+    topology = _fabric(25 * GB).reversed()
+    plain = build_forest(topology, "allgather", splitting="greedy")
+    assert switch_visit_clashes(topology, plain.shared) > 0  # two tree edges through one switch, same round
+    staggered = build_forest(topology, "allgather", splitting="greedy", reversible=True)
+    assert switch_visit_clashes(topology, staggered.shared) == 0
+    assert staggered.height > plain.height  # the delays cost fill rounds, never the per-round load
+    assert staggered.per_batch == plain.per_batch
+
+
+@pytest.mark.parametrize("kind", ["reducescatter", "allreduce"])
+def test_reductions_through_switches_stay_near_the_optimum(kind):
+    topology = _fabric(25 * GB)  # fabric B: NVSwitch boxes and a NIC switch, T* = 7 ms per phase at 1 GB
+    _, algorithm = _synth(topology, kind, GB)
+    simulation = simulate(algorithm)
+    verify(algorithm, simulation=simulation)
+    target = reducescatter_cut_ratio(topology).seconds_per_byte * GB / 8
+    if kind == "allreduce":
+        target += allgather_cut_ratio(topology).seconds_per_byte * GB / 8
+    assert target <= simulation.collective_time <= (1.03 if kind == "reducescatter" else 1.05) * target

@@ -26,15 +26,16 @@ from the root: optimum ``M / lambda``); reduce-scatter and reduce by duality
 (``workbench.duality.by_duality``: the forest of the reversed graph, reversed). When a tree edge
 sent hop by hop makes a switch forward one chunk twice, ``Algorithm.reverse`` refuses and
 ``reverse.reverse_serialised`` builds the reduction directly (one partial sum per switch buffer
-at a time). All-reduce = reduce-scatter then all-gather with a common chunking (``lcm`` of the two
+at a time); the forest to be reversed is first staggered (``stagger``) so that two visits of one
+chunk to a switch are two rounds apart and that rule never makes a link wait. All-reduce = reduce-scatter then all-gather with a common chunking (``lcm`` of the two
 ``k``). gather, scatter, all-to-all and custom collectives are not supported.
 
 Parameters: ``pieces`` (P, pipeline depth per tree-unit; default ``64 * H`` (H: the deepest chain
 of transfers from a root), at most 1024, lowered so the schedule stays within ``max_transfers``,
 default 2,000,000: the simulator and verifier take tens of seconds and ~3.5 GB at that size, and the pipeline fill
-``(H - 1) / P`` is what keeps a deep forest from T*), ``cut_through`` (default False for all-gather and
-broadcast: edges through switches are sent hop by hop; True, the default for reduce-scatter, reduce
-and all-reduce: one cut-through transfer where the simulator's route matches, see ``schedule``), ``k`` ("auto" or a fixed number of trees per root; a fixed k gives
+``(H - 1) / P`` is what keeps a deep forest from T*), ``cut_through`` (default False: edges
+through switches are sent hop by hop; True: one cut-through transfer where the simulator's route
+matches, see ``schedule``), ``k`` ("auto" or a fixed number of trees per root; a fixed k gives
 ``T_k >= T*``), ``splitting`` ("auto", "greedy" or "spread", see ``build_forest``), ``packing``
 ("levels", default: groups grow one BFS layer per pass, shallower trees; or "fifo", the
 reference's order, each group grown completely in turn). Status
@@ -64,7 +65,9 @@ from .mapping import PathGroup, check_link_budgets, map_to_paths
 from .optimum import Timeout, TreeUnits, auto_units, broadcast_units, fixed_k_units
 from .reverse import reverse_serialised
 from .packing import TreeGroup, pack_arborescences, validate_forest
-from .schedule import EdgePlan, SharedEdge, emit_schedule, plan_edges, round_slots, share_edges, transfers_per_batch
+from .schedule import (EdgePlan, SharedEdge, emit_schedule, pipeline_height, plan_edges, round_slots, share_edges,
+                       transfers_per_batch)
+from .stagger import stagger_switch_visits
 from .splitting import SplitResult, split_switches
 
 __all__ = ["ForestColl", "Forest", "build_forest"]
@@ -102,13 +105,7 @@ class Forest:
 
     @property
     def height(self) -> int:
-        chains = []
-        for plans in self.plans:
-            chain: list[int] = []
-            for plan in plans:
-                chain.append((chain[plan.parent] if plan.parent is not None else 0) + len(plan.hops))
-            chains.append(max(chain, default=0))
-        return max(chains, default=0)
+        return pipeline_height(self.shared)
 
 
 def build_forest(topology: Topology, kind: str, root: int | None = None, k: int | str = "auto", seed: int = 0,
@@ -150,6 +147,8 @@ def build_forest(topology: Topology, kind: str, root: int | None = None, k: int 
         check_link_budgets(groups, split.physical)
         plans = [plan_edges(topology, g, cut_through) for g in groups]
         shared = share_edges(groups, plans)
+        if reversible and not cut_through:
+            stagger_switch_visits(topology, shared)  # one partial sum per switch buffer once reversed
         slots, stretch = round_slots(topology, shared)
         forest = Forest(units, split, trees, groups, plans, shared, 0.0, flows + split.flows, mode, slots, stretch)
         pieces = max(1, max_transfers // max(forest.per_batch, 1))
@@ -204,6 +203,14 @@ def _check_params(params: dict[str, Any]) -> tuple[int | None, int | str, int]:
     return pieces, k, max_transfers
 
 
+def _flag(value: Any) -> bool:
+    if isinstance(value, str):
+        if value.lower() not in ("true", "false", "1", "0", "yes", "no"):
+            raise ValueError(f"forestcoll: cut_through must be true or false, got {value!r}")
+        return value.lower() in ("true", "1", "yes")
+    return bool(value)
+
+
 class ForestColl:
     """Throughput-optimal spanning-tree packing (see the module docstring)."""
 
@@ -228,10 +235,10 @@ class ForestColl:
         phases = {"reducescatter": ["reversed"], "reduce": ["reversed"], "allreduce": ["reversed", "same"]}.get(
             kind, ["same"])
         forests: dict[str, Forest] = {}
-        # hop by hop serves every link at its own pace (1.01x T* for All-Gather on NVSwitch/IB fabrics
-        # against 1.14x cut-through), but reversed into a reduction two partial sums of one chunk meet
-        # in a switch's single buffer and queue; reductions therefore default to cut-through edges
-        cut_through = bool(params.get("cut_through", collective.combining))
+        # hop by hop serves every link at its own pace (1.01x T* on NVSwitch/IB fabrics against 1.14x
+        # cut-through); a forest to be reversed is staggered so that a switch buffer never holds two
+        # partial sums of one chunk at once (stagger.py)
+        cut_through = _flag(params.get("cut_through", False))
         try:
             reversed_topology = topology.reversed()
             for phase in phases:

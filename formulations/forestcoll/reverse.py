@@ -6,6 +6,8 @@ two partial sums would meet in one switch buffer, and a switch cannot add them).
 is done anyway and then each switch buffer is used by one pass at a time: a copy into switch
 buffer ``(w, c)`` is listed, and waits, after the transfer that forwarded the previous partial sum
 out of it. Transfers keep the reversed order otherwise, so the per-link order stays the plan.
+A forest staggered by ``stagger.stagger_switch_visits`` already keeps such visits two rounds apart,
+so there the added dependencies are met before they are needed and no link waits for them.
 """
 
 from __future__ import annotations

@@ -39,7 +39,7 @@ from .mapping import PathGroup
 _SHUFFLES = 6
 _MAX_SLOTS = 200_000  # summed item durations per round, to keep the bitmask placement fast
 
-__all__ = ["EdgePlan", "SharedEdge", "plan_edges", "share_edges", "emit_schedule", "transfers_per_batch", "slot_order",
+__all__ = ["EdgePlan", "SharedEdge", "plan_edges", "share_edges", "emit_schedule", "transfers_per_batch", "pipeline_height", "slot_order",
            "round_slots"]
 
 
@@ -110,6 +110,11 @@ def share_edges(groups: list[PathGroup], plans: list[list[EdgePlan]]) -> list[Sh
             shared[i].width += group.multiplicity
             node_of[y] = i
     return shared
+
+
+def pipeline_height(shared: list[SharedEdge]) -> int:
+    """Rounds from a batch's first transfer to its last arrival (H): the deepest edge end, delays included."""
+    return max((edge.depth + len(edge.hops) for edge in shared), default=0)
 
 
 def transfers_per_batch(shared: list[SharedEdge]) -> int:
@@ -286,9 +291,7 @@ def _place(items: list, order: list[int], bound: int) -> tuple[int, dict]:
 def _timing(topology: Topology, shared: list[SharedEdge], chunk_bytes: float, pieces: int) -> dict:
     busy = [0.0] * len(topology.links)
     alpha_max = 0.0
-    chain: list[int] = []
     for edge in shared:
-        chain.append((chain[edge.parent] if edge.parent is not None else 0) + len(edge.hops))
         for src, dst in edge.hops:
             route = topology.route(src, dst)
             links = [topology.link_index(a, b) for a, b in zip(route, route[1:])]
@@ -296,7 +299,7 @@ def _timing(topology: Topology, shared: list[SharedEdge], chunk_bytes: float, pi
             alpha_max = max(alpha_max, sum(topology.links[l].alpha for l in links))
             for l in links:
                 busy[l] += edge.width * chunk_bytes / bandwidth
-    height = max(chain, default=0)
+    height = pipeline_height(shared)
     tau = max(busy) if busy else 0.0
     claimed = (pieces + height - 1) * tau + height * alpha_max
     return {"tau": tau, "H": height, "alpha_max": alpha_max, "claimed_time": claimed}
