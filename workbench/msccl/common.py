@@ -1,0 +1,24 @@
+"""Names shared by the MSCCL export, interpreter and import: the error, the runtime limits, step types."""
+
+from __future__ import annotations
+
+__all__ = ["MscclError", "LIMITS", "COLL_NAMES", "REDUCING", "RECEIVING", "SENDING"]
+
+LIMITS = {
+    "MSCCL_MAX_NUM_STEPS": 256,  # steps per threadblock
+    "MSCCL_MAX_NUM_THREAD_BLOCKS": 64,  # threadblocks per gpu
+    "MSCCL_MAX_NUM_THREAD_BLOCKS_PER_CHANNEL": 32,  # send peers (and receive peers) per channel
+    "MSCCL_MAX_COUNT": 72,  # cnt < 72
+}
+COLL_NAMES = {"allgather": "allgather", "reducescatter": "reducescatter", "allreduce": "allreduce",
+               "broadcast": "broadcast", "reduce": "reduce", "alltoall": "alltoall", "gather": "gather",
+               "scatter": "scatter"}
+REDUCING = ("rrc", "rrs", "rrcs")
+RECEIVING = ("r", "rcs", "rrc", "rrs", "rrcs")
+SENDING = ("s", "rcs", "rrs", "rrcs")
+
+
+class MscclError(ValueError):
+    """An algorithm that cannot be lowered, or an XML that does not run; names rank, threadblock, step."""
+
+

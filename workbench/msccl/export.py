@@ -1,0 +1,291 @@
+"""Lowering an algorithm into MSCCL XML (see the package docstring)."""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+from dataclasses import dataclass, field
+from typing import Any
+
+from workbench.algorithm import Algorithm
+from workbench.msccl.common import COLL_NAMES, LIMITS, MscclError
+from workbench.msccl.layout import buffer_layout, refine
+
+__all__ = ["export_xml"]
+
+
+@dataclass(eq=False)
+class _Step:
+    type: str
+    srcbuf: str = "i"
+    srcoff: int = -1
+    dstbuf: str = "o"
+    dstoff: int = -1
+    cnt: int = 1
+    wbid: int = -1  # the transfer a send or receive belongs to
+    wbid_send: int = -1  # for a fused receive-and-forward: the forwarded transfer
+    order: tuple = ()  # plan position, for merging threadblocks
+    waits: list["_Step"] = field(default_factory=list)
+    block: Any = None
+
+
+@dataclass(eq=False)
+class _Tb:
+    send: int = -1
+    recv: int = -1
+    chan: int = 0
+    steps: list[_Step] = field(default_factory=list)
+
+
+def _slots(algorithm: Algorithm):
+    """Working location (buf, offset) of every (rank, chunk), the copies in, and the copies out.
+
+    Scratch is indexed by chunk id, so chunks with consecutive ids stay contiguous. A reduction
+    whose output layout is not indexed by chunk id (reduce-scatter's o[j]) works in scratch and
+    copies its result out at the end.
+    """
+    collective = algorithm.collective
+    inputs, outputs, i_chunks, o_chunks = buffer_layout(collective)
+    written = {(t.dst, c) for t in algorithm.transfers for c in t.chunks}
+    touched = written | {(t.src, c) for t in algorithm.transfers for c in t.chunks}
+    location: dict[tuple[int, int], tuple[str, int]] = {}
+    copies_in: list[tuple[int, int]] = []
+    copies_out: list[tuple[int, int]] = []
+    uses_scratch = False
+    identity = all(off == chunk for (_, chunk), off in outputs.items())
+    for key in sorted(touched | set(outputs)):
+        rank, chunk = key
+        if key in outputs and (not collective.combining or identity):
+            location[key] = ("o", outputs[key])
+            if key in inputs:
+                copies_in.append(key)
+        elif key in inputs and key not in written and key not in outputs:
+            location[key] = ("i", inputs[key])
+        else:
+            location[key] = ("s", chunk)
+            uses_scratch = True
+            if key in inputs:
+                copies_in.append(key)
+            if key in outputs:
+                copies_out.append(key)
+    s_chunks = collective.num_chunks if uses_scratch else 0
+    return location, copies_in, copies_out, s_chunks, inputs, outputs, i_chunks, o_chunks
+
+
+def _runs(src: list[tuple[str, int]], dst: list[tuple[str, int]]) -> list[tuple[int, int]]:
+    """Split a message into runs contiguous at both ends: (first index, length)."""
+    runs = []
+    start = 0
+    for i in range(1, len(src) + 1):
+        if i == len(src) or src[i] != (src[i - 1][0], src[i - 1][1] + 1) or dst[i] != (dst[i - 1][0], dst[i - 1][1] + 1):
+            runs.append((start, i - start))
+            start = i
+    return runs
+
+
+def export_xml(algorithm: Algorithm, proto: str = "Simple", instances: int = 1, max_bytes: float | None = None,
+               name: str | None = None, fuse: bool = True) -> str:
+    """Lower an algorithm into MSCCL XML (see the module docstring)."""
+    if proto not in ("Simple", "LL", "LL128"):
+        raise MscclError(f"--proto must be Simple, LL or LL128, got {proto!r}")
+    if instances < 1:
+        raise MscclError("--instances must be at least 1")
+    topology = algorithm.topology
+    for t in algorithm.transfers:
+        for end in (t.src, t.dst):
+            if topology.is_switch(end):
+                raise MscclError(f"transfer {t.id}: node {end} is a switch; MSCCL addresses GPUs only "
+                                 "(synthesize on the unwound view, or route through the switch)")
+    base_count = len(algorithm.transfers)
+    algorithm = refine(algorithm, instances)
+    collective = algorithm.collective
+    n = collective.num_ranks
+    location, copies_in, copies_out, s_chunks, inputs, outputs, i_chunks, o_chunks = _slots(algorithm)
+    tbs: list[dict[Any, _Tb]] = [{} for _ in range(n)]
+
+    def tb(rank: int, key) -> _Tb:
+        if key not in tbs[rank]:
+            kind, peer, chan = key
+            tbs[rank][key] = _Tb(send=peer if kind == "send" else -1, recv=peer if kind == "recv" else -1, chan=chan)
+        return tbs[rank][key]
+
+    def place(block: _Tb, step: _Step, waits: list[_Step]) -> _Step:
+        step.waits = list(dict.fromkeys(waits))
+        step.block = block
+        block.steps.append(step)
+        return step
+
+    copy_step: dict[tuple[int, int], _Step] = {}
+    for rank, chunk in copies_in:
+        buf, off = location[(rank, chunk)]
+        copy_step[(rank, chunk)] = place(tb(rank, ("local", -1, 0)), _Step(
+            "cpy", "i", inputs[(rank, chunk)], buf, off, order=(-1, chunk)), [])
+    send_at: dict[int, list[_Step]] = {}
+    recv_at: dict[int, list[_Step]] = {}
+    writes_into: dict[tuple[int, int], list[_Step]] = {}
+    for t in algorithm.transfers:
+        chan = t.id // base_count  # the instance
+        src_places = [location[(t.src, c)] for c in t.chunks]
+        dst_places = [location[(t.dst, c)] for c in t.chunks]
+        send_waits = [copy_step[(t.src, c)] for c in t.chunks if (t.src, c) in copy_step]
+        recv_waits = [copy_step[(t.dst, c)] for c in t.chunks if (t.dst, c) in copy_step]
+        for d in t.deps:
+            dep = algorithm.transfers[d]
+            if t.src in (dep.src, dep.dst):
+                send_waits += recv_at[d] if dep.dst == t.src else send_at[d]
+            elif t.dst in (dep.src, dep.dst):
+                recv_waits += recv_at[d] if dep.dst == t.dst else send_at[d]
+            else:
+                raise MscclError(f"transfer {t.id}: its dependency on transfer {d} ({dep.src} -> {dep.dst}) "
+                                 f"involves neither rank {t.src} nor rank {t.dst}; MSCCL steps can only wait "
+                                 "on steps of their own rank")
+        send_tb = tb(t.src, ("send", t.dst, chan))
+        recv_tb = tb(t.dst, ("recv", t.src, chan))
+        send_at[t.id], recv_at[t.id] = [], []
+        for run, (first, count) in enumerate(_runs(src_places, dst_places)):  # one message per contiguous run
+            (sbuf, soff), (dbuf, doff) = src_places[first], dst_places[first]
+            send_at[t.id].append(place(send_tb, _Step("s", sbuf, soff, "o", -1, count, wbid=t.id,
+                                                      order=(t.id, run)), send_waits))
+            if t.op == "reduce":  # recv-reduce-copy: dst = dst + received
+                receive = _Step("rrc", dbuf, doff, dbuf, doff, count, wbid=t.id, order=(t.id, run))
+            else:
+                receive = _Step("r", "i", -1, dbuf, doff, count, wbid=t.id, order=(t.id, run))
+            recv_at[t.id].append(place(recv_tb, receive, recv_waits))
+        for c in t.chunks:
+            writes_into.setdefault((t.dst, c), []).extend(recv_at[t.id])
+    for rank, chunk in copies_out:  # a reduction's result into its output slot, after every write
+        buf, off = location[(rank, chunk)]
+        waits = writes_into.get((rank, chunk), []) + ([copy_step[(rank, chunk)]] if (rank, chunk) in copy_step else [])
+        place(tb(rank, ("local", -1, 0)), _Step("cpy", buf, off, "o", outputs[(rank, chunk)],
+                                                order=(len(algorithm.transfers), chunk)), waits)
+    blocks = [list(tbs[rank].values()) for rank in range(n)]
+    if fuse:
+        blocks = [_fuse(rank_blocks) for rank_blocks in blocks]
+    numbered = [_expand(rank_blocks) for rank_blocks in blocks]
+    _check_limits(numbered, n)
+    channels = max((b.chan for rank_blocks in numbered for b in rank_blocks), default=0) + 1
+    nchunks = max(i_chunks, o_chunks)  # n*k, or k for broadcast and reduce
+    root = ET.Element("algo", {
+        "name": (name or f"{algorithm.meta.get('formulation', 'workbench')}_{collective.kind}_{n}")[:63],
+        "proto": proto, "nchannels": str(channels), "nchunksperloop": str(nchunks), "ngpus": str(n),
+        "coll": COLL_NAMES.get(collective.kind, "custom"), "inplace": "0", "outofplace": "1",
+        "minBytes": "0", "maxBytes": str(int(max_bytes)) if max_bytes else "0", "redop": "sum"})
+    for rank in range(n):
+        gpu = ET.SubElement(root, "gpu", {"id": str(rank), "i_chunks": str(i_chunks), "o_chunks": str(o_chunks),
+                                          "s_chunks": str(s_chunks)})
+        position = {step: (block_id, index) for block_id, block in enumerate(numbered[rank])
+                    for index, step in enumerate(block.steps)}
+        waited = {step.waits[0] for block in numbered[rank] for step in block.steps if step.waits}
+        for block_id, block in enumerate(numbered[rank]):
+            node = ET.SubElement(gpu, "tb", {"id": str(block_id), "send": str(block.send), "recv": str(block.recv),
+                                             "chan": str(block.chan)})
+            for index, step in enumerate(block.steps):
+                depid, deps = position[step.waits[0]] if step.waits else (-1, -1)
+                attrs = {"s": str(index), "type": step.type, "srcbuf": step.srcbuf, "srcoff": str(step.srcoff),
+                         "dstbuf": step.dstbuf, "dstoff": str(step.dstoff), "cnt": str(step.cnt),
+                         "depid": str(depid), "deps": str(deps), "hasdep": "1" if step in waited else "0"}
+                if step.wbid >= 0:
+                    attrs["wbid"] = str(step.wbid)
+                if step.wbid_send >= 0:
+                    attrs["wbid_send"] = str(step.wbid_send)
+                ET.SubElement(node, "step", attrs)
+    ET.indent(root)
+    return ET.tostring(root, encoding="unicode") + "\n"
+
+
+def _fuse(blocks: list[_Tb]) -> list[_Tb]:
+    """Merge a receive threadblock with the send threadblock that forwards its data (same channel), then
+    turn each receive immediately followed by the send that only waits on it into one rcs/rrcs step."""
+    receivers = [b for b in blocks if b.recv >= 0]
+    senders = [b for b in blocks if b.send >= 0]
+    taken: set[int] = set()
+    merged: dict[int, _Tb] = {}
+    for r in receivers:
+        best, best_count = None, 0
+        for s in senders:
+            if id(s) in taken or s.chan != r.chan or s.send == r.recv:
+                continue
+            count = sum(1 for step in s.steps if step.waits and step.waits[-1].block is r)
+            if count > best_count:
+                best, best_count = s, count
+        if best is None:
+            continue
+        taken.add(id(best))
+        block = _Tb(send=best.send, recv=r.recv, chan=r.chan,
+                    steps=sorted(r.steps + best.steps, key=lambda st: (st.order, st.type != "r" and st.type != "rrc")))
+        for step in block.steps:
+            step.block = block
+        merged[id(r)] = block
+        merged[id(best)] = None
+    result = []
+    for b in blocks:
+        if id(b) in merged:
+            if merged[id(b)] is not None:
+                result.append(_fuse_steps(merged[id(b)]))
+        else:
+            result.append(b)
+    return result
+
+
+def _fuse_steps(block: _Tb) -> _Tb:
+    steps: list[_Step] = []
+    for step in block.steps:
+        previous = steps[-1] if steps else None
+        if (previous is not None and step.type == "s" and previous.type in ("r", "rrc") and previous in step.waits
+                and set(step.waits) <= set(previous.waits) | {previous}  # nothing to wait for beyond the receive
+                and (step.srcbuf, step.srcoff, step.cnt) == (previous.dstbuf, previous.dstoff, previous.cnt)):
+            previous.type = "rcs" if previous.type == "r" else "rrcs"
+            previous.srcbuf, previous.srcoff = previous.dstbuf, previous.dstoff
+            previous.wbid_send = step.wbid
+            step.type = "fused"  # later steps that waited on the send now wait on the fused step
+            step.waits = [previous]
+            continue
+        steps.append(step)
+    block.steps = steps
+    return block
+
+
+def _expand(blocks: list[_Tb]) -> list[_Tb]:
+    """Final step lists: waits redirected past fused sends, redundant same-threadblock waits dropped,
+    and every step with several waits preceded by nops (one dependency per step)."""
+    def resolve(step: _Step) -> _Step:
+        while step.type == "fused":
+            step = step.waits[0]
+        return step
+
+    for block in blocks:
+        expanded: list[_Step] = []
+        for step in block.steps:
+            waits = list(dict.fromkeys(resolve(w) for w in step.waits))
+            waits = [w for w in waits if w.block is not block]  # program order covers these
+            for w in waits[:-1]:
+                expanded.append(_Step("nop", "i", -1, "o", -1, 0, waits=[w], block=block))
+            step.waits = waits[-1:]
+            expanded.append(step)
+        block.steps = expanded
+    return blocks
+
+
+def _check_limits(blocks: list[list[_Tb]], n: int) -> None:
+    for rank in range(n):
+        if len(blocks[rank]) > LIMITS["MSCCL_MAX_NUM_THREAD_BLOCKS"]:
+            raise MscclError(f"rank {rank} needs {len(blocks[rank])} threadblocks; the runtime allows "
+                             f"MSCCL_MAX_NUM_THREAD_BLOCKS = {LIMITS['MSCCL_MAX_NUM_THREAD_BLOCKS']}")
+        per_channel: dict[tuple[int, str], int] = {}
+        for block_id, block in enumerate(blocks[rank]):
+            if len(block.steps) > LIMITS["MSCCL_MAX_NUM_STEPS"]:
+                raise MscclError(f"rank {rank} threadblock {block_id} needs {len(block.steps)} steps; the runtime "
+                                 f"allows MSCCL_MAX_NUM_STEPS = {LIMITS['MSCCL_MAX_NUM_STEPS']} per threadblock")
+            for step in block.steps:
+                if step.cnt >= LIMITS["MSCCL_MAX_COUNT"]:
+                    raise MscclError(f"rank {rank} threadblock {block_id}: cnt {step.cnt} is not below "
+                                     f"MSCCL_MAX_COUNT = {LIMITS['MSCCL_MAX_COUNT']}")
+            for kind, peer in (("send", block.send), ("recv", block.recv)):
+                if peer >= 0:
+                    per_channel[(block.chan, kind)] = per_channel.get((block.chan, kind), 0) + 1
+        for (chan, kind), count in per_channel.items():
+            if count > LIMITS["MSCCL_MAX_NUM_THREAD_BLOCKS_PER_CHANNEL"]:
+                raise MscclError(f"rank {rank} has {count} {kind} peers on channel {chan}; the runtime allows "
+                                 f"MSCCL_MAX_NUM_THREAD_BLOCKS_PER_CHANNEL = "
+                                 f"{LIMITS['MSCCL_MAX_NUM_THREAD_BLOCKS_PER_CHANNEL']}")
+
+
