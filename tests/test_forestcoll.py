@@ -247,9 +247,9 @@ def test_larger_fabrics(spec):
 
 def test_staggering_keeps_one_partial_sum_per_switch_buffer():
     topology = _fabric(25 * GB).reversed()
-    plain = build_forest(topology, "allgather", splitting="greedy")
+    plain = build_forest(topology, "allgather", splitting="greedy", cut_through=False)
     assert switch_visit_clashes(topology, plain.shared) > 0  # two tree edges through one switch, same round
-    staggered = build_forest(topology, "allgather", splitting="greedy", reversible=True)
+    staggered = build_forest(topology, "allgather", splitting="greedy", reversible=True, cut_through=False)
     assert switch_visit_clashes(topology, staggered.shared) == 0
     assert staggered.height > plain.height  # the delays cost fill rounds, never the per-round load
     assert staggered.per_batch == plain.per_batch

@@ -33,9 +33,9 @@ chunk to a switch are two rounds apart and that rule never makes a link wait. Al
 Parameters: ``pieces`` (P, pipeline depth per tree-unit; default ``64 * H`` (H: the deepest chain
 of transfers from a root), at most 1024, lowered so the schedule stays within ``max_transfers``,
 default 2,000,000: the simulator and verifier take tens of seconds and ~3.5 GB at that size, and the pipeline fill
-``(H - 1) / P`` is what keeps a deep forest from T*), ``cut_through`` (default False: edges
-through switches are sent hop by hop; True: one cut-through transfer where the simulator's route
-matches, see ``schedule``), ``k`` ("auto" or a fixed number of trees per root; a fixed k gives
+``(H - 1) / P`` is what keeps a deep forest from T*), ``cut_through`` (False: edges through
+switches are sent hop by hop; True: one cut-through transfer where the simulator's route matches,
+see ``schedule``; default "auto": the one predicted faster, see ``build_forest``), ``k`` ("auto" or a fixed number of trees per root; a fixed k gives
 ``T_k >= T*``), ``splitting`` ("auto", "greedy" or "spread", see ``build_forest``), ``packing``
 ("levels", default: groups grow one BFS layer per pass, shallower trees; or "fifo", the
 reference's order, each group grown completely in turn). Status
@@ -76,6 +76,9 @@ _PARAMS = ("pieces", "k", "max_transfers", "splitting", "packing", "cut_through"
 _SUPPORTED = ("allgather", "reducescatter", "allreduce", "broadcast", "reduce")
 _PIECES_PER_LEVEL = 64  # default P = 64 * tree height: the fill (H - 1) tau stays ~1.5% of T* or less
 _MAX_DEFAULT_PIECES = 1024
+# the simulator does not wait for round boundaries, so the pipeline fill costs about half of its
+# (H - 1) rounds (measured: nvs-ib:4 All-Gather 0.42, dgx2:2 Reduce-Scatter 0.5)
+_FILL_SHARE = 0.5
 # emitting a schedule and handing it over as the incumbent runs at ~60k transfers/s on this
 # machine class; budgeting a third of that keeps a tight time limit from killing the run
 _TRANSFERS_PER_SECOND = 20_000
@@ -96,6 +99,7 @@ class Forest:
     splitting: str = "greedy"
     slots: dict | None = None  # schedule.round_slots: order of a round's transfers
     stretch: float = 1.0  # a round's length over the busiest link's load
+    cut_through: bool = False  # edges through switches sent as one routed transfer
 
     @property
     def per_batch(self) -> int:
@@ -111,16 +115,17 @@ class Forest:
 def build_forest(topology: Topology, kind: str, root: int | None = None, k: int | str = "auto", seed: int = 0,
                  deadline: float | None = None, splitting: str = "auto",
                  max_transfers: int = 2_000_000, packing: str = "levels", reversible: bool = False,
-                 cut_through: bool = False) -> Forest:
+                 cut_through: bool | str = "auto") -> Forest:
     """Optimum, splitting, packing and map-back for an all-gather (or a broadcast from ``root``).
 
     ``splitting``: "greedy" (largest safe amount per switch pair, as the reference), "spread" (each
-    in-arc first spread evenly over the out-arcs: shallower trees, more tree groups) or "auto"
-    (on a fabric with switches build both and keep the one whose pipeline, at the transfer budget
-    ``max_transfers``, is predicted faster; with ``reversible`` (the forest will be reversed into a
-    reduction) the forest with fewer switches forwarding a chunk twice wins first, since its reversal
-    must serialise those switch buffers: ``stretch * (P + H - 1) / P``, with the round stretch of
-    ``schedule.round_slots`` and ``(H - 1) / P`` fill rounds).
+    in-arc first spread evenly over the out-arcs: shallower trees, more tree groups) or "auto".
+    ``cut_through``: True, False or "auto". Every "auto" choice (on a fabric with switches) builds
+    each variant and keeps the one whose pipeline, at the transfer budget ``max_transfers``, is
+    predicted fastest: ``stretch * (1 + f (H - 1) / P)`` with the round stretch of
+    ``schedule.round_slots`` (cut-through convoys), ``(H - 1) / P`` fill rounds, P the pieces the
+    budget affords (hop by hop needs a transfer per hop) and ``f = _FILL_SHARE``. With ``reversible`` (the forest will be
+    reversed into a reduction) a hop-by-hop forest is staggered first (``stagger``), which deepens H.
     """
     started = time.perf_counter()
     if kind == "broadcast":
@@ -136,6 +141,10 @@ def build_forest(topology: Topology, kind: str, root: int | None = None, k: int 
     if splitting not in ("auto", "greedy", "spread"):
         raise ValueError(f"forestcoll: splitting must be auto, greedy or spread, got {splitting!r}")
     modes = ["greedy", "spread"] if splitting == "auto" and topology.num_switches else [splitting]
+    if cut_through == "auto":
+        variants = [False, True] if topology.num_switches else [False]
+    else:
+        variants = [bool(cut_through)]
     best: tuple[tuple[int, float], Forest] | None = None
     for mode in modes:
         split = split_switches(topology, units, deadline, spread=(mode != "greedy"))
@@ -145,40 +154,26 @@ def build_forest(topology: Topology, kind: str, root: int | None = None, k: int 
         validate_forest(trees, topology.num_npus, supply, split.capacity)
         groups = map_to_paths(trees, split)
         check_link_budgets(groups, split.physical)
-        plans = [plan_edges(topology, g, cut_through) for g in groups]
-        shared = share_edges(groups, plans)
-        if reversible and not cut_through:
-            stagger_switch_visits(topology, shared)  # one partial sum per switch buffer once reversed
-        slots, stretch = round_slots(topology, shared)
-        forest = Forest(units, split, trees, groups, plans, shared, 0.0, flows + split.flows, mode, slots, stretch)
-        pieces = max(1, max_transfers // max(forest.per_batch, 1))
-        predicted = stretch * (pieces + forest.height - 1) / pieces
-        if reversible:  # fewest serialised switch passes first, then the pipeline estimate
-            predicted = (_forwards_twice(topology, forest), predicted)
-        else:
-            predicted = (0, predicted)
-        if best is None or predicted < best[0]:
-            if best is not None:
-                forest.flows += best[1].flows
-            best = (predicted, forest)
-        else:
-            best[1].flows += forest.flows
+        flows += split.flows
+        for through in variants:
+            plans = [plan_edges(topology, g, through) for g in groups]
+            shared = share_edges(groups, plans)
+            if reversible and not through:
+                stagger_switch_visits(topology, shared)  # one partial sum per switch buffer once reversed
+            slots, stretch = round_slots(topology, shared)
+            forest = Forest(units, split, trees, groups, plans, shared, 0.0, flows, mode, slots, stretch, through)
+            flows = 0  # counted once per splitting
+            pieces = max(1, max_transfers // max(forest.per_batch, 1))
+            predicted = stretch * (1 + _FILL_SHARE * (forest.height - 1) / pieces)
+            if best is None or predicted < best[0]:
+                if best is not None:
+                    forest.flows += best[1].flows
+                best = (predicted, forest)
+            else:
+                best[1].flows += forest.flows
     forest = best[1]
     forest.seconds = time.perf_counter() - started
     return forest
-
-
-def _forwards_twice(topology: Topology, forest: Forest) -> int:
-    """How often a switch sends one group's chunk on a second hop (what ``Algorithm.reverse`` rejects)."""
-    repeats = 0
-    for plans in forest.plans:
-        sent: set[int] = set()
-        for plan in plans:
-            for src, _ in plan.hops:
-                if topology.is_switch(src):
-                    repeats += src in sent
-                    sent.add(src)
-    return repeats
 
 
 def _check_params(params: dict[str, Any]) -> tuple[int | None, int | str, int]:
@@ -203,11 +198,11 @@ def _check_params(params: dict[str, Any]) -> tuple[int | None, int | str, int]:
     return pieces, k, max_transfers
 
 
-def _flag(value: Any) -> bool:
+def _flag(value: Any) -> bool | str:
     if isinstance(value, str):
-        if value.lower() not in ("true", "false", "1", "0", "yes", "no"):
-            raise ValueError(f"forestcoll: cut_through must be true or false, got {value!r}")
-        return value.lower() in ("true", "1", "yes")
+        if value.lower() not in ("auto", "true", "false", "1", "0", "yes", "no"):
+            raise ValueError(f"forestcoll: cut_through must be auto, true or false, got {value!r}")
+        return "auto" if value.lower() == "auto" else value.lower() in ("true", "1", "yes")
     return bool(value)
 
 
@@ -236,9 +231,8 @@ class ForestColl:
             kind, ["same"])
         forests: dict[str, Forest] = {}
         # hop by hop serves every link at its own pace (1.01x T* on NVSwitch/IB fabrics against 1.14x
-        # cut-through); a forest to be reversed is staggered so that a switch buffer never holds two
-        # partial sums of one chunk at once (stagger.py)
-        cut_through = _flag(params.get("cut_through", False))
+        # cut-through) but needs a transfer per hop, so fewer pieces fit the budget; "auto" weighs the two
+        cut_through = _flag(params.get("cut_through", "auto"))
         try:
             reversed_topology = topology.reversed()
             for phase in phases:
@@ -324,6 +318,7 @@ class ForestColl:
             "max_flows": sum(f.flows for f in forests.values()),
             "stretch": {p: round(f.stretch, 4) for p, f in forests.items()},
             "splitting": {p: f.splitting for p, f in forests.items()},
+            "cut_through": {p: f.cut_through for p, f in forests.items()},
             "views": {p: ("reversed graph" if p == "reversed" else "topology") for p in forests},
         }
         algorithm.meta.update(meta)
