@@ -426,12 +426,16 @@ def _cmd_interpret(args: argparse.Namespace) -> int:
         text = open(args.file).read()
     except OSError as exc:
         raise UsageError(f"{args.file}: cannot read ({exc.strerror})") from None
+    if args.schedules < 0:
+        raise UsageError(f"--schedules must be 0 or more, got {args.schedules}")
     try:
-        report = interpret(text, args.file, root=args.root)
+        report = interpret(text, args.file, root=args.root, schedules=args.schedules, seed=args.seed)
     except MscclError as exc:
         print(f"FAILED {exc}", file=sys.stderr)
         return 1
-    print(f"ok: {report['collective']} on {report['ranks']} ranks, {report['transfers']} sends, postconditions hold")
+    extra = f", and in {args.schedules} random schedules" if args.schedules else ""
+    print(f"ok: {report['collective']} on {report['ranks']} ranks, {report['transfers']} sends, no races, "
+          f"postconditions hold{extra}")
     return 0
 
 
@@ -583,6 +587,9 @@ def _build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("interpret", help="run an MSCCL XML as the runtime would and check the collective")
     p.add_argument("file")
     p.add_argument("--root", type=int, help="root of a rooted collective (default 0)")
+    p.add_argument("--schedules", type=int, default=0,
+                   help="also run this many random interleavings of the threadblocks (default 0)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the first random schedule (default 0)")
     p.set_defaults(func=_cmd_interpret)
 
     p = sub.add_parser("import", help="turn an MSCCL XML into a workbench.algorithm/1 file")

@@ -5,13 +5,20 @@ form that both the research runtime and the current executor parse).
 
 Lowering (``export_xml``):
 
-* buffers per collective: the input (``i``) and output (``o``) layouts of MSCCL (all-gather: own chunk
-  j at i[j], chunk c at o[c]; reduce-scatter: c at i[c], own chunk j at o[j]; ...); a chunk a rank
-  holds on the way but does not keep lives in scratch (``s``); a chunk that starts in the input
-  and is written (kept, or reduced into) is first copied by a ``cpy`` step;
+* buffers: NCCL's rank-major layout, as msccl-tools writes it (``layout.buffer_layout``): the IR's
+  chunk ``j * N + r`` (chunk j of rank r) sits at index ``r * k + j`` of a full buffer. All-Gather:
+  own chunk j at i[j], rank r's chunk j at o[r*k + j]; Reduce-Scatter: i[r*k + j] on every rank,
+  own o[j]; All-Reduce: i and o[r*k + j]; All-to-All: piece j from s to d at i[d*k + j] on s and
+  o[s*k + j] on d; scatter and gather like Reduce-Scatter's input and All-Gather's output;
+  broadcast and reduce: chunk j at j. A chunk a rank holds on the way but does not keep lives in
+  scratch (``s``, indexed like a full output); a chunk that starts in the input and is written
+  (kept, or reduced into) is first copied by a ``cpy`` step;
 * one threadblock per send peer (``send=peer``), one per receive peer (``recv=peer``) and one for
   local copies, all on channel 0 (``--instances N`` splits every chunk in N and runs instance i on
-  channel i); a transfer is a send step and a receive step (``r``, or ``rrc`` for a reduction);
+  channel i); a transfer is a send step and a receive step (``r``, or ``rrc`` for a reduction),
+  whose peer fields name each other's slots as msccl-tools fills them (a send's ``dstbuf/dstoff``
+  is the receiver's slot, a receive's ``srcbuf/srcoff`` the sender's; ``rrc`` adds its local
+  ``src`` to what arrives and writes ``dst``, as the runtime's recvReduceCopy);
   multi-chunk messages are ``cnt > 1``; a message whose chunks are not contiguous in both buffers is
   sent as one step per contiguous run;
 * fusion (default): a receive threadblock and the send threadblock that forwards its data merge
@@ -19,16 +26,24 @@ Lowering (``export_xml``):
   that waits only on it becomes one ``rcs`` (``rrcs`` after a reduction) step. A fused threadblock
   runs its steps one after the other, so its timing can differ from the plan; ``fuse=False`` keeps
   them apart and import then reproduces the plan exactly;
-* dependencies: a step waits on the steps of its transfer's deps that live on its rank; more than
-  one becomes a chain of ``nop`` steps (one dependency per step); ``hasdep`` marks waited-on steps;
+* dependencies: a step waits on the steps of its transfer's deps that live on its rank, and on the
+  steps of other threadblocks that touched its slots before it in plan order (write after write,
+  write after read, read after write), since threadblocks run concurrently on a GPU; more than one
+  becomes a chain of ``nop`` steps (one dependency per step); ``hasdep`` marks waited-on steps;
+* a reduction that could overlap another threadblock's reduction into the same slot (partial sums
+  from two neighbours) lands in fresh scratch and is added by a local ``re`` step once the other is
+  done, so the network transfers keep the plan's timing without a read-modify-write race;
 * each send/receive step carries ``wbid`` (the transfer id), which the runtimes ignore and import
   uses to restore the plan order;
 * the runtimes' limits (steps per threadblock, threadblocks per gpu and per channel, ``cnt``) are
   checked and named when an algorithm cannot be lowered as is.
 
-``interpret`` executes an XML over contribution sets: every threadblock runs its steps in order, a
-FIFO per (sender, receiver, channel) carries messages, a step waits for its dependency; it reports a
-deadlock, a send/receive mismatch or a missing postcondition with rank, threadblock and step.
+``interpret`` first analyses every interleaving at once (``races``: happens-before from program
+order, dependencies and message order; two unordered accesses to one slot, one a write, are a race
+named by both steps), then executes the XML over contribution sets: every threadblock runs its steps
+in order, a FIFO per (sender, receiver, channel) carries messages, a step waits for its dependency;
+it reports a deadlock, a send/receive mismatch, peer fields that disagree or a missing postcondition
+with rank, threadblock and step. ``schedules=N`` adds N runs in random interleavings.
 ``import_xml`` runs the interpreter while tracking which chunk each buffer slot holds and turns every
 matched send/receive into a transfer.
 """

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-__all__ = ["MscclError", "LIMITS", "COLL_NAMES", "REDUCING", "RECEIVING", "SENDING"]
+__all__ = ["MscclError", "LIMITS", "COLL_NAMES", "REDUCING", "RECEIVING", "SENDING", "KNOWN_STEPS"]
 
 LIMITS = {
     "MSCCL_MAX_NUM_STEPS": 256,  # steps per threadblock
@@ -16,6 +16,7 @@ COLL_NAMES = {"allgather": "allgather", "reducescatter": "reducescatter", "allre
 REDUCING = ("rrc", "rrs", "rrcs")
 RECEIVING = ("r", "rcs", "rrc", "rrs", "rrcs")
 SENDING = ("s", "rcs", "rrs", "rrcs")
+KNOWN_STEPS = frozenset(RECEIVING + SENDING + ("cpy", "re", "nop"))
 
 
 class MscclError(ValueError):

@@ -8,7 +8,7 @@ from typing import Any
 
 from workbench.algorithm import Algorithm
 from workbench.msccl.common import COLL_NAMES, LIMITS, MscclError
-from workbench.msccl.layout import buffer_layout, refine
+from workbench.msccl.layout import buffer_index, buffer_layout, refine
 
 __all__ = ["export_xml"]
 
@@ -39,9 +39,9 @@ class _Tb:
 def _slots(algorithm: Algorithm):
     """Working location (buf, offset) of every (rank, chunk), the copies in, and the copies out.
 
-    Scratch is indexed by chunk id, so chunks with consecutive ids stay contiguous. A reduction
-    whose output layout is not indexed by chunk id (reduce-scatter's o[j]) works in scratch and
-    copies its result out at the end.
+    Scratch is indexed like a full output (rank-major, ``layout.buffer_index``), so a rank's
+    consecutive chunks stay contiguous. A reduction whose output layout is not that index
+    (reduce-scatter's o[j]) works in scratch and copies its result out at the end.
     """
     collective = algorithm.collective
     inputs, outputs, i_chunks, o_chunks = buffer_layout(collective)
@@ -51,7 +51,7 @@ def _slots(algorithm: Algorithm):
     copies_in: list[tuple[int, int]] = []
     copies_out: list[tuple[int, int]] = []
     uses_scratch = False
-    identity = all(off == chunk for (_, chunk), off in outputs.items())
+    identity = all(off == buffer_index(collective, chunk) for (_, chunk), off in outputs.items())
     for key in sorted(touched | set(outputs)):
         rank, chunk = key
         if key in outputs and (not collective.combining or identity):
@@ -61,7 +61,7 @@ def _slots(algorithm: Algorithm):
         elif key in inputs and key not in written and key not in outputs:
             location[key] = ("i", inputs[key])
         else:
-            location[key] = ("s", chunk)
+            location[key] = ("s", buffer_index(collective, chunk))
             uses_scratch = True
             if key in inputs:
                 copies_in.append(key)
@@ -69,6 +69,46 @@ def _slots(algorithm: Algorithm):
                 copies_out.append(key)
     s_chunks = collective.num_chunks if uses_scratch else 0
     return location, copies_in, copies_out, s_chunks, inputs, outputs, i_chunks, o_chunks
+
+
+class _Hazards:
+    """Per (rank, chunk) slot, the last step that wrote it and the steps that read it since.
+
+    Threadblocks run concurrently on a GPU, so two steps of different threadblocks that touch one
+    slot, one writing, must be ordered by a dependency: two reductions into one slot (two
+    neighbours' partial sums) would otherwise lose an update, and a receive could overwrite data a
+    send is still reading. The plan's order decides who goes first; every write waits for the
+    slot's previous write and reads, every read for its previous write.
+    """
+
+    def __init__(self) -> None:
+        self.last_write: dict[tuple[int, int], _Step] = {}
+        self.reads: dict[tuple[int, int], list[_Step]] = {}
+
+    def before_read(self, slots: list[tuple[int, int]]) -> list[_Step]:
+        return [self.last_write[s] for s in slots if s in self.last_write]
+
+    def before_write(self, slots: list[tuple[int, int]]) -> list[_Step]:
+        return self.before_read(slots) + [r for s in slots for r in self.reads.get(s, [])]
+
+    def concurrent_reduction(self, slots: list[tuple[int, int]], block: "_Tb", waits: list[_Step]) -> bool:
+        """Whether a reduction into ``slots`` may overlap one received by another threadblock: the last
+        write of a slot is a network receive elsewhere that the plan does not directly wait for."""
+        for s in slots:
+            last = self.last_write.get(s)
+            if last is not None and last.type in ("r", "rrc", "re") and last.block is not block \
+                    and last not in waits:
+                return True
+        return False
+
+    def read(self, slots: list[tuple[int, int]], step: _Step) -> None:
+        for s in slots:
+            self.reads.setdefault(s, []).append(step)
+
+    def write(self, slots: list[tuple[int, int]], step: _Step) -> None:
+        for s in slots:
+            self.last_write[s] = step
+            self.reads[s] = []
 
 
 def _runs(src: list[tuple[str, int]], dst: list[tuple[str, int]]) -> list[tuple[int, int]]:
@@ -115,10 +155,13 @@ def export_xml(algorithm: Algorithm, proto: str = "Simple", instances: int = 1, 
         return step
 
     copy_step: dict[tuple[int, int], _Step] = {}
+    hazards = _Hazards()
+    scratch_top = [s_chunks] * n  # next free scratch slot per rank for partial sums landed apart
     for rank, chunk in copies_in:
         buf, off = location[(rank, chunk)]
         copy_step[(rank, chunk)] = place(tb(rank, ("local", -1, 0)), _Step(
             "cpy", "i", inputs[(rank, chunk)], buf, off, order=(-1, chunk)), [])
+        hazards.write([(rank, chunk)], copy_step[(rank, chunk)])
     send_at: dict[int, list[_Step]] = {}
     recv_at: dict[int, list[_Step]] = {}
     writes_into: dict[tuple[int, int], list[_Step]] = {}
@@ -143,13 +186,30 @@ def export_xml(algorithm: Algorithm, proto: str = "Simple", instances: int = 1, 
         send_at[t.id], recv_at[t.id] = [], []
         for run, (first, count) in enumerate(_runs(src_places, dst_places)):  # one message per contiguous run
             (sbuf, soff), (dbuf, doff) = src_places[first], dst_places[first]
-            send_at[t.id].append(place(send_tb, _Step("s", sbuf, soff, "o", -1, count, wbid=t.id,
-                                                      order=(t.id, run)), send_waits))
-            if t.op == "reduce":  # recv-reduce-copy: dst = dst + received
-                receive = _Step("rrc", dbuf, doff, dbuf, doff, count, wbid=t.id, order=(t.id, run))
+            reads = [(t.src, c) for c in t.chunks[first:first + count]]
+            writes = [(t.dst, c) for c in t.chunks[first:first + count]]
+            # peer fields as msccl-tools fills them: a send names the receiver's slot, a receive the sender's
+            send = place(send_tb, _Step("s", sbuf, soff, dbuf, doff, count, wbid=t.id, order=(t.id, run)),
+                         send_waits + hazards.before_read(reads))
+            send_at[t.id].append(send)
+            hazards.read(reads, send)
+            if t.op == "reduce" and hazards.concurrent_reduction(writes, recv_tb, recv_waits):
+                # another receive threadblock may still be adding into these slots: land the partial sum
+                # in fresh scratch and add it locally once that one is done (no read-modify-write race,
+                # and the network transfer keeps the plan's timing)
+                landing = scratch_top[t.dst]
+                scratch_top[t.dst] += count
+                send.dstbuf, send.dstoff = "s", landing
+                place(recv_tb, _Step("r", sbuf, soff, "s", landing, count, wbid=t.id, order=(t.id, run)), recv_waits)
+                receive = _Step("re", "s", landing, dbuf, doff, count, order=(t.id, run, 1))
+                recv_at[t.id].append(place(recv_tb, receive, hazards.before_write(writes)))
             else:
-                receive = _Step("r", "i", -1, dbuf, doff, count, wbid=t.id, order=(t.id, run))
-            recv_at[t.id].append(place(recv_tb, receive, recv_waits))
+                if t.op == "reduce":  # recv-reduce-copy: dst = src + received, both local
+                    receive = _Step("rrc", dbuf, doff, dbuf, doff, count, wbid=t.id, order=(t.id, run))
+                else:
+                    receive = _Step("r", sbuf, soff, dbuf, doff, count, wbid=t.id, order=(t.id, run))
+                recv_at[t.id].append(place(recv_tb, receive, recv_waits + hazards.before_write(writes)))
+            hazards.write(writes, receive)
         for c in t.chunks:
             writes_into.setdefault((t.dst, c), []).extend(recv_at[t.id])
     for rank, chunk in copies_out:  # a reduction's result into its output slot, after every write
@@ -171,7 +231,7 @@ def export_xml(algorithm: Algorithm, proto: str = "Simple", instances: int = 1, 
         "minBytes": "0", "maxBytes": str(int(max_bytes)) if max_bytes else "0", "redop": "sum"})
     for rank in range(n):
         gpu = ET.SubElement(root, "gpu", {"id": str(rank), "i_chunks": str(i_chunks), "o_chunks": str(o_chunks),
-                                          "s_chunks": str(s_chunks)})
+                                          "s_chunks": str(scratch_top[rank])})
         position = {step: (block_id, index) for block_id, block in enumerate(numbered[rank])
                     for index, step in enumerate(block.steps)}
         waited = {step.waits[0] for block in numbered[rank] for step in block.steps if step.waits}
@@ -233,8 +293,7 @@ def _fuse_steps(block: _Tb) -> _Tb:
         if (previous is not None and step.type == "s" and previous.type in ("r", "rrc") and previous in step.waits
                 and set(step.waits) <= set(previous.waits) | {previous}  # nothing to wait for beyond the receive
                 and (step.srcbuf, step.srcoff, step.cnt) == (previous.dstbuf, previous.dstoff, previous.cnt)):
-            previous.type = "rcs" if previous.type == "r" else "rrcs"
-            previous.srcbuf, previous.srcoff = previous.dstbuf, previous.dstoff
+            previous.type = "rcs" if previous.type == "r" else "rrcs"  # src stays the sender's slot (rcs) or local (rrcs)
             previous.wbid_send = step.wbid
             step.type = "fused"  # later steps that waited on the send now wait on the fused step
             step.waits = [previous]

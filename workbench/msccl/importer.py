@@ -5,7 +5,7 @@ from __future__ import annotations
 from workbench.algorithm import Algorithm, Transfer
 from workbench.msccl.common import MscclError
 from workbench.msccl.parse import parse_xml
-from workbench.msccl.run import collective_of, initial_buffers, run_xml
+from workbench.msccl.run import check_races, collective_of, initial_buffers, run_xml
 from workbench.topology import Topology
 
 __all__ = ["import_xml"]
@@ -18,6 +18,7 @@ def import_xml(text: str, topology: Topology, size_bytes: float, source: str = "
     collective = collective_of(algo, root)
     if topology.num_npus < collective.num_ranks:
         raise MscclError(f"{source}: {collective.num_ranks} ranks but the topology has {topology.num_npus} NPUs")
+    check_races(algo, source)  # a racy file has no single meaning to import
     result = run_xml(algo, initial_buffers(collective), source)
     records = result.transfers
     if all(r["wbid"] is not None for r in records):

@@ -6,33 +6,52 @@ from workbench.algorithm import Algorithm, Transfer
 from workbench.collective import Collective, make_collective
 from workbench.msccl.common import MscclError
 
-__all__ = ["buffer_layout", "refine"]
+__all__ = ["buffer_index", "buffer_layout", "refine"]
+
+
+def buffer_index(collective: Collective, chunk: int) -> int:
+    """The chunk's position in MSCCL's rank-major buffers (NCCL's layout, as msccl-tools lays it out).
+
+    The IR numbers chunk ``j`` of rank ``r`` as ``j * N + r`` (All-to-All: piece ``j`` from ``s`` to
+    ``d`` as ``j * N * N + s * N + d``); NCCL concatenates the ranks' blocks in rank order, so in a
+    buffer of ``N * k`` chunks that chunk sits at ``r * k + j`` (All-to-All: ``(s * N + d) * k + j``,
+    whose send and receive offsets follow below). Broadcast and reduce chunks are their own index.
+    """
+    n, k = collective.num_ranks, collective.chunks_per_rank
+    if collective.kind in ("broadcast", "reduce"):
+        return chunk
+    if collective.kind == "alltoall":
+        j, pair = divmod(chunk, n * n)
+        return pair * k + j
+    j, r = divmod(chunk, n)
+    return r * k + j
 
 
 def buffer_layout(collective: Collective) -> tuple[dict, dict, int, int]:
-    """(input offsets, output offsets, i_chunks, o_chunks): {(rank, chunk): offset}."""
+    """(input offsets, output offsets, i_chunks, o_chunks): {(rank, chunk): offset}, rank-major.
+
+    All-Gather / gather: rank r's chunk j is i[j] on r and o[r*k + j] at every receiver; Reduce-Scatter:
+    i[r*k + j] on every rank, o[j] on r; All-Reduce: i[r*k + j] and o[r*k + j]; scatter: the root's
+    i[r*k + j], r's o[j]; All-to-All: piece j from s to d is i[d*k + j] on s and o[s*k + j] on d;
+    broadcast / reduce: chunk j at i[j] and o[j].
+    """
     n, k = collective.num_ranks, collective.chunks_per_rank
     kind = collective.kind
     inputs: dict[tuple[int, int], int] = {}
     outputs: dict[tuple[int, int], int] = {}
     for c, (pre, post) in enumerate(zip(collective.pre, collective.post)):
-        j, owner = divmod(c, n)
+        if kind == "alltoall":
+            j, pair = divmod(c, n * n)
+            s, d = divmod(pair, n)
+            inputs.update(((r, c), d * k + j) for r in pre)
+            outputs.update(((r, c), s * k + j) for r in post)
+            continue
+        j = c if kind in ("broadcast", "reduce") else c // n
+        full = buffer_index(collective, c)
         for r in pre:
-            if kind in ("allgather", "gather"):
-                inputs[(r, c)] = j
-            elif kind == "alltoall":
-                inputs[(r, c)] = (c // (n * n)) * n + c % n  # piece j to d at j*n + d
-            elif kind in ("broadcast", "reduce"):
-                inputs[(r, c)] = c
-            else:  # reducescatter, allreduce, scatter
-                inputs[(r, c)] = c
+            inputs[(r, c)] = j if kind in ("allgather", "gather") else full
         for r in post:
-            if kind in ("reducescatter", "scatter"):
-                outputs[(r, c)] = j
-            elif kind == "alltoall":
-                outputs[(r, c)] = (c // (n * n)) * n + (c // n) % n  # piece j from s at j*n + s
-            else:  # allgather, allreduce, gather, broadcast, reduce
-                outputs[(r, c)] = c
+            outputs[(r, c)] = j if kind in ("reducescatter", "scatter") else full
     i_chunks = {"allgather": k, "gather": k, "alltoall": n * k, "broadcast": k, "reduce": k}.get(kind, n * k)
     o_chunks = {"reducescatter": k, "scatter": k, "alltoall": n * k, "broadcast": k, "reduce": k}.get(kind, n * k)
     return inputs, outputs, i_chunks, o_chunks

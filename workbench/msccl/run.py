@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import random
 from dataclasses import dataclass
 from typing import Any
 
 from workbench.collective import Collective, make_collective
-from workbench.msccl.common import COLL_NAMES, RECEIVING, REDUCING, SENDING, MscclError
+from workbench.msccl.common import COLL_NAMES, KNOWN_STEPS, RECEIVING, REDUCING, SENDING, MscclError
 from workbench.msccl.layout import buffer_layout
 from workbench.msccl.parse import XmlAlgo, parse_xml
+from workbench.msccl.races import find_race
 
-__all__ = ["run_xml", "collective_of", "initial_buffers", "interpret", "RunResult"]
+__all__ = ["run_xml", "collective_of", "initial_buffers", "interpret", "check_races", "RunResult"]
 
 
 @dataclass
@@ -21,16 +23,37 @@ class _Message:
     step: int
     wbid: int | None
     transfer: int = -1
+    sent_from: tuple[str, int] = ("i", -1)  # the sender's slot the data left from
+    sent_to: tuple[str, int] = ("o", -1)  # a plain send's peer field: the receiver's slot it names
 
 
 class RunResult:
-    def __init__(self, buffers, transfers) -> None:
+    def __init__(self, buffers, transfers, peer_mismatches=()) -> None:
         self.buffers = buffers
         self.transfers = transfers  # (src, dst, chunk ids, op, wbid, dep transfer ids) per matched send/recv
+        self.peer_mismatches = list(peer_mismatches)  # sends and receives whose peer fields disagree
 
 
-def run_xml(algo: XmlAlgo, initial: dict[tuple[int, str, int], tuple[int, int]], source: str) -> RunResult:
-    """Execute; each slot holds (chunk id, contribution bitset)."""
+def _add(local: list, received: list, where: str) -> list:
+    """Slot-wise sum of contribution sets; the two sides must hold the same chunk and no common rank."""
+    total = []
+    for (chunk, bits), (other, more) in zip(local, received):
+        if chunk != other:
+            raise MscclError(f"{where}: adds chunk {other} to a slot holding chunk {chunk}")
+        if bits & more:
+            raise MscclError(f"{where}: the reduction double counts contributions")
+        total.append((chunk, bits | more))
+    return total
+
+
+def run_xml(algo: XmlAlgo, initial: dict[tuple[int, str, int], tuple[int, int]], source: str,
+            rng: random.Random | None = None) -> RunResult:
+    """Execute; each slot holds (chunk id, contribution bitset).
+
+    Without ``rng`` the threadblocks run in one fixed order (rank, then threadblock, each as far as it
+    can); with it, every pass visits them in a random order and runs each for a random 1-3 steps, one
+    of the interleavings a GPU may produce.
+    """
     buffers: dict[tuple[int, str, int], tuple[int, int]] = dict(initial)
     writers: dict[tuple[int, str, int], list[int]] = {}
     done = {(r, tb.id): 0 for r in algo.tbs for tb in algo.tbs[r].values()}
@@ -38,6 +61,7 @@ def run_xml(algo: XmlAlgo, initial: dict[tuple[int, str, int], tuple[int, int]],
     transfers: list[dict[str, Any]] = []
     step_transfer: dict[tuple[int, int, int], int] = {}
     pending_deps: dict[tuple[int, int], list[int]] = {}
+    mismatches: list[str] = []
 
     def read(rank: int, buf: str, off: int, cnt: int, where: str) -> list:
         values = []
@@ -71,61 +95,104 @@ def run_xml(algo: XmlAlgo, initial: dict[tuple[int, str, int], tuple[int, int]],
     remaining = sum(len(tb.steps) for r in algo.tbs for tb in algo.tbs[r].values())
     while remaining:
         progressed = False
-        for rank in sorted(algo.tbs):
-            for tb in algo.tbs[rank].values():
-                while done[(rank, tb.id)] < len(tb.steps):
-                    step = tb.steps[done[(rank, tb.id)]]
-                    where = f"rank {rank} tb {tb.id} step {step.index} ({step.type})"
-                    if step.depid >= 0:
-                        if (rank, step.depid) not in done:
-                            raise MscclError(f"{source}: {where}: depends on tb {step.depid}, which does not exist")
-                        if done[(rank, step.depid)] <= step.deps:
-                            break
-                        dep_transfer = step_transfer.get((rank, step.depid, step.deps))
-                        if dep_transfer is not None:
-                            pending_deps.setdefault((rank, tb.id), []).append(dep_transfer)
-                    message = None
-                    if step.type in RECEIVING:
-                        queue = fifos.get((tb.recv, rank, tb.chan))
-                        if not queue:
-                            break
-                        message = queue.pop(0)
-                        if len(message.values) != step.cnt:
-                            raise MscclError(f"{source}: {where}: receives cnt {step.cnt} but rank {message.rank} "
-                                             f"tb {message.tb} step {message.step} sent {len(message.values)}")
-                    inherited = pending_deps.pop((rank, tb.id), [])
-                    if step.type == "nop":
-                        pending_deps.setdefault((rank, tb.id), []).extend(inherited)
-                    elif step.type == "cpy":
-                        write(rank, step.dstbuf, step.dstoff, read(rank, step.srcbuf, step.srcoff, step.cnt, where),
-                              False, where, -1)
-                    elif step.type == "re":
-                        write(rank, step.dstbuf, step.dstoff, read(rank, step.srcbuf, step.srcoff, step.cnt, where),
-                              True, where, -1)
-                    if message is not None:
-                        transfer = message.transfer
-                        transfers[transfer]["deps"].update(inherited)
-                        transfers[transfer]["op"] = "reduce" if step.type in REDUCING else "copy"
-                        step_transfer[(rank, tb.id, step.index)] = transfer
-                        write(rank, step.dstbuf, step.dstoff, message.values, step.type in REDUCING, where, transfer)
-                    if step.type in SENDING:
-                        if tb.send < 0:
-                            raise MscclError(f"{source}: {where}: sends, but the threadblock has no send peer")
-                        buf, off = (step.dstbuf, step.dstoff) if message is not None else (step.srcbuf, step.srcoff)
-                        values = read(rank, buf, off, step.cnt, where)
-                        deps = set(inherited)
+        visits = [(rank, tb) for rank in sorted(algo.tbs) for tb in algo.tbs[rank].values()]
+        if rng is not None:
+            rng.shuffle(visits)
+        for rank, tb in visits:
+            budget = rng.randint(1, 3) if rng is not None else -1
+            while done[(rank, tb.id)] < len(tb.steps) and budget != 0:
+                budget -= 1
+                step = tb.steps[done[(rank, tb.id)]]
+                where = f"rank {rank} tb {tb.id} step {step.index} ({step.type})"
+                if step.depid >= 0:
+                    if (rank, step.depid) not in done:
+                        raise MscclError(f"{source}: {where}: depends on tb {step.depid}, which does not exist")
+                    if done[(rank, step.depid)] <= step.deps:
+                        break
+                    dep_transfer = step_transfer.get((rank, step.depid, step.deps))
+                    if dep_transfer is not None:
+                        pending_deps.setdefault((rank, tb.id), []).append(dep_transfer)
+                message = None
+                if step.type in RECEIVING:
+                    queue = fifos.get((tb.recv, rank, tb.chan))
+                    if not queue:
+                        break
+                    message = queue.pop(0)
+                    if len(message.values) != step.cnt:
+                        raise MscclError(f"{source}: {where}: receives cnt {step.cnt} but rank {message.rank} "
+                                         f"tb {message.tb} step {message.step} sent {len(message.values)}")
+                    sender = f"rank {message.rank} tb {message.tb} step {message.step}"
+                    if message.sent_to[1] >= 0 and step.type != "rrs" \
+                            and message.sent_to != (step.dstbuf, step.dstoff):
+                        mismatches.append(f"{sender} names {message.sent_to[0]}[{message.sent_to[1]}] as the "
+                                          f"destination, but {where} receives into {step.dstbuf}[{step.dstoff}]")
+                    if step.type in ("r", "rcs") and step.srcoff >= 0 \
+                            and (step.srcbuf, step.srcoff) != message.sent_from:
+                        mismatches.append(f"{where} names {step.srcbuf}[{step.srcoff}] as the source, but "
+                                          f"{sender} sends from {message.sent_from[0]}[{message.sent_from[1]}]")
+                inherited = pending_deps.pop((rank, tb.id), [])
+                if step.type == "nop":
+                    pending_deps.setdefault((rank, tb.id), []).extend(inherited)
+                elif step.type == "cpy":
+                    write(rank, step.dstbuf, step.dstoff, read(rank, step.srcbuf, step.srcoff, step.cnt, where),
+                          False, where, -1)
+                elif step.type == "re":
+                    added = read(rank, step.srcbuf, step.srcoff, step.cnt, where)
+                    if any(buffers.get((rank, step.dstbuf, step.dstoff + i), (c, 0))[0] != c
+                           for i, (c, _) in enumerate(added)):
+                        raise MscclError(f"{source}: {where}: adds a slot holding another chunk")
+                    write(rank, step.dstbuf, step.dstoff, added, True, where, -1)
+                    for i in range(step.cnt):  # a partial sum landed apart and added here: a reduction
+                        landed = writers.get((rank, step.srcbuf, step.srcoff + i), [])
+                        for t in landed:
+                            if transfers[t]["dst"] == rank:
+                                transfers[t]["op"] = "reduce"
+                        target = writers.setdefault((rank, step.dstbuf, step.dstoff + i), [])
+                        target.extend(w for w in landed if w not in target)
+                elif step.type not in KNOWN_STEPS:
+                    raise MscclError(f"{source}: {where}: unknown step type {step.type!r} (known: "
+                                     f"{', '.join(sorted(KNOWN_STEPS))})")
+                outgoing = None  # what a sending step puts on the wire, with the transfers that wrote it
+                if message is not None:
+                    transfer = message.transfer
+                    transfers[transfer]["deps"].update(inherited)
+                    transfers[transfer]["op"] = "reduce" if step.type in REDUCING else "copy"
+                    step_transfer[(rank, tb.id, step.index)] = transfer
+                    values, sources = message.values, [transfer]
+                    if step.type in REDUCING:  # the runtime adds the local src slots to what arrived
+                        local = read(rank, step.srcbuf, step.srcoff, step.cnt, where)
+                        values = _add(local, values, f"{source}: {where}")
+                        sources = [w for i in range(step.cnt)
+                                   for w in writers.get((rank, step.srcbuf, step.srcoff + i), [])] + [transfer]
+                    if step.type == "rrs":  # reduce and send on, nothing stored
+                        outgoing = (values, sources)
+                    else:
+                        write(rank, step.dstbuf, step.dstoff, values, False, where, transfer)
                         for i in range(step.cnt):
-                            deps.update(writers.get((rank, buf, off + i), []))
-                        transfer = len(transfers)
-                        wbid = step.wbid_send if step.wbid_send is not None else step.wbid
-                        transfers.append({"src": rank, "dst": tb.send, "chunks": [v[0] for v in values],
-                                          "wbid": wbid, "deps": deps, "op": "copy"})
-                        step_transfer[(rank, tb.id, step.index)] = transfer
-                        fifos.setdefault((rank, tb.send, tb.chan), []).append(
-                            _Message(values, rank, tb.id, step.index, wbid, transfer))
-                    done[(rank, tb.id)] += 1
-                    remaining -= 1
-                    progressed = True
+                            writers[(rank, step.dstbuf, step.dstoff + i)] = list(dict.fromkeys(sources))
+                if step.type in SENDING:
+                    if tb.send < 0:
+                        raise MscclError(f"{source}: {where}: sends, but the threadblock has no send peer")
+                    buf, off = (step.dstbuf, step.dstoff) if message is not None else (step.srcbuf, step.srcoff)
+                    if step.type == "rrs":
+                        buf, off = step.srcbuf, step.srcoff
+                    if outgoing is None:
+                        values = read(rank, buf, off, step.cnt, where)
+                        written = [w for i in range(step.cnt) for w in writers.get((rank, buf, off + i), [])]
+                    else:
+                        values, written = outgoing
+                    deps = set(inherited) | set(written)
+                    transfer = len(transfers)
+                    wbid = step.wbid_send if step.wbid_send is not None else step.wbid
+                    transfers.append({"src": rank, "dst": tb.send, "chunks": [v[0] for v in values],
+                                      "wbid": wbid, "deps": deps, "op": "copy"})
+                    step_transfer[(rank, tb.id, step.index)] = transfer
+                    fifos.setdefault((rank, tb.send, tb.chan), []).append(
+                        _Message(values, rank, tb.id, step.index, wbid, transfer, (buf, off),
+                                 (step.dstbuf, step.dstoff) if step.type == "s" else ("o", -1)))
+                done[(rank, tb.id)] += 1
+                remaining -= 1
+                progressed = True
         if not progressed:
             blocked = []
             for rank in sorted(algo.tbs):
@@ -144,7 +211,7 @@ def run_xml(algo: XmlAlgo, initial: dict[tuple[int, str, int], tuple[int, int]],
             m = queue[0]
             raise MscclError(f"{source}: send/receive mismatch: rank {m.rank} tb {m.tb} step {m.step} sends to rank "
                              f"{dst} on channel {chan}, but no receive takes it")
-    return RunResult(buffers, transfers)
+    return RunResult(buffers, transfers, mismatches)
 
 
 def collective_of(algo: XmlAlgo, root: int | None = None) -> Collective:
@@ -168,19 +235,51 @@ def initial_buffers(collective: Collective) -> dict:
     return initial
 
 
-def interpret(text: str, source: str = "xml", root: int | None = None) -> dict[str, Any]:
-    """Run the XML as the runtime would and check the postconditions; MscclError on failure."""
-    algo = parse_xml(text, source)
-    collective = collective_of(algo, root)
-    result = run_xml(algo, initial_buffers(collective), source)
+def check_races(algo: XmlAlgo, source: str) -> None:
+    """MscclError naming both steps of the first race (``races.find_race``)."""
+    try:
+        race = find_race(algo)
+    except ValueError as exc:
+        raise MscclError(f"{source}: {exc}") from None
+    if race is not None:
+        raise MscclError(f"{source}: {race}")
+
+
+def _check_outputs(result: RunResult, collective: Collective, source: str, schedule: str = "") -> None:
     _, outputs, _, _ = buffer_layout(collective)
     full, _ = collective.masks()
     for (rank, chunk), off in sorted(outputs.items()):
         value = result.buffers.get((rank, "o", off))
         if value is None or value[1] != full[chunk]:
             have = "nothing" if value is None else f"contributions {bin(value[1])}"
-            raise MscclError(f"{source}: rank {rank}: output o[{off}] (chunk {chunk}) must hold the full data "
-                             f"at the end, holds {have}")
-    return {"ranks": algo.ngpus, "transfers": len(result.transfers), "collective": collective.kind}
+            raise MscclError(f"{source}: {schedule}rank {rank}: output o[{off}] (chunk {chunk}) must hold the full "
+                             f"data at the end, holds {have}")
 
 
+def interpret(text: str, source: str = "xml", root: int | None = None, schedules: int = 0,
+              seed: int = 0) -> dict[str, Any]:
+    """Run the XML as the runtime would and check it; MscclError on failure.
+
+    Checks, in order: a happens-before analysis over all interleavings (``races``), one run in a
+    fixed order (deadlocks, send/receive mismatches, reads of empty slots), the peer fields of every
+    matched send and receive (when filled, they must name each other's slots), the postconditions;
+    then ``schedules`` more runs in random interleavings (seeds ``seed``, ``seed + 1``, ...).
+    """
+    algo = parse_xml(text, source)
+    collective = collective_of(algo, root)
+    check_races(algo, source)
+    result = run_xml(algo, initial_buffers(collective), source)
+    if result.peer_mismatches:
+        more = len(result.peer_mismatches) - 1
+        raise MscclError(f"{source}: peer fields disagree: {result.peer_mismatches[0]}"
+                         + (f" (and {more} more)" if more else ""))
+    _check_outputs(result, collective, source)
+    for i in range(schedules):
+        label = f"random schedule {i + 1} (seed {seed + i}): "
+        try:
+            other = run_xml(algo, initial_buffers(collective), source, random.Random(seed + i))
+        except MscclError as exc:
+            raise MscclError(f"{label}{exc}") from None
+        _check_outputs(other, collective, source, label)
+    return {"ranks": algo.ngpus, "transfers": len(result.transfers), "collective": collective.kind,
+            "schedules": schedules}
