@@ -103,13 +103,13 @@ def find_race(algo: XmlAlgo) -> str | None:
             touched: dict[tuple[int, str, int], bool] = {}
             if step.type in _READS_SRC and step.srcoff >= 0:
                 for k in range(step.cnt):
-                    touched.setdefault((rank, step.srcbuf, step.srcoff + k), False)
+                    touched.setdefault((rank, *algo.slot(rank, step.srcbuf, step.srcoff + k)), False)
             if step.type in _READS_DST and step.dstoff >= 0:
                 for k in range(step.cnt):
-                    touched.setdefault((rank, step.dstbuf, step.dstoff + k), False)
+                    touched.setdefault((rank, *algo.slot(rank, step.dstbuf, step.dstoff + k)), False)
             if step.type in _WRITES_DST and step.dstoff >= 0:
                 for k in range(step.cnt):
-                    touched[(rank, step.dstbuf, step.dstoff + k)] = True
+                    touched[(rank, *algo.slot(rank, step.dstbuf, step.dstoff + k))] = True
             for slot, writes in touched.items():
                 accesses[slot].append((sid, writes))
 

@@ -24,6 +24,7 @@ class _Message:
     wbid: int | None
     transfer: int = -1
     sent_from: tuple[str, int] = ("i", -1)  # the sender's slot the data left from
+    named_src: tuple[str, int] = ("i", -1)  # the sending step's own src field (msccl-tools names this one)
     sent_to: tuple[str, int] = ("o", -1)  # a plain send's peer field: the receiver's slot it names
 
 
@@ -54,7 +55,10 @@ def run_xml(algo: XmlAlgo, initial: dict[tuple[int, str, int], tuple[int, int]],
     can); with it, every pass visits them in a random order and runs each for a random 1-3 steps, one
     of the interleavings a GPU may produce.
     """
-    buffers: dict[tuple[int, str, int], tuple[int, int]] = dict(initial)
+    def key(rank: int, buf: str, off: int) -> tuple[int, str, int]:
+        return (rank, *algo.slot(rank, buf, off))
+
+    buffers: dict[tuple[int, str, int], tuple[int, int]] = {key(*slot): value for slot, value in initial.items()}
     writers: dict[tuple[int, str, int], list[int]] = {}
     done = {(r, tb.id): 0 for r in algo.tbs for tb in algo.tbs[r].values()}
     fifos: dict[tuple[int, int, int], list[_Message]] = {}
@@ -63,13 +67,18 @@ def run_xml(algo: XmlAlgo, initial: dict[tuple[int, str, int], tuple[int, int]],
     pending_deps: dict[tuple[int, int], list[int]] = {}
     mismatches: list[str] = []
 
+    def place(rank: int, buf: str, off: int, where: str) -> tuple[int, str, int]:
+        alias, index = algo.slot(rank, buf, off)
+        limit = algo.limit(rank, alias)
+        if not 0 <= index < limit:
+            raise MscclError(f"{source}: {where}: {buf}[{off}] is outside the buffer ({buf}_chunks="
+                             f"{algo.buffers[rank].get(buf, 0)})")
+        return rank, alias, index
+
     def read(rank: int, buf: str, off: int, cnt: int, where: str) -> list:
         values = []
         for i in range(cnt):
-            key = (rank, buf, off + i)
-            limit = algo.buffers[rank].get(buf, 0)
-            if not 0 <= off + i < limit:
-                raise MscclError(f"{source}: {where}: {buf}[{off + i}] is outside the buffer ({buf}_chunks={limit})")
+            key = place(rank, buf, off + i, where)
             if key not in buffers:
                 raise MscclError(f"{source}: {where}: reads {buf}[{off + i}], which holds no data yet")
             values.append(buffers[key])
@@ -77,10 +86,7 @@ def run_xml(algo: XmlAlgo, initial: dict[tuple[int, str, int], tuple[int, int]],
 
     def write(rank: int, buf: str, off: int, values: list, reduce: bool, where: str, transfer: int) -> None:
         for i, (chunk, bits) in enumerate(values):
-            key = (rank, buf, off + i)
-            limit = algo.buffers[rank].get(buf, 0)
-            if not 0 <= off + i < limit:
-                raise MscclError(f"{source}: {where}: {buf}[{off + i}] is outside the buffer ({buf}_chunks={limit})")
+            key = place(rank, buf, off + i, where)
             if reduce and key in buffers:
                 old_chunk, old_bits = buffers[key]
                 if old_bits & bits:
@@ -123,11 +129,12 @@ def run_xml(algo: XmlAlgo, initial: dict[tuple[int, str, int], tuple[int, int]],
                                          f"tb {message.tb} step {message.step} sent {len(message.values)}")
                     sender = f"rank {message.rank} tb {message.tb} step {message.step}"
                     if message.sent_to[1] >= 0 and step.type != "rrs" \
-                            and message.sent_to != (step.dstbuf, step.dstoff):
+                            and algo.slot(rank, *message.sent_to) != algo.slot(rank, step.dstbuf, step.dstoff):
                         mismatches.append(f"{sender} names {message.sent_to[0]}[{message.sent_to[1]}] as the "
                                           f"destination, but {where} receives into {step.dstbuf}[{step.dstoff}]")
+                    known = {algo.slot(message.rank, *message.sent_from), algo.slot(message.rank, *message.named_src)}
                     if step.type in ("r", "rcs") and step.srcoff >= 0 \
-                            and (step.srcbuf, step.srcoff) != message.sent_from:
+                            and algo.slot(message.rank, step.srcbuf, step.srcoff) not in known:
                         mismatches.append(f"{where} names {step.srcbuf}[{step.srcoff}] as the source, but "
                                           f"{sender} sends from {message.sent_from[0]}[{message.sent_from[1]}]")
                 inherited = pending_deps.pop((rank, tb.id), [])
@@ -138,16 +145,16 @@ def run_xml(algo: XmlAlgo, initial: dict[tuple[int, str, int], tuple[int, int]],
                           False, where, -1)
                 elif step.type == "re":
                     added = read(rank, step.srcbuf, step.srcoff, step.cnt, where)
-                    if any(buffers.get((rank, step.dstbuf, step.dstoff + i), (c, 0))[0] != c
+                    if any(buffers.get(key(rank, step.dstbuf, step.dstoff + i), (c, 0))[0] != c
                            for i, (c, _) in enumerate(added)):
                         raise MscclError(f"{source}: {where}: adds a slot holding another chunk")
                     write(rank, step.dstbuf, step.dstoff, added, True, where, -1)
                     for i in range(step.cnt):  # a partial sum landed apart and added here: a reduction
-                        landed = writers.get((rank, step.srcbuf, step.srcoff + i), [])
+                        landed = writers.get(key(rank, step.srcbuf, step.srcoff + i), [])
                         for t in landed:
                             if transfers[t]["dst"] == rank:
                                 transfers[t]["op"] = "reduce"
-                        target = writers.setdefault((rank, step.dstbuf, step.dstoff + i), [])
+                        target = writers.setdefault(key(rank, step.dstbuf, step.dstoff + i), [])
                         target.extend(w for w in landed if w not in target)
                 elif step.type not in KNOWN_STEPS:
                     raise MscclError(f"{source}: {where}: unknown step type {step.type!r} (known: "
@@ -163,13 +170,13 @@ def run_xml(algo: XmlAlgo, initial: dict[tuple[int, str, int], tuple[int, int]],
                         local = read(rank, step.srcbuf, step.srcoff, step.cnt, where)
                         values = _add(local, values, f"{source}: {where}")
                         sources = [w for i in range(step.cnt)
-                                   for w in writers.get((rank, step.srcbuf, step.srcoff + i), [])] + [transfer]
+                                   for w in writers.get(key(rank, step.srcbuf, step.srcoff + i), [])] + [transfer]
                     if step.type == "rrs":  # reduce and send on, nothing stored
                         outgoing = (values, sources)
                     else:
                         write(rank, step.dstbuf, step.dstoff, values, False, where, transfer)
                         for i in range(step.cnt):
-                            writers[(rank, step.dstbuf, step.dstoff + i)] = list(dict.fromkeys(sources))
+                            writers[key(rank, step.dstbuf, step.dstoff + i)] = list(dict.fromkeys(sources))
                 if step.type in SENDING:
                     if tb.send < 0:
                         raise MscclError(f"{source}: {where}: sends, but the threadblock has no send peer")
@@ -178,7 +185,7 @@ def run_xml(algo: XmlAlgo, initial: dict[tuple[int, str, int], tuple[int, int]],
                         buf, off = step.srcbuf, step.srcoff
                     if outgoing is None:
                         values = read(rank, buf, off, step.cnt, where)
-                        written = [w for i in range(step.cnt) for w in writers.get((rank, buf, off + i), [])]
+                        written = [w for i in range(step.cnt) for w in writers.get(key(rank, buf, off + i), [])]
                     else:
                         values, written = outgoing
                     deps = set(inherited) | set(written)
@@ -189,6 +196,7 @@ def run_xml(algo: XmlAlgo, initial: dict[tuple[int, str, int], tuple[int, int]],
                     step_transfer[(rank, tb.id, step.index)] = transfer
                     fifos.setdefault((rank, tb.send, tb.chan), []).append(
                         _Message(values, rank, tb.id, step.index, wbid, transfer, (buf, off),
+                                 (step.srcbuf, step.srcoff),
                                  (step.dstbuf, step.dstoff) if step.type == "s" else ("o", -1)))
                 done[(rank, tb.id)] += 1
                 remaining -= 1
@@ -245,11 +253,12 @@ def check_races(algo: XmlAlgo, source: str) -> None:
         raise MscclError(f"{source}: {race}")
 
 
-def _check_outputs(result: RunResult, collective: Collective, source: str, schedule: str = "") -> None:
+def _check_outputs(algo: XmlAlgo, result: RunResult, collective: Collective, source: str,
+                   schedule: str = "") -> None:
     _, outputs, _, _ = buffer_layout(collective)
     full, _ = collective.masks()
     for (rank, chunk), off in sorted(outputs.items()):
-        value = result.buffers.get((rank, "o", off))
+        value = result.buffers.get((rank, *algo.slot(rank, "o", off)))
         if value is None or value[1] != full[chunk]:
             have = "nothing" if value is None else f"contributions {bin(value[1])}"
             raise MscclError(f"{source}: {schedule}rank {rank}: output o[{off}] (chunk {chunk}) must hold the full "
@@ -273,13 +282,13 @@ def interpret(text: str, source: str = "xml", root: int | None = None, schedules
         more = len(result.peer_mismatches) - 1
         raise MscclError(f"{source}: peer fields disagree: {result.peer_mismatches[0]}"
                          + (f" (and {more} more)" if more else ""))
-    _check_outputs(result, collective, source)
+    _check_outputs(algo, result, collective, source)
     for i in range(schedules):
         label = f"random schedule {i + 1} (seed {seed + i}): "
         try:
             other = run_xml(algo, initial_buffers(collective), source, random.Random(seed + i))
         except MscclError as exc:
             raise MscclError(f"{label}{exc}") from None
-        _check_outputs(other, collective, source, label)
+        _check_outputs(algo, other, collective, source, label)
     return {"ranks": algo.ngpus, "transfers": len(result.transfers), "collective": collective.kind,
-            "schedules": schedules}
+            "schedules": schedules, "in_place": algo.in_place}
