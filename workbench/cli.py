@@ -400,9 +400,11 @@ def _cmd_export(args: argparse.Namespace) -> int:
     from workbench.msccl import MscclError, export_xml, interpret
     from workbench.files import write_atomic
 
-    if args.format != "msccl-xml":
-        raise UsageError(f"--format: only msccl-xml is supported, got {args.format!r}")
+    if args.format not in ("msccl-xml", "mscclpp"):
+        raise UsageError(f"--format: msccl-xml or mscclpp, got {args.format!r}")
     algorithm = load_algorithm(args.file)
+    if args.format == "mscclpp":
+        return _export_mscclpp(args, algorithm)
     try:
         max_bytes = parse_size(args.max_bytes) if args.max_bytes else None
     except UnitError as exc:
@@ -419,6 +421,32 @@ def _cmd_export(args: argparse.Namespace) -> int:
     return 0
 
 
+def _export_mscclpp(args: argparse.Namespace, algorithm) -> int:
+    import json
+    from pathlib import Path
+
+    from workbench.files import write_atomic
+    from workbench.msccl import MscclError
+    from workbench.mscclpp import export_plan, interpret_plan
+
+    if args.instances != 1 or args.max_bytes or args.no_fuse:
+        raise UsageError("--instances, --max-bytes and --no-fuse apply to msccl-xml, not to mscclpp plans")
+    if args.gpus_per_node is not None and args.gpus_per_node < 1:
+        raise UsageError(f"--gpus-per-node must be at least 1, got {args.gpus_per_node}")
+    try:
+        plan = export_plan(algorithm, gpus_per_node=args.gpus_per_node,
+                           protocol="Simple" if args.proto == "Simple" else args.proto)
+        text = json.dumps(plan, indent=1) + "\n"
+        report = interpret_plan(text, args.output, root=algorithm.collective.root)
+    except MscclError as exc:
+        raise UsageError(f"cannot export {args.file}: {exc}") from None
+    write_atomic(Path(args.output), text)
+    nodes = "one node" if args.gpus_per_node is None else f"{args.gpus_per_node} GPUs per node"
+    print(f"wrote {args.output}: MSCCL++ execution plan, {report['ranks']} ranks ({nodes}), {report['transfers']} "
+          f"puts; the interpreter found no race and every postcondition holds")
+    return 0
+
+
 def _cmd_interpret(args: argparse.Namespace) -> int:
     from workbench.msccl import MscclError, interpret
 
@@ -428,6 +456,8 @@ def _cmd_interpret(args: argparse.Namespace) -> int:
         raise UsageError(f"{args.file}: cannot read ({exc.strerror})") from None
     if args.schedules < 0:
         raise UsageError(f"--schedules must be 0 or more, got {args.schedules}")
+    if text.lstrip().startswith("{"):  # an MSCCL++ execution plan (JSON)
+        from workbench.mscclpp import interpret_plan as interpret
     try:
         report = interpret(text, args.file, root=args.root, schedules=args.schedules, seed=args.seed)
     except MscclError as exc:
@@ -573,10 +603,14 @@ def _build_parser() -> argparse.ArgumentParser:
     p.add_argument("folder")
     p.set_defaults(func=_cmd_rebound)
 
-    p = sub.add_parser("export", help="lower an algorithm file to MSCCL XML (and run it through the interpreter)")
+    p = sub.add_parser("export", help="lower an algorithm file to MSCCL XML or an MSCCL++ execution plan "
+                                      "(and run it through the interpreter)")
     p.add_argument("file")
-    p.add_argument("--format", default="msccl-xml")
+    p.add_argument("--format", default="msccl-xml", help="msccl-xml (default) or mscclpp")
     p.add_argument("--proto", default="Simple", choices=["Simple", "LL", "LL128"])
+    p.add_argument("--gpus-per-node", type=int,
+                   help="mscclpp: GPUs per node (memory channels inside a node, port channels between); "
+                        "default: one node")
     p.add_argument("--instances", type=int, default=1, help="split each chunk in N, one channel per instance")
     p.add_argument("--max-bytes", help="the size range's upper end for the executor (default 0 = unbounded)")
     p.add_argument("--no-fuse", action="store_true",
@@ -584,7 +618,8 @@ def _build_parser() -> argparse.ArgumentParser:
     p.add_argument("-o", "--output", required=True)
     p.set_defaults(func=_cmd_export)
 
-    p = sub.add_parser("interpret", help="run an MSCCL XML as the runtime would and check the collective")
+    p = sub.add_parser("interpret", help="check an MSCCL XML or MSCCL++ plan for races, run it as the runtime "
+                                         "would and check the collective")
     p.add_argument("file")
     p.add_argument("--root", type=int, help="root of a rooted collective (default 0)")
     p.add_argument("--schedules", type=int, default=0,

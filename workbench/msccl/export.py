@@ -8,7 +8,7 @@ from typing import Any
 
 from workbench.algorithm import Algorithm
 from workbench.msccl.common import COLL_NAMES, LIMITS, MscclError
-from workbench.msccl.layout import buffer_index, buffer_layout, refine
+from workbench.msccl.layout import contiguous_runs, refine, working_slots
 
 __all__ = ["export_xml"]
 
@@ -34,41 +34,6 @@ class _Tb:
     recv: int = -1
     chan: int = 0
     steps: list[_Step] = field(default_factory=list)
-
-
-def _slots(algorithm: Algorithm):
-    """Working location (buf, offset) of every (rank, chunk), the copies in, and the copies out.
-
-    Scratch is indexed like a full output (rank-major, ``layout.buffer_index``), so a rank's
-    consecutive chunks stay contiguous. A reduction whose output layout is not that index
-    (reduce-scatter's o[j]) works in scratch and copies its result out at the end.
-    """
-    collective = algorithm.collective
-    inputs, outputs, i_chunks, o_chunks = buffer_layout(collective)
-    written = {(t.dst, c) for t in algorithm.transfers for c in t.chunks}
-    touched = written | {(t.src, c) for t in algorithm.transfers for c in t.chunks}
-    location: dict[tuple[int, int], tuple[str, int]] = {}
-    copies_in: list[tuple[int, int]] = []
-    copies_out: list[tuple[int, int]] = []
-    uses_scratch = False
-    identity = all(off == buffer_index(collective, chunk) for (_, chunk), off in outputs.items())
-    for key in sorted(touched | set(outputs)):
-        rank, chunk = key
-        if key in outputs and (not collective.combining or identity):
-            location[key] = ("o", outputs[key])
-            if key in inputs:
-                copies_in.append(key)
-        elif key in inputs and key not in written and key not in outputs:
-            location[key] = ("i", inputs[key])
-        else:
-            location[key] = ("s", buffer_index(collective, chunk))
-            uses_scratch = True
-            if key in inputs:
-                copies_in.append(key)
-            if key in outputs:
-                copies_out.append(key)
-    s_chunks = collective.num_chunks if uses_scratch else 0
-    return location, copies_in, copies_out, s_chunks, inputs, outputs, i_chunks, o_chunks
 
 
 class _Hazards:
@@ -111,17 +76,6 @@ class _Hazards:
             self.reads[s] = []
 
 
-def _runs(src: list[tuple[str, int]], dst: list[tuple[str, int]]) -> list[tuple[int, int]]:
-    """Split a message into runs contiguous at both ends: (first index, length)."""
-    runs = []
-    start = 0
-    for i in range(1, len(src) + 1):
-        if i == len(src) or src[i] != (src[i - 1][0], src[i - 1][1] + 1) or dst[i] != (dst[i - 1][0], dst[i - 1][1] + 1):
-            runs.append((start, i - start))
-            start = i
-    return runs
-
-
 def export_xml(algorithm: Algorithm, proto: str = "Simple", instances: int = 1, max_bytes: float | None = None,
                name: str | None = None, fuse: bool = True) -> str:
     """Lower an algorithm into MSCCL XML (see the module docstring)."""
@@ -139,7 +93,7 @@ def export_xml(algorithm: Algorithm, proto: str = "Simple", instances: int = 1, 
     algorithm = refine(algorithm, instances)
     collective = algorithm.collective
     n = collective.num_ranks
-    location, copies_in, copies_out, s_chunks, inputs, outputs, i_chunks, o_chunks = _slots(algorithm)
+    location, copies_in, copies_out, s_chunks, inputs, outputs, i_chunks, o_chunks = working_slots(algorithm)
     tbs: list[dict[Any, _Tb]] = [{} for _ in range(n)]
 
     def tb(rank: int, key) -> _Tb:
@@ -184,7 +138,7 @@ def export_xml(algorithm: Algorithm, proto: str = "Simple", instances: int = 1, 
         send_tb = tb(t.src, ("send", t.dst, chan))
         recv_tb = tb(t.dst, ("recv", t.src, chan))
         send_at[t.id], recv_at[t.id] = [], []
-        for run, (first, count) in enumerate(_runs(src_places, dst_places)):  # one message per contiguous run
+        for run, (first, count) in enumerate(contiguous_runs(src_places, dst_places)):  # one message per contiguous run
             (sbuf, soff), (dbuf, doff) = src_places[first], dst_places[first]
             reads = [(t.src, c) for c in t.chunks[first:first + count]]
             writes = [(t.dst, c) for c in t.chunks[first:first + count]]

@@ -6,7 +6,7 @@ from workbench.algorithm import Algorithm, Transfer
 from workbench.collective import Collective, make_collective
 from workbench.msccl.common import MscclError
 
-__all__ = ["buffer_index", "buffer_layout", "refine"]
+__all__ = ["buffer_index", "buffer_layout", "refine", "working_slots", "contiguous_runs"]
 
 
 def buffer_index(collective: Collective, chunk: int) -> int:
@@ -86,3 +86,47 @@ def refine(algorithm: Algorithm, parts: int) -> Algorithm:
     return Algorithm(algorithm.topology, finer, algorithm.chunk_bytes / parts, transfers, meta)
 
 
+def working_slots(algorithm: Algorithm):
+    """Working location (buf, offset) of every (rank, chunk), the copies in, and the copies out.
+
+    Scratch is indexed like a full output (rank-major, ``layout.buffer_index``), so a rank's
+    consecutive chunks stay contiguous. A reduction whose output layout is not that index
+    (reduce-scatter's o[j]) works in scratch and copies its result out at the end.
+    """
+    collective = algorithm.collective
+    inputs, outputs, i_chunks, o_chunks = buffer_layout(collective)
+    written = {(t.dst, c) for t in algorithm.transfers for c in t.chunks}
+    touched = written | {(t.src, c) for t in algorithm.transfers for c in t.chunks}
+    location: dict[tuple[int, int], tuple[str, int]] = {}
+    copies_in: list[tuple[int, int]] = []
+    copies_out: list[tuple[int, int]] = []
+    uses_scratch = False
+    identity = all(off == buffer_index(collective, chunk) for (_, chunk), off in outputs.items())
+    for key in sorted(touched | set(outputs)):
+        rank, chunk = key
+        if key in outputs and (not collective.combining or identity):
+            location[key] = ("o", outputs[key])
+            if key in inputs:
+                copies_in.append(key)
+        elif key in inputs and key not in written and key not in outputs:
+            location[key] = ("i", inputs[key])
+        else:
+            location[key] = ("s", buffer_index(collective, chunk))
+            uses_scratch = True
+            if key in inputs:
+                copies_in.append(key)
+            if key in outputs:
+                copies_out.append(key)
+    s_chunks = collective.num_chunks if uses_scratch else 0
+    return location, copies_in, copies_out, s_chunks, inputs, outputs, i_chunks, o_chunks
+
+
+def contiguous_runs(src: list[tuple[str, int]], dst: list[tuple[str, int]]) -> list[tuple[int, int]]:
+    """Split a message into runs contiguous at both ends: (first index, length)."""
+    runs = []
+    start = 0
+    for i in range(1, len(src) + 1):
+        if i == len(src) or src[i] != (src[i - 1][0], src[i - 1][1] + 1) or dst[i] != (dst[i - 1][0], dst[i - 1][1] + 1):
+            runs.append((start, i - start))
+            start = i
+    return runs

@@ -1,0 +1,167 @@
+"""Lowering an algorithm into an MSCCL++ execution plan (JSON, the executor's schema of mscclpp 0.9).
+
+The plan names, per GPU, its buffers (``input_chunks``, ``output_chunks``, ``scratch_chunks``), its
+channels (``memory`` to GPUs of its node, ``port`` to other nodes; one channel per peer), the peer
+buffers it writes (``remote_buffers``) and its threadblocks, each a list of operations.
+
+Lowering, per transfer ``t`` (src ``s``, dst ``d``) in plan order:
+
+* ``s``: one ``put`` per contiguous run from its slot into ``d``'s slot (a reduction's partial sum
+  into fresh scratch on ``d``), then ``signal`` on the channel to ``d`` (and ``flush`` on a port
+  channel, so the proxy has finished reading ``s``'s buffer);
+* ``d``: ``wait`` on the channel from ``s``, and for a reduction one ``re`` per run adding the
+  landed partial sum into its slot (``dst = dst + landed``), placed just before the first of
+  ``d``'s operations that needs them (a send depending on ``t``, or one touching its slots).
+
+Buffers follow NCCL's rank-major layout (``workbench.msccl.layout``), own input chunks that must be
+in the output are copied first (``copy``), and a reduction whose output slot is not its working slot
+(Reduce-Scatter's o[j]) is copied out last. Every GPU runs one threadblock that executes its
+operations in plan order (waits deferred as above, never reordered among themselves): the k-th
+``wait`` on a channel pairs with the k-th ``signal``, and since plan order is a topological order of
+the transfers, a GPU blocked on a wait only waits for operations earlier in that order, so the plan
+cannot deadlock. The price is that a GPU's sends to
+different peers do not overlap (they do across GPUs); ``workbench interpret`` checks the plan for
+races and runs it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from workbench.algorithm import Algorithm
+from workbench.msccl.common import MscclError
+from workbench.msccl.layout import contiguous_runs, working_slots
+
+__all__ = ["export_plan", "PLAN_SCHEMA"]
+
+PLAN_SCHEMA = "mscclpp 0.9 execution plan (src/core/executor/execution_plan.cc)"
+_COLLECTIVES = {"allgather": "allgather", "reducescatter": "reducescatter", "allreduce": "allreduce",
+                "alltoall": "alltoall", "broadcast": "broadcast", "reduce": "reduce", "gather": "gather",
+                "scatter": "scatter"}
+
+
+def _buffer(buf: str, index: int, size: int) -> dict[str, Any]:
+    return {"type": buf, "index": index, "size": size}
+
+
+def export_plan(algorithm: Algorithm, gpus_per_node: int | None = None, name: str | None = None,
+                protocol: str = "Simple") -> dict[str, Any]:
+    """The execution plan of the module docstring (a JSON-ready dict)."""
+    collective = algorithm.collective
+    if collective.kind not in _COLLECTIVES:
+        raise MscclError(f"MSCCL++ plans cover the standard collectives, not {collective.kind!r}")
+    if protocol != "Simple":  # LL plans use packet operations (ppkt, upkt, ...), which are not written
+        raise MscclError(f"--proto for an MSCCL++ plan must be Simple, got {protocol!r}")
+    n = collective.num_ranks
+    per_node = gpus_per_node or n
+    if per_node < 1:
+        raise MscclError(f"--gpus-per-node must be at least 1, got {gpus_per_node}")
+    topology = algorithm.topology
+    for t in algorithm.transfers:
+        for end in (t.src, t.dst):
+            if topology.is_switch(end):
+                raise MscclError(f"transfer {t.id}: node {end} is a switch; MSCCL++ addresses GPUs only")
+
+    def kind_of(a: int, b: int) -> str:
+        return "memory" if a // per_node == b // per_node else "port"
+
+    location, copies_in, copies_out, s_chunks, inputs, outputs, i_chunks, o_chunks = working_slots(algorithm)
+    peers: list[dict[str, list[int]]] = [{"memory": [], "port": []} for _ in range(n)]
+    for t in algorithm.transfers:
+        for a, b in ((t.src, t.dst), (t.dst, t.src)):
+            if b not in peers[a][kind_of(a, b)]:
+                peers[a][kind_of(a, b)].append(b)
+    for p in peers:
+        p["memory"].sort()
+        p["port"].sort()
+    remote: list[list[tuple[int, str, str]]] = [[] for _ in range(n)]  # (rank, buffer, channel type)
+
+    def remote_id(rank: int, peer: int, buf: str) -> int:
+        """Position of (peer, buf) among ``rank``'s remote buffers reached over that channel type."""
+        key = (peer, buf, kind_of(rank, peer))
+        if key not in remote[rank]:
+            remote[rank].append(key)
+        return [r for r in remote[rank] if r[2] == key[2]].index(key)
+
+    ops: list[list[dict[str, Any]]] = [[] for _ in range(n)]
+    scratch_top = [s_chunks] * n
+    for rank, chunk in copies_in:
+        buf, off = location[(rank, chunk)]
+        ops[rank].append({"name": "copy", "src_buff": [_buffer("i", inputs[(rank, chunk)], 1)],
+                          "dst_buff": [_buffer(buf, off, 1)]})
+    # a receiver's wait (and the adds of a reduction) is placed lazily: just before the first of its
+    # operations that needs the data (a send that depends on it, or one touching those slots), so
+    # a GPU does not stop for data it does not need yet. Waits keep their plan order.
+    pending: list[list[tuple[int, list[dict[str, Any]]]]] = [[] for _ in range(n)]
+    writer: dict[tuple[int, int], int] = {}  # (rank, chunk) -> index of the last transfer writing it
+
+    def flush(rank: int, upto: int) -> None:
+        while pending[rank] and pending[rank][0][0] <= upto:
+            ops[rank].extend(pending[rank].pop(0)[1])
+
+    for i, t in enumerate(algorithm.transfers):
+        s, d = t.src, t.dst
+        needed = -1
+        for dep in t.deps:
+            before = algorithm.transfers[dep]
+            if before.dst == s:
+                needed = max(needed, dep)
+            elif s not in (before.src, before.dst) and d not in (before.src, before.dst):
+                raise MscclError(f"transfer {t.id}: its dependency on transfer {dep} ({before.src} -> {before.dst}) "
+                                 f"involves neither rank {s} nor rank {d}; a GPU can only wait for its own channels")
+        needed = max([needed] + [writer.get((s, c), -1) for c in t.chunks])
+        flush(s, needed)
+        flush(d, max([-1] + [writer.get((d, c), -1) for c in t.chunks]))
+        channel = kind_of(s, d)
+        src_places = [location[(s, c)] for c in t.chunks]
+        dst_places = [location[(d, c)] for c in t.chunks]
+        arrival: list[dict[str, Any]] = [{"name": "wait", "channel_type": channel,
+                                          "channel_ids": [peers[d][channel].index(s)]}]
+        for first, count in contiguous_runs(src_places, dst_places):
+            (sbuf, soff), (dbuf, doff) = src_places[first], dst_places[first]
+            if t.op == "reduce":  # the partial sum lands apart; d adds it once it has waited
+                target = ("s", scratch_top[d])
+                scratch_top[d] += count
+                arrival.append({"name": "re", "src_buff": [_buffer(dbuf, doff, count), _buffer(*target, count)],
+                                "dst_buff": [_buffer(dbuf, doff, count)]})
+            else:
+                target = (dbuf, doff)
+            ops[s].append({"name": "put", "src_buff": [_buffer(sbuf, soff, count)],
+                           "dst_buff": [{"buffer_id": remote_id(s, d, target[0]), "index": target[1], "size": count}],
+                           "channel_type": channel, "channel_ids": [peers[s][channel].index(d)]})
+        ops[s].append({"name": "signal", "channel_type": channel, "channel_ids": [peers[s][channel].index(d)]})
+        if channel == "port":
+            ops[s].append({"name": "flush", "channel_type": channel, "channel_ids": [peers[s][channel].index(d)]})
+        pending[d].append((i, arrival))
+        for c in t.chunks:
+            writer[(d, c)] = i
+    for rank in range(n):
+        flush(rank, len(algorithm.transfers))
+    for rank, chunk in copies_out:
+        buf, off = location[(rank, chunk)]
+        ops[rank].append({"name": "copy", "src_buff": [_buffer(buf, off, 1)],
+                          "dst_buff": [_buffer("o", outputs[(rank, chunk)], 1)]})
+    gpus = []
+    for rank in range(n):
+        kinds = [k for k in ("memory", "port") if peers[rank][k]]
+        block = {
+            "id": 0, "ops": ops[rank],
+            "channels": [{"channel_type": k, "channel_ids": list(range(len(peers[rank][k])))} for k in kinds],
+            "remote_buffer_refs": [{"access_channel_type": k, "remote_buffer_ids":
+                                    [i for i, r in enumerate(remote[rank]) if r[2] == k]}
+                                   for k in kinds if any(r[2] == k for r in remote[rank])],
+        }
+        gpus.append({
+            "id": rank, "input_chunks": i_chunks, "output_chunks": o_chunks, "scratch_chunks": scratch_top[rank],
+            "threadblocks": [block],
+            "channels": [{"channel_type": k, "connected_to": peers[rank][k]} for k in kinds],
+            "remote_buffers": [{"rank": p, "type": buf, "access_channel_types": [k]} for p, buf, k in remote[rank]],
+            "semaphores": [],
+        })
+    return {
+        "name": (name or f"{algorithm.meta.get('formulation', 'workbench')}_{collective.kind}_{n}"),
+        "collective": _COLLECTIVES[collective.kind], "protocol": protocol, "inplace": False,
+        "reuse_resources": False, "gpus": gpus, "num_threads_per_block": 1024,
+        "use_double_scratch_buffer": False, "buffer_alignment": 16, "min_message_size": 0,
+        "max_message_size": 2**64 - 1,
+    }

@@ -1,0 +1,288 @@
+"""An interpreter of MSCCL++ execution plans: races first, then a run over contribution sets.
+
+Operations (the subset our export writes, and what a hand-written plan for these collectives
+needs): ``copy`` (local src -> dst), ``re`` (dst = src[0] + src[1] + ...), ``put`` (local src into a
+peer's buffer named by ``buffer_id``), ``get`` (a peer's buffer into a local one), ``signal`` /
+``wait`` (the k-th wait on the channel from a peer returns after that peer's k-th signal on its
+channel to us), ``flush`` and ``nop``. Each threadblock runs its operations in order; threadblocks
+run concurrently. The happens-before order (program order, signal -> wait) is checked for two
+unordered accesses to one slot, one a write (``workbench.happens_before``), naming both
+operations; then the plan is executed and every postcondition of the collective checked.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from typing import Any
+
+from workbench.collective import Collective, make_collective
+from workbench.happens_before import first_race
+from workbench.msccl.common import MscclError
+from workbench.msccl.layout import buffer_layout
+
+__all__ = ["interpret_plan", "parse_plan"]
+
+_SUPPORTED = ("copy", "re", "put", "get", "signal", "wait", "flush", "nop")
+
+
+class _Op:
+    """One operation with its buffer references resolved to (rank, buffer, index, size)."""
+
+    def __init__(self, rank: int, tb: int, index: int, name: str) -> None:
+        self.rank, self.tb, self.index, self.name = rank, tb, index, name
+        self.reads: list[tuple[int, str, int, int]] = []
+        self.writes: list[tuple[int, str, int, int]] = []
+        self.channel: tuple[str, int] | None = None  # (channel type, peer) of a signal or wait
+
+    def where(self) -> str:
+        return f"gpu {self.rank} tb {self.tb} op {self.index} ({self.name})"
+
+
+def parse_plan(text: str, source: str = "plan") -> tuple[dict[str, Any], list[list[list[_Op]]]]:
+    """The plan and its operations per gpu, per threadblock; MscclError naming the field on bad input."""
+    try:
+        plan = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise MscclError(f"{source}: not valid JSON ({exc})") from None
+    if not isinstance(plan, dict) or not isinstance(plan.get("gpus"), list):
+        raise MscclError(f"{source}: an execution plan is an object with a 'gpus' list")
+
+    def need(obj: Any, key: str, where: str, kind: type = int) -> Any:
+        if not isinstance(obj, dict) or key not in obj:
+            raise MscclError(f"{source}: {where}: missing field {key!r}")
+        value = obj[key]
+        if kind is int and (not isinstance(value, int) or isinstance(value, bool)):
+            raise MscclError(f"{source}: {where}: field {key!r} must be an integer, got {value!r}")
+        if kind is list and not isinstance(value, list):
+            raise MscclError(f"{source}: {where}: field {key!r} must be a list")
+        return value
+
+    gpus = plan["gpus"]
+    for rank, gpu in enumerate(gpus):
+        if need(gpu, "id", f"gpus[{rank}]") != rank:
+            raise MscclError(f"{source}: gpus[{rank}]: id {gpu['id']} (gpus must be listed in rank order)")
+    program: list[list[list[_Op]]] = []
+    for rank, gpu in enumerate(gpus):
+        where = f"gpu {rank}"
+        peers: dict[str, list[int]] = {"memory": [], "port": []}
+        for channel in need(gpu, "channels", where, list):
+            kind = need(channel, "channel_type", f"{where} channels", str)
+            peers.setdefault(kind, []).extend(need(channel, "connected_to", f"{where} channels", list))
+        remote = need(gpu, "remote_buffers", where, list)
+        blocks = []
+        for b, block in enumerate(need(gpu, "threadblocks", where, list)):
+            tb_where = f"{where} tb {b}"
+            channels: dict[str, list[int]] = {}
+            for channel in block.get("channels", []):
+                channels.setdefault(channel["channel_type"], []).extend(channel["channel_ids"])
+            refs: dict[str, list[int]] = {}
+            for ref in block.get("remote_buffer_refs", []):
+                refs.setdefault(ref["access_channel_type"], []).extend(ref["remote_buffer_ids"])
+            ops = []
+            for i, raw in enumerate(need(block, "ops", tb_where, list)):
+                name = need(raw, "name", f"{tb_where} op {i}", str)
+                op = _Op(rank, b, i, name)
+                op_where = op.where()
+                if name not in _SUPPORTED:
+                    raise MscclError(f"{source}: {op_where}: operation {name!r} is not one the interpreter runs "
+                                     f"(supported: {', '.join(_SUPPORTED)})")
+                kind = raw.get("channel_type", "none")
+
+                def peer_of(position: int) -> int:
+                    try:
+                        return peers[kind][channels[kind][position]]
+                    except (KeyError, IndexError):
+                        raise MscclError(f"{source}: {op_where}: channel {position} of type {kind!r} is not "
+                                         "declared by the threadblock and the gpu") from None
+
+                def resolve(ref: dict, role: str) -> tuple[int, str, int, int]:
+                    size = need(ref, "size", f"{op_where} {role}")
+                    index = need(ref, "index", f"{op_where} {role}")
+                    if "buffer_id" in ref:
+                        try:
+                            entry = remote[refs[kind][ref["buffer_id"]]]
+                        except (KeyError, IndexError, TypeError):
+                            raise MscclError(f"{source}: {op_where} {role}: buffer_id {ref['buffer_id']!r} names "
+                                             f"no remote buffer reachable over {kind!r}") from None
+                        return entry["rank"], entry["type"], index, size
+                    return rank, need(ref, "type", f"{op_where} {role}", str), index, size
+
+                sources = [resolve(r, "src_buff") for r in raw.get("src_buff", [])]
+                targets = [resolve(r, "dst_buff") for r in raw.get("dst_buff", [])]
+                if name in ("signal", "wait"):
+                    ids = raw.get("channel_ids", [])
+                    if len(ids) != 1:
+                        raise MscclError(f"{source}: {op_where}: needs exactly one channel id, got {ids!r}")
+                    op.channel = (kind, peer_of(ids[0]))
+                elif name in ("copy", "put", "get"):
+                    if len(sources) != 1 or len(targets) != 1 or sources[0][3] != targets[0][3]:
+                        raise MscclError(f"{source}: {op_where}: needs one src_buff and one dst_buff of one size")
+                    op.reads, op.writes = sources, targets
+                elif name == "re":
+                    if not sources or len(targets) != 1 or any(s[3] != targets[0][3] for s in sources):
+                        raise MscclError(f"{source}: {op_where}: needs src_buffs and one dst_buff of one size")
+                    op.reads, op.writes = sources, targets
+                ops.append(op)
+            blocks.append(ops)
+        program.append(blocks)
+    return plan, program
+
+
+def _collective(plan: dict[str, Any], source: str, root: int | None) -> Collective:
+    kind = plan.get("collective")
+    n = len(plan["gpus"])
+    if kind not in ("allgather", "reducescatter", "allreduce", "alltoall", "broadcast", "reduce", "gather",
+                    "scatter"):
+        raise MscclError(f"{source}: collective {kind!r} is not one the workbench can check")
+    first = plan["gpus"][0]
+    size = max(first.get("input_chunks", 0), first.get("output_chunks", 0))
+    per = size if kind in ("broadcast", "reduce") else size // max(n, 1)
+    if per < 1:
+        raise MscclError(f"{source}: input/output chunks too small for {n} ranks")
+    return make_collective(kind, n, per, root)
+
+
+def _races(program: list[list[list[_Op]]]) -> str | None:
+    ops = [op for blocks in program for block in blocks for op in block]
+    index = {id(op): e for e, op in enumerate(ops)}
+    preds: list[list[int]] = [[] for _ in ops]
+    signals: dict[tuple[str, int, int], list[int]] = {}
+    waits: dict[tuple[str, int, int], list[int]] = {}
+    for op in ops:
+        if op.name == "signal":
+            signals.setdefault((op.channel[0], op.rank, op.channel[1]), []).append(index[id(op)])
+        elif op.name == "wait":
+            waits.setdefault((op.channel[0], op.channel[1], op.rank), []).append(index[id(op)])
+    for key, sent in signals.items():
+        for s, w in zip(sent, waits.get(key, [])):
+            preds[w].append(s)
+    accesses = []
+    for op in ops:
+        touched: dict[tuple[int, str, int], bool] = {}
+        for rank, buf, start, size in op.reads:
+            for k in range(size):
+                touched.setdefault((rank, buf, start + k), False)
+        for rank, buf, start, size in op.writes:
+            for k in range(size):
+                touched[(rank, buf, start + k)] = True
+        accesses.append(touched)
+    lengths = [len(block) for blocks in program for block in blocks]
+    return first_race(lengths, preds, accesses, lambda e: ops[e].where(),
+                      lambda slot: f"gpu {slot[0]} {slot[1]}[{slot[2]}]")
+
+
+def _run(plan: dict, program: list[list[list[_Op]]], collective: Collective, source: str,
+         rng: random.Random | None) -> dict[tuple[int, str, int], tuple[int, int]]:
+    inputs, _, _, _ = buffer_layout(collective)
+    full, _ = collective.masks()
+    values: dict[tuple[int, str, int], tuple[int, int]] = {}
+    for (rank, chunk), off in inputs.items():
+        values[(rank, "i", off)] = (chunk, (1 << rank) if collective.combining else full[chunk])
+    limits = {}
+    for rank, gpu in enumerate(plan["gpus"]):
+        limits[(rank, "i")] = gpu.get("input_chunks", 0)
+        limits[(rank, "o")] = gpu.get("output_chunks", 0)
+        limits[(rank, "s")] = gpu.get("scratch_chunks", 0)
+    signalled: dict[tuple[str, int, int], int] = {}
+    consumed: dict[tuple[str, int, int], int] = {}
+    blocks = [(rank, b, block) for rank, gpu_blocks in enumerate(program) for b, block in enumerate(gpu_blocks)]
+    done = [0] * len(blocks)
+
+    def read(op: _Op, ref: tuple[int, str, int, int]) -> list:
+        rank, buf, start, size = ref
+        out = []
+        for k in range(size):
+            if not 0 <= start + k < limits.get((rank, buf), 0):
+                raise MscclError(f"{source}: {op.where()}: gpu {rank} {buf}[{start + k}] is outside the buffer")
+            if (rank, buf, start + k) not in values:
+                raise MscclError(f"{source}: {op.where()}: reads gpu {rank} {buf}[{start + k}], which holds no data")
+            out.append(values[(rank, buf, start + k)])
+        return out
+
+    def write(op: _Op, ref: tuple[int, str, int, int], data: list) -> None:
+        rank, buf, start, size = ref
+        for k in range(size):
+            if not 0 <= start + k < limits.get((rank, buf), 0):
+                raise MscclError(f"{source}: {op.where()}: gpu {rank} {buf}[{start + k}] is outside the buffer")
+            values[(rank, buf, start + k)] = data[k]
+
+    remaining = sum(len(block) for _, _, block in blocks)
+    while remaining:
+        progressed = False
+        order = list(range(len(blocks)))
+        if rng is not None:
+            rng.shuffle(order)
+        for b in order:
+            rank, _, block = blocks[b]
+            budget = rng.randint(1, 3) if rng is not None else -1
+            while done[b] < len(block) and budget != 0:
+                budget -= 1
+                op = block[done[b]]
+                if op.name == "wait":
+                    key = (op.channel[0], op.channel[1], rank)
+                    if signalled.get(key, 0) <= consumed.get(key, 0):
+                        break
+                    consumed[key] = consumed.get(key, 0) + 1
+                elif op.name == "signal":
+                    key = (op.channel[0], rank, op.channel[1])
+                    signalled[key] = signalled.get(key, 0) + 1
+                elif op.name in ("copy", "put", "get"):
+                    write(op, op.writes[0], read(op, op.reads[0]))
+                elif op.name == "re":
+                    total = read(op, op.reads[0])
+                    for ref in op.reads[1:]:
+                        more = read(op, ref)
+                        for k, ((chunk, bits), (other, extra)) in enumerate(zip(total, more)):
+                            if chunk != other:
+                                raise MscclError(f"{source}: {op.where()}: adds chunk {other} to chunk {chunk}")
+                            if bits & extra:
+                                raise MscclError(f"{source}: {op.where()}: the reduction double counts contributions")
+                            total[k] = (chunk, bits | extra)
+                    write(op, op.writes[0], total)
+                done[b] += 1
+                remaining -= 1
+                progressed = True
+        if not progressed:
+            stuck = [block[done[b]] for b, (_, _, block) in enumerate(blocks) if done[b] < len(block)]
+            raise MscclError(f"{source}: deadlock: " + "; ".join(
+                f"{op.where()} waits for a signal from gpu {op.channel[1]}" for op in stuck[:3]))
+    extra = {k: v - consumed.get(k, 0) for k, v in signalled.items() if v > consumed.get(k, 0)}
+    if extra:
+        (kind, src, dst), count = next(iter(extra.items()))
+        raise MscclError(f"{source}: gpu {src} signals gpu {dst} on its {kind} channel {count} more time(s) than "
+                         f"gpu {dst} waits")
+    return values
+
+
+def interpret_plan(text: str, source: str = "plan", root: int | None = None, schedules: int = 0,
+                   seed: int = 0) -> dict[str, Any]:
+    """Races, one run in a fixed order, the postconditions, then ``schedules`` random interleavings."""
+    plan, program = parse_plan(text, source)
+    if plan.get("inplace"):
+        raise MscclError(f"{source}: in-place plans are not checked yet (export writes out-of-place plans)")
+    collective = _collective(plan, source, root)
+    try:
+        race = _races(program)
+    except ValueError as exc:
+        raise MscclError(f"{source}: {exc}") from None
+    if race is not None:
+        raise MscclError(f"{source}: {race}")
+    _, outputs, _, _ = buffer_layout(collective)
+    full, _ = collective.masks()
+    runs = [None] + [random.Random(seed + i) for i in range(schedules)]
+    for i, rng in enumerate(runs):
+        label = "" if rng is None else f"random schedule {i} (seed {seed + i - 1}): "
+        try:
+            values = _run(plan, program, collective, source, rng)
+        except MscclError as exc:
+            raise MscclError(f"{label}{exc}") from None
+        for (rank, chunk), off in sorted(outputs.items()):
+            value = values.get((rank, "o", off))
+            if value is None or value[1] != full[chunk]:
+                have = "nothing" if value is None else f"contributions {bin(value[1])}"
+                raise MscclError(f"{source}: {label}gpu {rank}: output o[{off}] (chunk {chunk}) must hold the full "
+                                 f"data at the end, holds {have}")
+    puts = sum(1 for blocks in program for block in blocks for op in block if op.name == "put")
+    return {"ranks": len(plan["gpus"]), "transfers": puts, "collective": collective.kind, "schedules": schedules,
+            "in_place": bool(plan.get("inplace"))}
