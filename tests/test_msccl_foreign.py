@@ -71,7 +71,7 @@ def rccl_style_allpairs_allreduce(n: int, k: int) -> str:
 
 def teccl_style_ring_allgather(n: int) -> str:
     """Out of place, separate send, receive and copy threadblocks per GPU, forwarding sends that wait
-    on the receive threadblock, and ``<copy>`` children that the runtimes ignore."""
+    on the receive threadblock, and ``<copy>`` / ``<reduce>`` children that the runtimes ignore."""
     gpus = []
     for r in range(n):
         receive = [_step(i, "r", "o" if i else "i", (r - 1 - i) % n if i else 0, "o", (r - 1 - i) % n,
@@ -79,7 +79,7 @@ def teccl_style_ring_allgather(n: int) -> str:
         send = [_step(0, "s", "i", 0, "o", r)]
         send += [_step(1 + i, "s", "o", (r - 1 - i) % n, "o", (r - 1 - i) % n, depid=1, deps=i) for i in range(n - 2)]
         gpus.append(f'<gpu id="{r}" i_chunks="1" o_chunks="{n}" s_chunks="0">'
-                    f'<copy chunk="{r}" buffer="i" index="0"/>'
+                    f'<copy chunk="{r}" buffer="i" index="0"/><reduce chunk="{r}" buffer="o" index="{r}"/>'
                     f'<tb id="0" send="{(r + 1) % n}" recv="-1" chan="0">{"".join(send)}</tb>'
                     f'<tb id="1" send="-1" recv="{(r - 1) % n}" chan="0">{"".join(receive)}</tb>'
                     f'<tb id="2" send="-1" recv="-1" chan="0">{_step(0, "cpy", "i", 0, "o", r)}</tb></gpu>\n')
