@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-__all__ = ["MscclError", "LIMITS", "COLL_NAMES", "REDUCING", "RECEIVING", "SENDING", "KNOWN_STEPS"]
+from typing import Callable
+
+__all__ = ["MscclError", "raise_race", "LIMITS", "COLL_NAMES", "REDUCING", "RECEIVING", "SENDING", "KNOWN_STEPS"]
 
 LIMITS = {
     "MSCCL_MAX_NUM_STEPS": 256,  # steps per threadblock
@@ -23,3 +25,11 @@ class MscclError(ValueError):
     """An algorithm that cannot be lowered, or an XML that does not run; names rank, threadblock, step."""
 
 
+def raise_race(search: Callable[[], str | None], source: str) -> None:
+    """Run a race search; MscclError with its sentence (or with why it could not run) for ``source``."""
+    try:
+        race = search()
+    except ValueError as exc:  # too large to analyse
+        raise MscclError(f"{source}: {exc}") from None
+    if race is not None:
+        raise MscclError(f"{source}: {race}")

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from workbench.collective import Collective, make_collective
-from workbench.msccl.common import COLL_NAMES, KNOWN_STEPS, RECEIVING, REDUCING, SENDING, MscclError
+from workbench.msccl.common import COLL_NAMES, KNOWN_STEPS, RECEIVING, REDUCING, SENDING, MscclError, raise_race
 from workbench.msccl.layout import buffer_layout
 from workbench.msccl.parse import XmlAlgo, parse_xml
 from workbench.msccl.races import find_race
@@ -245,12 +245,7 @@ def initial_buffers(collective: Collective) -> dict:
 
 def check_races(algo: XmlAlgo, source: str) -> None:
     """MscclError naming both steps of the first race (``races.find_race``)."""
-    try:
-        race = find_race(algo)
-    except ValueError as exc:
-        raise MscclError(f"{source}: {exc}") from None
-    if race is not None:
-        raise MscclError(f"{source}: {race}")
+    raise_race(lambda: find_race(algo), source)
 
 
 def _check_outputs(algo: XmlAlgo, result: RunResult, collective: Collective, source: str,

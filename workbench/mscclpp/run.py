@@ -18,8 +18,9 @@ from typing import Any
 
 from workbench.collective import Collective, make_collective
 from workbench.happens_before import first_race
-from workbench.msccl.common import MscclError
+from workbench.msccl.common import MscclError, raise_race
 from workbench.msccl.layout import buffer_layout
+from workbench.msccl.run import initial_buffers
 
 __all__ = ["interpret_plan", "parse_plan"]
 
@@ -174,11 +175,7 @@ def _races(program: list[list[list[_Op]]]) -> str | None:
 
 def _run(plan: dict, program: list[list[list[_Op]]], collective: Collective, source: str,
          rng: random.Random | None) -> dict[tuple[int, str, int], tuple[int, int]]:
-    inputs, _, _, _ = buffer_layout(collective)
-    full, _ = collective.masks()
-    values: dict[tuple[int, str, int], tuple[int, int]] = {}
-    for (rank, chunk), off in inputs.items():
-        values[(rank, "i", off)] = (chunk, (1 << rank) if collective.combining else full[chunk])
+    values: dict[tuple[int, str, int], tuple[int, int]] = dict(initial_buffers(collective))
     limits = {}
     for rank, gpu in enumerate(plan["gpus"]):
         limits[(rank, "i")] = gpu.get("input_chunks", 0)
@@ -262,12 +259,7 @@ def interpret_plan(text: str, source: str = "plan", root: int | None = None, sch
     if plan.get("inplace"):
         raise MscclError(f"{source}: in-place plans are not checked yet (export writes out-of-place plans)")
     collective = _collective(plan, source, root)
-    try:
-        race = _races(program)
-    except ValueError as exc:
-        raise MscclError(f"{source}: {exc}") from None
-    if race is not None:
-        raise MscclError(f"{source}: {race}")
+    raise_race(lambda: _races(program), source)
     _, outputs, _, _ = buffer_layout(collective)
     full, _ = collective.masks()
     runs = [None] + [random.Random(seed + i) for i in range(schedules)]
