@@ -32,7 +32,7 @@ chunk to a switch are two rounds apart and that rule never makes a link wait. Al
 
 Parameters: ``pieces`` (P, pipeline depth per tree-unit; default ``64 * H`` (H: the deepest chain
 of transfers from a root), at most 1024, lowered so the schedule stays within ``max_transfers``,
-default 2,000,000: the simulator and verifier take tens of seconds and ~3.5 GB at that size, and the pipeline fill
+default 4,000,000: the simulator and verifier take a minute or two and ~5 GB at that size, and the pipeline fill
 ``(H - 1) / P`` is what keeps a deep forest from T*), ``cut_through`` (False: edges through
 switches are sent hop by hop; True: one cut-through transfer where the simulator's route matches,
 see ``schedule``; default "auto": the one predicted faster, see ``build_forest``), ``k`` ("auto" or a fixed number of trees per root; a fixed k gives
@@ -114,7 +114,7 @@ class Forest:
 
 def build_forest(topology: Topology, kind: str, root: int | None = None, k: int | str = "auto", seed: int = 0,
                  deadline: float | None = None, splitting: str = "auto",
-                 max_transfers: int = 2_000_000, packing: str = "levels", reversible: bool = False,
+                 max_transfers: int = 4_000_000, packing: str = "levels", reversible: bool = False,
                  cut_through: bool | str = "auto") -> Forest:
     """Optimum, splitting, packing and map-back for an all-gather (or a broadcast from ``root``).
 
@@ -192,7 +192,7 @@ def _check_params(params: dict[str, Any]) -> tuple[int | None, int | str, int]:
         k = int(k)
         if k < 1:
             raise ValueError(f"forestcoll: k must be 'auto' or a positive integer, got {k}")
-    max_transfers = int(params.get("max_transfers", 2_000_000))
+    max_transfers = int(params.get("max_transfers", 4_000_000))
     if max_transfers < 1:
         raise ValueError("forestcoll: max_transfers must be positive")
     return pieces, k, max_transfers
