@@ -416,8 +416,8 @@ def _cmd_export(args: argparse.Namespace) -> int:
     except MscclError as exc:
         raise UsageError(f"cannot export {args.file}: {exc}") from None
     write_atomic(Path(args.output), text)
-    print(f"wrote {args.output}: {report['ranks']} ranks, {report['transfers']} sends; the interpreter ran it and "
-          f"every postcondition holds")
+    print(f"wrote {args.output}: {report['ranks']} ranks, {report['transfers']} sends; the interpreter found no race "
+          f"and every postcondition holds")
     return 0
 
 
