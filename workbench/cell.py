@@ -9,14 +9,18 @@ stdout with length-prefixed pickled messages:
 * ``("result", fields)``: the row fields of a finished cell
 * ``("error", message)``: an exception; the child exits with code 1
 
-Anything the formulation prints goes to stderr, so it cannot corrupt the message stream.
+Anything the formulation prints goes to stderr, so it cannot corrupt the message stream. The
+child dies with its parent: it watches a pipe whose other end only the parent holds
+(``WORKBENCH_LIFELINE_FD``) and kills its process group when that pipe closes.
 """
 
 from __future__ import annotations
 
 import os
 import pickle
+import signal
 import sys
+import threading
 import traceback
 
 from workbench.messages import read_message, send
@@ -32,7 +36,26 @@ def _limit_memory(limit: float | None) -> None:
     resource.setrlimit(resource.RLIMIT_AS, (int(limit), int(limit)))
 
 
+def _watch_parent() -> None:
+    """Die with the parent: EOF on the lifeline pipe means the runner is gone (however it ended), and
+    this cell's whole process group (solver subprocesses included) is killed at once."""
+    fd = os.environ.get("WORKBENCH_LIFELINE_FD")
+    if not fd:
+        return
+
+    def watch() -> None:
+        try:
+            while os.read(int(fd), 1):
+                pass
+        except OSError:
+            pass
+        os.killpg(os.getpgid(0), signal.SIGKILL)
+
+    threading.Thread(target=watch, daemon=True, name="lifeline").start()
+
+
 def main() -> int:
+    _watch_parent()
     channel = os.fdopen(os.dup(1), "wb")
     os.dup2(2, 1)  # prints from formulations go to stderr
     sys.stdout = sys.stderr

@@ -669,8 +669,18 @@ def _input_errors() -> tuple[type[BaseException], ...]:
             FormulationError, ReportError)
 
 
+def _terminated(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt  # SIGTERM (a batch scheduler, `kill`) takes the same path as Ctrl-C
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    import signal
+    import threading
+
     parser = _build_parser()
+    previous = None
+    if threading.current_thread() is threading.main_thread():
+        previous = signal.signal(signal.SIGTERM, _terminated)
     try:
         args = parser.parse_args(argv)
         if not getattr(args, "command", None):
@@ -686,6 +696,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
 
 
 if __name__ == "__main__":

@@ -33,6 +33,7 @@ __all__ = ["ResultStore", "execute", "run_experiment", "evaluate_algorithms", "s
            "environment_info", "RunSummary", "build_topology", "build_problem"]
 
 GRACE_SECONDS = 2.0
+LIFELINE_ENV = "WORKBENCH_LIFELINE_FD"  # the cell's end of the pipe that closes when its parent dies
 STARTUP_LIMIT = 180.0
 Send = Callable[[str, Any], None]
 
@@ -239,9 +240,19 @@ class _Child:
 
     def __init__(self, request: dict[str, Any]) -> None:
         self.stderr = tempfile.TemporaryFile()
-        self.process = subprocess.Popen([sys.executable, "-m", "workbench.cell"], stdin=subprocess.PIPE,
-                                        stdout=subprocess.PIPE, stderr=self.stderr, env=_child_env(),
-                                        start_new_session=True)
+        # the lifeline: the child holds the read end and takes its process group down when it reads EOF,
+        # which happens however this process ends (SIGKILL, the OOM killer, a batch scheduler), since
+        # the kernel closes our write end then; a signal to the child on our death would not do (it
+        # fires when the creating thread exits, and cells are started from worker threads)
+        lifeline, self.lifeline = os.pipe()
+        env = _child_env()
+        env[LIFELINE_ENV] = str(lifeline)
+        try:
+            self.process = subprocess.Popen([sys.executable, "-m", "workbench.cell"], stdin=subprocess.PIPE,
+                                            stdout=subprocess.PIPE, stderr=self.stderr, env=env,
+                                            start_new_session=True, pass_fds=(lifeline,))
+        finally:
+            os.close(lifeline)
         self.messages: queue.Queue = queue.Queue()
         import pickle
 
@@ -282,6 +293,9 @@ class _Child:
     def close(self) -> None:
         self.kill()
         self.stderr.close()
+        if self.lifeline >= 0:
+            os.close(self.lifeline)
+            self.lifeline = -1
 
 
 def execute(request: dict[str, Any], stop: threading.Event | None = None) -> dict[str, Any] | None:
