@@ -317,18 +317,32 @@ def _run_folder(args: argparse.Namespace, experiment) -> Path:
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
-    from pathlib import Path
-
     from workbench.experiment import load_experiment
-    from workbench.report import compare_runs, load_run, write_report
-    from workbench.files import write_atomic
-    from workbench.runner import ResultStore, run_experiment
+    from workbench.run_lock import RunLock, RunLockError
 
     if args.jobs < 1:
         raise UsageError("--jobs must be at least 1")
     experiment = load_experiment(args.config, quick=args.quick)
     folder = _run_folder(args, experiment)
     folder.mkdir(parents=True, exist_ok=True)
+    lock = RunLock(folder)
+    try:
+        lock.acquire()
+    except RunLockError as exc:
+        raise UsageError(str(exc)) from None
+    try:
+        return _run_locked(args, experiment, folder)
+    finally:
+        lock.release()
+
+
+def _run_locked(args: argparse.Namespace, experiment, folder) -> int:
+    from pathlib import Path
+
+    from workbench.files import write_atomic
+    from workbench.report import compare_runs, load_run, write_report
+    from workbench.runner import ResultStore, run_experiment
+
     config_text = Path(args.config).read_text()
     snapshot = folder / "config.yaml"
     if snapshot.exists() and snapshot.read_text() != config_text:
