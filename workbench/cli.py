@@ -304,6 +304,24 @@ def _cmd_synth(args: argparse.Namespace) -> int:
     return _SYNTH_EXIT.get(status, 5)
 
 
+def _resume_command(args: argparse.Namespace, folder: Path) -> str:
+    """The command that finishes this run (a fresh run is resumed by the same command)."""
+    import shlex
+
+    words = ["workbench", "run", str(args.config)]
+    if args.quick:
+        words.append("--quick")
+    if args.fresh:
+        words.append("--fresh")
+    if args.out:
+        words += ["--out", str(args.out)]
+    if args.results_dir != "results":
+        words += ["--results-dir", str(args.results_dir)]
+    if args.jobs != 1:
+        words += ["--jobs", str(args.jobs)]
+    return " ".join(shlex.quote(w) for w in words)
+
+
 def _run_folder(args: argparse.Namespace, experiment) -> Path:
     import time as _time
 
@@ -312,8 +330,33 @@ def _run_folder(args: argparse.Namespace, experiment) -> Path:
     suffix = "-quick" if args.quick else ""
     root = Path(args.results_dir)
     if args.fresh:
+        unfinished = None if args.new else _unfinished_fresh_run(root / "runs", f"{experiment.name}{suffix}",
+                                                                  Path(args.config).read_text(), experiment)
+        if unfinished is not None:
+            print(f"resuming the unfinished fresh run in {unfinished} (--new starts another)", file=sys.stderr)
+            return unfinished
         return root / "runs" / f"{experiment.name}{suffix}-{_time.strftime('%Y%m%d-%H%M%S')}"
     return root / f"{experiment.name}{suffix}"
+
+
+def _unfinished_fresh_run(runs: Path, prefix: str, config_text: str, experiment) -> Path | None:
+    """The newest ``runs/<prefix>-<time>/`` with this config snapshot and cells still to run."""
+    import re
+
+    from workbench.runner import ResultStore
+
+    wanted = {c.cell_id for c in experiment.cells()} | {d.cell_id for d in experiment.design_cells()}
+    pattern = re.compile(re.escape(prefix) + r"-\d{8}-\d{6}")
+    candidates = sorted((p for p in runs.glob(f"{prefix}-*") if pattern.fullmatch(p.name)), reverse=True) \
+        if runs.is_dir() else []
+    for folder in candidates:
+        snapshot = folder / "config.yaml"
+        if not snapshot.is_file() or snapshot.read_text() != config_text:
+            continue
+        done = {r.get("cell_id") for r in ResultStore(folder).rows()} if (folder / "rows.jsonl").exists() else set()
+        if wanted - done:
+            return folder
+    return None
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
@@ -357,7 +400,7 @@ def _run_locked(args: argparse.Namespace, experiment, folder) -> int:
     print(_expected_time(Path(args.results_dir) / experiment.name, experiment, args.jobs), file=sys.stderr)
     try:
         summary = run_experiment(experiment, folder, jobs=args.jobs, scheduler=args.scheduler,
-                                 retry_errors=args.retry_errors)
+                                 retry_errors=args.retry_errors, resume_command=_resume_command(args, folder))
     except RuntimeError as exc:
         raise UsageError(str(exc)) from None
     if summary.interrupted:
@@ -601,7 +644,9 @@ def _build_parser() -> argparse.ArgumentParser:
     p.add_argument("--scheduler", help="address of a Dask scheduler, e.g. tcp://127.0.0.1:8786")
     p.add_argument("--quick", action="store_true", help="the config's reduced grid (its 'quick' section)")
     p.add_argument("--fresh", action="store_true",
-                   help="compute into a new folder under results/runs/ and compare with the committed reference")
+                   help="compute into a folder under results/runs/ and compare with the committed reference; "
+                        "the same command resumes the newest unfinished one with this config")
+    p.add_argument("--new", action="store_true", help="with --fresh: always start a new folder")
     p.add_argument("--out", help="run folder (default results/<name>/, resumed if it exists)")
     p.add_argument("--results-dir", default="results", help="where run folders live (default results/)")
     p.add_argument("--retry-errors", action="store_true", help="run cells whose row says 'error' again")

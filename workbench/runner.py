@@ -546,6 +546,7 @@ def run_experiment(
     scheduler: str | None = None,
     retry_errors: bool = False,
     progress_stream=None,
+    resume_command: str | None = None,
 ) -> RunSummary:
     """Run every unfinished cell of ``experiment`` into ``folder`` (rows.jsonl), designs first."""
     store = ResultStore(folder)
@@ -595,8 +596,9 @@ def run_experiment(
     except KeyboardInterrupt:
         stop.set()
         executor.shutdown()
+        again = f"`{resume_command}`" if resume_command else "the same command again"
         progress.note(f"interrupted: {ran} cell(s) finished this run and are saved in {store.path}; "
-                      f"run the same command again to finish the other {total - ran}")
+                      f"run {again} to finish the other {total - ran}")
         return RunSummary(Path(folder), total + skipped, ran, skipped, True)
     executor.shutdown()
     return RunSummary(Path(folder), total + skipped, ran, skipped, False)
