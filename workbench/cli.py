@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any, Sequence
@@ -144,6 +145,11 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
     return 0
 
 
+def _at_least_two(ranks: int, topology: str) -> None:
+    if ranks < 2:
+        raise UsageError(f"--topology {topology}: a collective needs at least 2 ranks, this one has {ranks}")
+
+
 def _cmd_bounds(args: argparse.Namespace) -> int:
     from workbench.bounds import lower_bounds
 
@@ -153,6 +159,7 @@ def _cmd_bounds(args: argparse.Namespace) -> int:
     except UnitError as exc:
         raise UsageError(f"--size: {exc}") from None
     ranks = args.ranks or topology.num_npus
+    _at_least_two(ranks, args.topology)
     collective = make_collective(args.collective, ranks, args.chunks, args.root)
     collective.check_reachable(topology)
     bounds = lower_bounds(topology, collective, collective.chunk_bytes(size), lp_time_limit=300.0)
@@ -263,6 +270,7 @@ def _cmd_synth(args: argparse.Namespace) -> int:
     else:
         if not args.collective:
             raise UsageError("give --collective KIND (or --demand FILE)")
+        _at_least_two(topology.num_npus, args.topology)
         probe = make_collective(args.collective, topology.num_npus, args.chunks, args.root)
         probe.check_reachable(topology)
         collective = {"kind": probe.kind, "root": probe.root}
@@ -737,6 +745,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     import threading
 
     parser = _build_parser()
+    args = None
     previous = None
     if threading.current_thread() is threading.main_thread():
         previous = signal.signal(signal.SIGTERM, _terminated)
@@ -751,6 +760,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     except FileNotFoundError as exc:
         print(f"error: {exc.filename}: no such file", file=sys.stderr)
+        return 2
+    except IsADirectoryError as exc:
+        print(f"error: {exc.filename}: is a folder, not a file", file=sys.stderr)
+        return 2
+    except UnicodeDecodeError as exc:  # a binary file where text (JSON, YAML, XML) was expected
+        named = next((str(getattr(args, k)) for k in ("file", "config", "demand", "topology")
+                      if isinstance(getattr(args, k, None), str) and os.path.isfile(getattr(args, k))), "the input")
+        print(f"error: {named}: not a text file (byte {exc.start} is not {exc.encoding})", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)

@@ -8,6 +8,8 @@ written: ``GB`` is 10**9 bytes and ``GiB`` is 2**30 bytes; ``50GB/s`` is
 
 from __future__ import annotations
 
+import math
+
 import re
 
 __all__ = [
@@ -73,6 +75,8 @@ _EXAMPLES = {
 def _non_negative(value: float, text: object, what: str) -> float:
     if value < 0:
         raise UnitError(f"{what} {text!r} is negative")
+    if not math.isfinite(value):
+        raise UnitError(f"{what} {text!r} is not a finite number")
     return value
 
 

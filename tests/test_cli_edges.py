@@ -1,0 +1,44 @@
+"""Bad input at the CLI: one line on stderr naming the file or field, exit 2, nothing written."""
+
+from __future__ import annotations
+
+import pytest
+
+from workbench.cli import main
+
+
+@pytest.fixture()
+def binary(tmp_path):
+    path = tmp_path / "blob.bin"
+    path.write_bytes(bytes(range(256)) * 4)
+    return path
+
+
+CASES = {
+    "bounds-one-rank": (["bounds", "--topology", "ring:1", "--collective", "allgather", "--size", "1GB"],
+                        "a collective needs at least 2 ranks"),
+    "synth-one-rank": (["synth", "tacos", "--topology", "ring:1", "--collective", "allgather", "--size", "1MB",
+                        "-o", "{out}"], "a collective needs at least 2 ranks"),
+    "verify-binary": (["verify", "{binary}"], "not a text file"),
+    "import-binary": (["import", "{binary}", "--topology", "ring:4", "--size", "1MB", "-o", "{out}"],
+                      "not a text file"),
+    "run-binary": (["run", "{binary}"], "not a text file"),
+    "interpret-binary": (["interpret", "{binary}"], "not a text file"),
+    "demand-folder": (["synth", "tacos", "--topology", "ring:4", "--demand", "{folder}", "--size", "1MB",
+                       "-o", "{out}"], "is a folder, not a file"),
+    "infinite-size": (["synth", "tacos", "--topology", "ring:4", "--collective", "allgather", "--size", "1e999",
+                       "-o", "{out}"], "not a finite number"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_bad_input_is_one_line_and_exit_2(name, tmp_path, binary, capsys):
+    words, expected = CASES[name]
+    out = tmp_path / "out.json"
+    argv = [w.format(out=out, binary=binary, folder=tmp_path) for w in words]
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and expected in err[0] and "Traceback" not in err[0], err
+    if "binary" in name:
+        assert str(binary) in err[0]
+    assert not out.exists()
