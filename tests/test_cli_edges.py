@@ -42,3 +42,32 @@ def test_bad_input_is_one_line_and_exit_2(name, tmp_path, binary, capsys):
     if "binary" in name:
         assert str(binary) in err[0]
     assert not out.exists()
+
+
+@pytest.mark.parametrize("command", [["simulate"], ["export", "-o", "{out}"],
+                                     ["export", "--format", "mscclpp", "-o", "{out}"]])
+@pytest.mark.parametrize("damage", ["drop", "no-node"])
+def test_an_invalid_algorithm_is_named_by_the_verifier_with_exit_1(tmp_path, capsys, command, damage):
+    import json
+
+    from workbench.collective import make_collective
+    from workbench.registry import Problem, get_formulation
+    from workbench.topology import build
+
+    topology = build("ring:4")
+    algorithm = get_formulation("ring").synthesize(Problem(topology, make_collective("allgather", 4), 1e6),
+                                                   time_limit=10, seed=0).algorithms[0]
+    path = tmp_path / "algo.json"
+    algorithm.save(str(path))
+    data = json.loads(path.read_text())
+    if damage == "drop":
+        data["transfers"] = data["transfers"][:-1]
+    else:
+        data["transfers"][0]["dst"] = 99
+    path.write_text(json.dumps(data))
+    out = tmp_path / "out.file"
+    argv = [command[0], str(path)] + [w.format(out=out) for w in command[1:]]
+    assert main(argv) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(f"INVALID {path}: "), err
+    assert not out.exists()

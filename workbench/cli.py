@@ -110,9 +110,15 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
     from workbench.simulate import simulate
     from workbench.verify import InvalidAlgorithm, verify
 
+    from workbench.simulate import SimulationError
+
     algorithm = _load(args.file, args)
-    default = simulate(algorithm)
     try:
+        try:
+            default = simulate(algorithm)
+        except SimulationError as exc:  # the verifier names what is wrong in the IR's own terms
+            verify(algorithm)
+            raise InvalidAlgorithm(str(exc)) from None
         verify(algorithm, simulation=default)
     except InvalidAlgorithm as exc:
         print(f"INVALID {args.file}: {exc}", file=sys.stderr)
@@ -468,6 +474,13 @@ def _cmd_export(args: argparse.Namespace) -> int:
     if args.format not in ("msccl-xml", "mscclpp"):
         raise UsageError(f"--format: msccl-xml or mscclpp, got {args.format!r}")
     algorithm = load_algorithm(args.file)
+    from workbench.verify import InvalidAlgorithm, verify
+
+    try:
+        verify(algorithm)  # a runtime file is written only for a correct algorithm
+    except InvalidAlgorithm as exc:
+        print(f"INVALID {args.file}: {exc}", file=sys.stderr)
+        return 1
     if args.format == "mscclpp":
         return _export_mscclpp(args, algorithm)
     try:
