@@ -71,3 +71,16 @@ def test_an_invalid_algorithm_is_named_by_the_verifier_with_exit_1(tmp_path, cap
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith(f"INVALID {path}: "), err
     assert not out.exists()
+
+
+def test_written_files_follow_the_umask(tmp_path):
+    import os
+
+    from workbench.files import write_atomic
+
+    previous = os.umask(0o022)
+    try:
+        path = write_atomic(tmp_path / "table.md", "x\n")
+    finally:
+        os.umask(previous)
+    assert path.stat().st_mode & 0o777 == 0o644
