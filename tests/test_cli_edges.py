@@ -84,3 +84,17 @@ def test_written_files_follow_the_umask(tmp_path):
     finally:
         os.umask(previous)
     assert path.stat().st_mode & 0o777 == 0o644
+
+
+def test_time_limit_bounds_the_wall_time_of_synth(tmp_path):
+    import subprocess
+    import sys
+    import time
+
+    started = time.monotonic()
+    done = subprocess.run([sys.executable, "-m", "workbench", "synth", "tacos", "--topology", "mesh:64x64",
+                           "--collective", "allgather", "--size", "1GB", "--time-limit", "5s", "-o",
+                           str(tmp_path / "out.json")], capture_output=True, text=True, timeout=300)
+    elapsed = time.monotonic() - started
+    assert done.returncode == 4, done.stderr  # timed out, with or without an incumbent
+    assert elapsed < 25, f"took {elapsed:.1f} s for a 5 s limit"  # generous: ~9 s here, 60 s before the fix

@@ -103,6 +103,9 @@ class Collective:
             raise TopologyError(
                 f"topology {topology.name!r} has {topology.num_npus} NPUs but the collective needs {self.num_ranks} ranks"
             )
+        labels = topology.strong_components()
+        if len({labels[r] for r in range(self.num_ranks)}) == 1:
+            return  # every rank reaches every other: nothing to name (one pass, not a BFS per rank)
         checked: set[tuple[frozenset[int], frozenset[int]]] = set()
         for chunk, (holders, needers) in enumerate(zip(self.pre, self.post)):
             if (holders, needers) in checked:

@@ -221,6 +221,19 @@ class Topology:
     def reachable(self, src: int, dst: int) -> bool:
         return src == dst or self._parents_from(src)[dst] != -1
 
+    def strong_components(self) -> list[int]:
+        """A label per node; nodes with one label reach each other (strongly connected components)."""
+        import numpy as np
+        from scipy.sparse import csr_matrix
+        from scipy.sparse.csgraph import connected_components
+
+        src = np.fromiter((l.src for l in self.links), dtype=np.int64, count=len(self.links))
+        dst = np.fromiter((l.dst for l in self.links), dtype=np.int64, count=len(self.links))
+        graph = csr_matrix((np.ones(len(self.links), dtype=np.int8), (src, dst)),
+                           shape=(self.num_nodes, self.num_nodes))
+        _, labels = connected_components(graph, directed=True, connection="strong")
+        return labels.tolist()
+
     def hop_distances(self) -> list[list[int]]:
         """Unweighted shortest-path hop counts between all nodes (-1 when unreachable)."""
         result = []
