@@ -15,43 +15,13 @@ from typing import Any, Sequence
 
 from workbench.algorithm import Algorithm, AlgorithmFormatError, load_algorithm
 from workbench.collective import CollectiveError, make_collective
-from workbench.topology import BUILDERS, Topology, TopologyError, load_topology
+from workbench.topology import BUILDERS, TopologyError
 from workbench.units import UnitError, format_time, parse_bandwidth, parse_size, parse_time
+from workbench.cli_common import Parser, UsageError, add_topology_arguments, topology_from_args
+from workbench.cli_runs import cmd_run
+from workbench.cli_runtimes import cmd_export, cmd_import, cmd_interpret
 
 __all__ = ["main", "UsageError", "topology_from_args", "add_topology_arguments"]
-
-
-class UsageError(Exception):
-    """Bad input from the command line; printed as one line, exit code 2."""
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # one line, exit 2, no usage dump
-        raise UsageError(f"{self.prog}: {message}")
-
-
-def _comma_list(text: str | None, parse, what: str) -> list[float] | None:
-    if text is None:
-        return None
-    try:
-        return [parse(part) for part in text.split(",") if part.strip()]
-    except UnitError as exc:
-        raise UsageError(f"--{what}: {exc}") from None
-
-
-def add_topology_arguments(parser: argparse.ArgumentParser, required: bool = False) -> None:
-    parser.add_argument("--topology", required=required,
-                        help="builder spec (e.g. ring:8, md:R2,F4,S8, dgx1) or a .yaml/.json topology file")
-    parser.add_argument("--alpha", help="link latency per dimension, comma separated (e.g. 0.5us or 0.5us,1us)")
-    parser.add_argument("--bandwidth", help="link bandwidth per dimension, comma separated (e.g. 50GB/s)")
-
-
-def topology_from_args(spec: str, alpha: str | None, bandwidth: str | None) -> Topology:
-    alphas = _comma_list(alpha, parse_time, "alpha")
-    bandwidths = _comma_list(bandwidth, parse_bandwidth, "bandwidth")
-    if bandwidths is not None and any(b <= 0 for b in bandwidths):
-        raise UsageError(f"--bandwidth: must be positive, got {bandwidth!r}")
-    return load_topology(spec, alphas, bandwidths)
 
 
 def _load(path: str, args: argparse.Namespace) -> Algorithm:
@@ -318,133 +288,6 @@ def _cmd_synth(args: argparse.Namespace) -> int:
     return _SYNTH_EXIT.get(status, 5)
 
 
-def _resume_command(args: argparse.Namespace, folder: Path) -> str:
-    """The command that finishes this run (a fresh run is resumed by the same command)."""
-    import shlex
-
-    words = ["workbench", "run", str(args.config)]
-    if args.quick:
-        words.append("--quick")
-    if args.fresh:
-        words.append("--fresh")
-    if args.out:
-        words += ["--out", str(args.out)]
-    if args.results_dir != "results":
-        words += ["--results-dir", str(args.results_dir)]
-    if args.jobs != 1:
-        words += ["--jobs", str(args.jobs)]
-    return " ".join(shlex.quote(w) for w in words)
-
-
-def _run_folder(args: argparse.Namespace, experiment) -> Path:
-    import time as _time
-
-    if args.out:
-        return Path(args.out)
-    suffix = "-quick" if args.quick else ""
-    root = Path(args.results_dir)
-    if args.fresh:
-        unfinished = None if args.new else _unfinished_fresh_run(root / "runs", f"{experiment.name}{suffix}",
-                                                                  Path(args.config).read_text(), experiment)
-        if unfinished is not None:
-            print(f"resuming the unfinished fresh run in {unfinished} (--new starts another)", file=sys.stderr)
-            return unfinished
-        return root / "runs" / f"{experiment.name}{suffix}-{_time.strftime('%Y%m%d-%H%M%S')}"
-    return root / f"{experiment.name}{suffix}"
-
-
-def _unfinished_fresh_run(runs: Path, prefix: str, config_text: str, experiment) -> Path | None:
-    """The newest ``runs/<prefix>-<time>/`` with this config snapshot and cells still to run."""
-    import re
-
-    from workbench.runner import ResultStore
-
-    wanted = {c.cell_id for c in experiment.cells()} | {d.cell_id for d in experiment.design_cells()}
-    pattern = re.compile(re.escape(prefix) + r"-\d{8}-\d{6}")
-    candidates = sorted((p for p in runs.glob(f"{prefix}-*") if pattern.fullmatch(p.name)), reverse=True) \
-        if runs.is_dir() else []
-    for folder in candidates:
-        snapshot = folder / "config.yaml"
-        if not snapshot.is_file() or snapshot.read_text() != config_text:
-            continue
-        done = {r.get("cell_id") for r in ResultStore(folder).rows()} if (folder / "rows.jsonl").exists() else set()
-        if wanted - done:
-            return folder
-    return None
-
-
-def _cmd_run(args: argparse.Namespace) -> int:
-    from workbench.experiment import load_experiment
-    from workbench.run_lock import RunLock, RunLockError
-
-    if args.jobs < 1:
-        raise UsageError("--jobs must be at least 1")
-    experiment = load_experiment(args.config, quick=args.quick)
-    folder = _run_folder(args, experiment)
-    folder.mkdir(parents=True, exist_ok=True)
-    lock = RunLock(folder)
-    try:
-        lock.acquire()
-    except RunLockError as exc:
-        raise UsageError(str(exc)) from None
-    try:
-        return _run_locked(args, experiment, folder)
-    finally:
-        lock.release()
-
-
-def _run_locked(args: argparse.Namespace, experiment, folder) -> int:
-    from pathlib import Path
-
-    from workbench.files import write_atomic
-    from workbench.report import compare_runs, load_run, write_report
-    from workbench.runner import ResultStore, run_experiment
-
-    config_text = Path(args.config).read_text()
-    snapshot = folder / "config.yaml"
-    if snapshot.exists() and snapshot.read_text() != config_text:
-        print(f"note: {args.config} differs from the snapshot in {folder}; cells that changed run anew",
-              file=sys.stderr)
-    write_atomic(snapshot, config_text)
-    config_dir = Path(args.config).parent
-    write_atomic(folder / "run.json", json.dumps({"config": str(args.config), "quick": args.quick,
-                                                  "config_dir": str(config_dir)}))
-    cells = len(experiment.cells()) + len(experiment.designs)
-    print(f"{experiment.name}: {cells} cell(s) -> {folder}", file=sys.stderr)
-    print(_expected_time(Path(args.results_dir) / experiment.name, experiment, args.jobs), file=sys.stderr)
-    try:
-        summary = run_experiment(experiment, folder, jobs=args.jobs, scheduler=args.scheduler,
-                                 retry_errors=args.retry_errors, resume_command=_resume_command(args, folder))
-    except RuntimeError as exc:
-        raise UsageError(str(exc)) from None
-    if summary.interrupted:
-        return 130
-    table = write_report(folder, figures=not args.no_figures)
-    print(table.read_text())
-    reference = Path(args.results_dir) / experiment.name
-    if args.fresh and (reference / "rows.jsonl").exists() and reference.resolve() != folder.resolve():
-        _, reference_rows = load_run(reference) if (reference / "config.yaml").exists() else (None, ResultStore(reference).rows())
-        print(compare_runs(ResultStore(folder).rows(), reference_rows, experiment))
-    print(f"results: {folder}/table.md, table.csv, rows.jsonl, figures/", file=sys.stderr)
-    return 0
-
-
-def _expected_time(reference: Path, experiment, jobs: int) -> str:
-    """An estimate from the committed reference run's cell times."""
-    from workbench.runner import ResultStore
-
-    if not (reference / "rows.jsonl").exists():
-        return "expected run time: unknown (no reference results to estimate from)"
-    wanted = {c.cell_id for c in experiment.cells()} | {d.cell_id for d in experiment.design_cells()}
-    seconds = [r.get("wall_seconds") or 0.0 for r in ResultStore(reference).rows() if r.get("cell_id") in wanted]
-    if not seconds:
-        return "expected run time: unknown (the reference run has none of these cells)"
-    estimate = sum(seconds) / max(1, min(jobs, len(seconds))) + 5
-    missing = len(wanted) - len(seconds)
-    text = f"expected run time: about {format_time(estimate)} with --jobs {jobs} (from the reference run in {reference})"
-    return text + (f"; {missing} cell(s) have no reference time" if missing > 0 else "")
-
-
 def _cmd_report(args: argparse.Namespace) -> int:
     from workbench.report import write_report
 
@@ -462,108 +305,6 @@ def _cmd_rebound(args: argparse.Namespace) -> int:
     except ReportError as exc:
         raise UsageError(str(exc)) from None
     print(f"{args.folder}: bounds refreshed in {refreshed} row(s), {kept} left as they were; report rewritten")
-    return 0
-
-
-def _cmd_export(args: argparse.Namespace) -> int:
-    from pathlib import Path
-
-    from workbench.msccl import MscclError, export_xml, interpret
-    from workbench.files import write_atomic
-
-    if args.format not in ("msccl-xml", "mscclpp"):
-        raise UsageError(f"--format: msccl-xml or mscclpp, got {args.format!r}")
-    algorithm = load_algorithm(args.file)
-    from workbench.verify import InvalidAlgorithm, verify
-
-    try:
-        verify(algorithm)  # a runtime file is written only for a correct algorithm
-    except InvalidAlgorithm as exc:
-        print(f"INVALID {args.file}: {exc}", file=sys.stderr)
-        return 1
-    if args.format == "mscclpp":
-        return _export_mscclpp(args, algorithm)
-    try:
-        max_bytes = parse_size(args.max_bytes) if args.max_bytes else None
-    except UnitError as exc:
-        raise UsageError(f"--max-bytes: {exc}") from None
-    try:
-        text = export_xml(algorithm, proto=args.proto, instances=args.instances, max_bytes=max_bytes,
-                          fuse=not args.no_fuse)
-        report = interpret(text, args.output, root=algorithm.collective.root)
-    except MscclError as exc:
-        raise UsageError(f"cannot export {args.file}: {exc}") from None
-    write_atomic(Path(args.output), text)
-    print(f"wrote {args.output}: {report['ranks']} ranks, {report['transfers']} sends; the interpreter found no race "
-          f"and every postcondition holds")
-    return 0
-
-
-def _export_mscclpp(args: argparse.Namespace, algorithm) -> int:
-    import json
-    from pathlib import Path
-
-    from workbench.files import write_atomic
-    from workbench.msccl import MscclError
-    from workbench.mscclpp import export_plan, interpret_plan
-
-    if args.instances != 1 or args.max_bytes or args.no_fuse:
-        raise UsageError("--instances, --max-bytes and --no-fuse apply to msccl-xml, not to mscclpp plans")
-    if args.gpus_per_node is not None and args.gpus_per_node < 1:
-        raise UsageError(f"--gpus-per-node must be at least 1, got {args.gpus_per_node}")
-    try:
-        plan = export_plan(algorithm, gpus_per_node=args.gpus_per_node,
-                           protocol="Simple" if args.proto == "Simple" else args.proto)
-        text = json.dumps(plan, indent=1) + "\n"
-        report = interpret_plan(text, args.output, root=algorithm.collective.root)
-    except MscclError as exc:
-        raise UsageError(f"cannot export {args.file}: {exc}") from None
-    write_atomic(Path(args.output), text)
-    nodes = "one node" if args.gpus_per_node is None else f"{args.gpus_per_node} GPUs per node"
-    print(f"wrote {args.output}: MSCCL++ execution plan, {report['ranks']} ranks ({nodes}), {report['transfers']} "
-          f"puts; the interpreter found no race and every postcondition holds")
-    return 0
-
-
-def _cmd_interpret(args: argparse.Namespace) -> int:
-    from workbench.msccl import MscclError, interpret
-
-    try:
-        text = open(args.file).read()
-    except OSError as exc:
-        raise UsageError(f"{args.file}: cannot read ({exc.strerror})") from None
-    if args.schedules < 0:
-        raise UsageError(f"--schedules must be 0 or more, got {args.schedules}")
-    if text.lstrip().startswith("{"):  # an MSCCL++ execution plan (JSON)
-        from workbench.mscclpp import interpret_plan as interpret
-    try:
-        report = interpret(text, args.file, root=args.root, schedules=args.schedules, seed=args.seed)
-    except MscclError as exc:
-        print(f"FAILED {exc}", file=sys.stderr)
-        return 1
-    extra = f", and in {args.schedules} random schedules" if args.schedules else ""
-    print(f"ok: {report['collective']} on {report['ranks']} ranks, {report['transfers']} sends, no races, "
-          f"postconditions hold{extra}")
-    return 0
-
-
-def _cmd_import(args: argparse.Namespace) -> int:
-    from workbench.msccl import MscclError, import_xml
-
-    topology = topology_from_args(args.topology, args.alpha, args.bandwidth)
-    try:
-        size = parse_size(args.size)
-        text = open(args.file).read()
-    except UnitError as exc:
-        raise UsageError(f"--size: {exc}") from None
-    except OSError as exc:
-        raise UsageError(f"{args.file}: cannot read ({exc.strerror})") from None
-    try:
-        algorithm = import_xml(text, topology, size, args.file, root=args.root)
-    except MscclError as exc:
-        raise UsageError(f"cannot import: {exc}") from None
-    algorithm.save(args.output)
-    print(f"wrote {args.output}: {len(algorithm.transfers)} transfers ({algorithm.collective.describe()})")
     return 0
 
 
@@ -603,8 +344,8 @@ def _cmd_libra(args: argparse.Namespace) -> int:
 
 
 def _build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="workbench", description="Collective-algorithm synthesis workbench")
-    sub = parser.add_subparsers(dest="command", parser_class=_Parser)
+    parser = Parser(prog="workbench", description="Collective-algorithm synthesis workbench")
+    sub = parser.add_subparsers(dest="command", parser_class=Parser)
 
     p = sub.add_parser("topology", help="describe a topology (builder spec or file)")
     p.add_argument("spec", help="builder spec (see `workbench builders`) or a .yaml/.json file")
@@ -672,7 +413,7 @@ def _build_parser() -> argparse.ArgumentParser:
     p.add_argument("--results-dir", default="results", help="where run folders live (default results/)")
     p.add_argument("--retry-errors", action="store_true", help="run cells whose row says 'error' again")
     p.add_argument("--no-figures", action="store_true")
-    p.set_defaults(func=_cmd_run)
+    p.set_defaults(func=cmd_run)
 
     p = sub.add_parser("report", help="write table.md, table.csv and figures for a run folder")
     p.add_argument("folder")
@@ -696,7 +437,7 @@ def _build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-fuse", action="store_true",
                    help="keep receives and forwarding sends as separate steps (import then reproduces the timing)")
     p.add_argument("-o", "--output", required=True)
-    p.set_defaults(func=_cmd_export)
+    p.set_defaults(func=cmd_export)
 
     p = sub.add_parser("interpret", help="check an MSCCL XML or MSCCL++ plan for races, run it as the runtime "
                                          "would and check the collective")
@@ -705,7 +446,7 @@ def _build_parser() -> argparse.ArgumentParser:
     p.add_argument("--schedules", type=int, default=0,
                    help="also run this many random interleavings of the threadblocks (default 0)")
     p.add_argument("--seed", type=int, default=0, help="seed of the first random schedule (default 0)")
-    p.set_defaults(func=_cmd_interpret)
+    p.set_defaults(func=cmd_interpret)
 
     p = sub.add_parser("import", help="turn an MSCCL XML into a workbench.algorithm/1 file")
     p.add_argument("file")
@@ -713,7 +454,7 @@ def _build_parser() -> argparse.ArgumentParser:
     p.add_argument("--size", required=True, help="nccl-tests size, e.g. 1GiB")
     p.add_argument("--root", type=int)
     p.add_argument("-o", "--output", required=True)
-    p.set_defaults(func=_cmd_import)
+    p.set_defaults(func=cmd_import)
 
     p = sub.add_parser("libra", help="LIBRA: per-dimension bandwidth of a multi-dimensional network")
     p.add_argument("--network", required=True, help="network YAML (Topology, NpusCount, CostDimension)")

@@ -1,0 +1,43 @@
+"""What every ``workbench`` subcommand shares: the one-line usage error and the topology arguments."""
+
+from __future__ import annotations
+
+import argparse
+
+from workbench.topology import Topology, load_topology
+from workbench.units import UnitError, parse_bandwidth, parse_time
+
+__all__ = ["UsageError", "Parser", "add_topology_arguments", "topology_from_args"]
+
+
+class UsageError(Exception):
+    """Bad input from the command line; printed as one line, exit code 2."""
+
+
+class Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # one line, exit 2, no usage dump
+        raise UsageError(f"{self.prog}: {message}")
+
+
+def _comma_list(text: str | None, parse, what: str) -> list[float] | None:
+    if text is None:
+        return None
+    try:
+        return [parse(part) for part in text.split(",") if part.strip()]
+    except UnitError as exc:
+        raise UsageError(f"--{what}: {exc}") from None
+
+
+def add_topology_arguments(parser: argparse.ArgumentParser, required: bool = False) -> None:
+    parser.add_argument("--topology", required=required,
+                        help="builder spec (e.g. ring:8, md:R2,F4,S8, dgx1) or a .yaml/.json topology file")
+    parser.add_argument("--alpha", help="link latency per dimension, comma separated (e.g. 0.5us or 0.5us,1us)")
+    parser.add_argument("--bandwidth", help="link bandwidth per dimension, comma separated (e.g. 50GB/s)")
+
+
+def topology_from_args(spec: str, alpha: str | None, bandwidth: str | None) -> Topology:
+    alphas = _comma_list(alpha, parse_time, "alpha")
+    bandwidths = _comma_list(bandwidth, parse_bandwidth, "bandwidth")
+    if bandwidths is not None and any(b <= 0 for b in bandwidths):
+        raise UsageError(f"--bandwidth: must be positive, got {bandwidth!r}")
+    return load_topology(spec, alphas, bandwidths)

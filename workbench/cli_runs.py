@@ -1,0 +1,140 @@
+"""``workbench run``: the run folder (resumable fresh runs), its lock, and the report afterwards."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from workbench.cli_common import UsageError
+from workbench.units import format_time
+
+__all__ = ["cmd_run"]
+
+
+def _resume_command(args: argparse.Namespace, folder: Path) -> str:
+    """The command that finishes this run (a fresh run is resumed by the same command)."""
+    import shlex
+
+    words = ["workbench", "run", str(args.config)]
+    if args.quick:
+        words.append("--quick")
+    if args.fresh:
+        words.append("--fresh")
+    if args.out:
+        words += ["--out", str(args.out)]
+    if args.results_dir != "results":
+        words += ["--results-dir", str(args.results_dir)]
+    if args.jobs != 1:
+        words += ["--jobs", str(args.jobs)]
+    return " ".join(shlex.quote(w) for w in words)
+
+
+def _run_folder(args: argparse.Namespace, experiment) -> Path:
+    import time as _time
+
+    if args.out:
+        return Path(args.out)
+    suffix = "-quick" if args.quick else ""
+    root = Path(args.results_dir)
+    if args.fresh:
+        unfinished = None if args.new else _unfinished_fresh_run(root / "runs", f"{experiment.name}{suffix}",
+                                                                  Path(args.config).read_text(), experiment)
+        if unfinished is not None:
+            print(f"resuming the unfinished fresh run in {unfinished} (--new starts another)", file=sys.stderr)
+            return unfinished
+        return root / "runs" / f"{experiment.name}{suffix}-{_time.strftime('%Y%m%d-%H%M%S')}"
+    return root / f"{experiment.name}{suffix}"
+
+
+def _unfinished_fresh_run(runs: Path, prefix: str, config_text: str, experiment) -> Path | None:
+    """The newest ``runs/<prefix>-<time>/`` with this config snapshot and cells still to run."""
+    import re
+
+    from workbench.runner import ResultStore
+
+    wanted = {c.cell_id for c in experiment.cells()} | {d.cell_id for d in experiment.design_cells()}
+    pattern = re.compile(re.escape(prefix) + r"-\d{8}-\d{6}")
+    candidates = sorted((p for p in runs.glob(f"{prefix}-*") if pattern.fullmatch(p.name)), reverse=True) \
+        if runs.is_dir() else []
+    for folder in candidates:
+        snapshot = folder / "config.yaml"
+        if not snapshot.is_file() or snapshot.read_text() != config_text:
+            continue
+        done = {r.get("cell_id") for r in ResultStore(folder).rows()} if (folder / "rows.jsonl").exists() else set()
+        if wanted - done:
+            return folder
+    return None
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from workbench.experiment import load_experiment
+    from workbench.run_lock import RunLock, RunLockError
+
+    if args.jobs < 1:
+        raise UsageError("--jobs must be at least 1")
+    experiment = load_experiment(args.config, quick=args.quick)
+    folder = _run_folder(args, experiment)
+    folder.mkdir(parents=True, exist_ok=True)
+    lock = RunLock(folder)
+    try:
+        lock.acquire()
+    except RunLockError as exc:
+        raise UsageError(str(exc)) from None
+    try:
+        return _run_locked(args, experiment, folder)
+    finally:
+        lock.release()
+
+
+def _run_locked(args: argparse.Namespace, experiment, folder) -> int:
+    from pathlib import Path
+
+    from workbench.files import write_atomic
+    from workbench.report import compare_runs, load_run, write_report
+    from workbench.runner import ResultStore, run_experiment
+
+    config_text = Path(args.config).read_text()
+    snapshot = folder / "config.yaml"
+    if snapshot.exists() and snapshot.read_text() != config_text:
+        print(f"note: {args.config} differs from the snapshot in {folder}; cells that changed run anew",
+              file=sys.stderr)
+    write_atomic(snapshot, config_text)
+    config_dir = Path(args.config).parent
+    write_atomic(folder / "run.json", json.dumps({"config": str(args.config), "quick": args.quick,
+                                                  "config_dir": str(config_dir)}))
+    cells = len(experiment.cells()) + len(experiment.designs)
+    print(f"{experiment.name}: {cells} cell(s) -> {folder}", file=sys.stderr)
+    print(_expected_time(Path(args.results_dir) / experiment.name, experiment, args.jobs), file=sys.stderr)
+    try:
+        summary = run_experiment(experiment, folder, jobs=args.jobs, scheduler=args.scheduler,
+                                 retry_errors=args.retry_errors, resume_command=_resume_command(args, folder))
+    except RuntimeError as exc:
+        raise UsageError(str(exc)) from None
+    if summary.interrupted:
+        return 130
+    table = write_report(folder, figures=not args.no_figures)
+    print(table.read_text())
+    reference = Path(args.results_dir) / experiment.name
+    if args.fresh and (reference / "rows.jsonl").exists() and reference.resolve() != folder.resolve():
+        _, reference_rows = load_run(reference) if (reference / "config.yaml").exists() else (None, ResultStore(reference).rows())
+        print(compare_runs(ResultStore(folder).rows(), reference_rows, experiment))
+    print(f"results: {folder}/table.md, table.csv, rows.jsonl, figures/", file=sys.stderr)
+    return 0
+
+
+def _expected_time(reference: Path, experiment, jobs: int) -> str:
+    """An estimate from the committed reference run's cell times."""
+    from workbench.runner import ResultStore
+
+    if not (reference / "rows.jsonl").exists():
+        return "expected run time: unknown (no reference results to estimate from)"
+    wanted = {c.cell_id for c in experiment.cells()} | {d.cell_id for d in experiment.design_cells()}
+    seconds = [r.get("wall_seconds") or 0.0 for r in ResultStore(reference).rows() if r.get("cell_id") in wanted]
+    if not seconds:
+        return "expected run time: unknown (the reference run has none of these cells)"
+    estimate = sum(seconds) / max(1, min(jobs, len(seconds))) + 5
+    missing = len(wanted) - len(seconds)
+    text = f"expected run time: about {format_time(estimate)} with --jobs {jobs} (from the reference run in {reference})"
+    return text + (f"; {missing} cell(s) have no reference time" if missing > 0 else "")
