@@ -1,7 +1,10 @@
 """The ``workbench`` command line (also ``python -m workbench``).
 
-Exit codes: 0 success, 1 an algorithm that is not valid (``verify``), 2 bad input (unknown
-builder, malformed file, missing field, bad argument), always as one line on stderr.
+Exit codes (the README's table): 0 done, 1 a well-formed algorithm that is not valid (``verify``,
+``simulate``, ``export``, ``interpret``), 2 bad input (unknown builder, malformed or binary file,
+missing field, bad argument, a busy run folder), 3/4/5 ``synth`` infeasible / timed out / failed,
+130 interrupted; errors are one line on stderr. Run control lives in ``cli_runs``, the runtime
+files (MSCCL XML, MSCCL++ plans) in ``cli_runtimes``.
 """
 
 from __future__ import annotations
