@@ -111,6 +111,9 @@ def _options(params: dict[str, Any]) -> dict[str, Any]:
         raise ValueError(f"teccl: epoch_search must be 'greedy' or 'binary', got {options['epoch_search']!r}")
     if int(options["lp_subchunks"]) < 1:
         raise ValueError("teccl: lp_subchunks must be >= 1")
+    for key in ("epochs", "round_epochs"):  # a horizon of no epochs has no variables to index
+        if options[key] is not None and (not str(options[key]).lstrip("-").isdigit() or int(options[key]) < 1):
+            raise ValueError(f"teccl: {key} must be a positive integer, got {options[key]!r}")
     return options
 
 
