@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import pytest
 
+from msccl_steps import step_xml
+
 from workbench.cli import main
 from workbench.msccl import MscclError, import_xml, interpret
 from workbench.simulate import simulate
@@ -14,12 +16,6 @@ from workbench.topology import build
 from workbench.verify import verify
 
 SIZE = 2**24
-
-
-def _step(s: int, kind: str, src: str = "i", srcoff: int = -1, dst: str = "o", dstoff: int = -1, cnt: int = 1,
-          depid: int = -1, deps: int = -1, hasdep: int = 0) -> str:
-    return (f'<step s="{s}" type="{kind}" srcbuf="{src}" srcoff="{srcoff}" dstbuf="{dst}" dstoff="{dstoff}" '
-            f'cnt="{cnt}" depid="{depid}" deps="{deps}" hasdep="{hasdep}"/>')
 
 
 def astra_style_ring_allreduce(n: int) -> str:
@@ -34,7 +30,7 @@ def astra_style_ring_allreduce(n: int) -> str:
             steps.append(("r", (r - i) % n))
             if i < n - 2:
                 steps.append(("s", (r - i) % n))
-        body = "".join(_step(s, kind, "i", c, "i", c) for s, (kind, c) in enumerate(steps))
+        body = "".join(step_xml(s, kind, "i", c, "i", c) for s, (kind, c) in enumerate(steps))
         gpus.append(f'<gpu id="{r}" i_chunks="{n}" o_chunks="0" s_chunks="0">'
                     f'<tb id="0" send="{(r + 1) % n}" recv="{(r - 1) % n}" chan="0">{body}</tb></gpu>\n')
     return (f'<algo name="ring_allreduce_{n}" proto="LL128" nchannels="1" nchunksperloop="{n}" ngpus="{n}" '
@@ -54,12 +50,12 @@ def rccl_style_allpairs_allreduce(n: int, k: int) -> str:
         tbs = []
         for t, p in enumerate(peers):
             tbs.append(f'<tb id="{t}" send="{p}" recv="{p}" chan="{(r + p) % 2}">'
-                       + _step(0, "s", "i", p * k, "s", r * k, k)
-                       + _step(1, "r", "i", r * k, "s", p * k, k, hasdep=1)
-                       + _step(2, "s", "i", r * k, "i", r * k, k, depid=local, deps=last_add)
-                       + _step(3, "r", "i", p * k, "i", p * k, k) + "</tb>")
-        chain = [_step(i, "nop", cnt=0, depid=t, deps=1) for i, t in enumerate(range(len(peers) - 1))]
-        adds = [_step(len(chain) + i, "re", "s", p * k, "i", r * k, k,
+                       + step_xml(0, "s", "i", p * k, "s", r * k, k)
+                       + step_xml(1, "r", "i", r * k, "s", p * k, k, hasdep=1)
+                       + step_xml(2, "s", "i", r * k, "i", r * k, k, depid=local, deps=last_add)
+                       + step_xml(3, "r", "i", p * k, "i", p * k, k) + "</tb>")
+        chain = [step_xml(i, "nop", cnt=0, depid=t, deps=1) for i, t in enumerate(range(len(peers) - 1))]
+        adds = [step_xml(len(chain) + i, "re", "s", p * k, "i", r * k, k,
                       depid=(len(peers) - 1 if i == 0 else -1), deps=(1 if i == 0 else -1),
                       hasdep=int(i == len(peers) - 1)) for i, p in enumerate(peers)]
         tbs.append(f'<tb id="{local}" send="-1" recv="-1" chan="0">' + "".join(chain + adds) + "</tb>")
@@ -74,15 +70,15 @@ def teccl_style_ring_allgather(n: int) -> str:
     on the receive threadblock, and ``<copy>`` / ``<reduce>`` children that the runtimes ignore."""
     gpus = []
     for r in range(n):
-        receive = [_step(i, "r", "o" if i else "i", (r - 1 - i) % n if i else 0, "o", (r - 1 - i) % n,
+        receive = [step_xml(i, "r", "o" if i else "i", (r - 1 - i) % n if i else 0, "o", (r - 1 - i) % n,
                          hasdep=int(i < n - 2)) for i in range(n - 1)]
-        send = [_step(0, "s", "i", 0, "o", r)]
-        send += [_step(1 + i, "s", "o", (r - 1 - i) % n, "o", (r - 1 - i) % n, depid=1, deps=i) for i in range(n - 2)]
+        send = [step_xml(0, "s", "i", 0, "o", r)]
+        send += [step_xml(1 + i, "s", "o", (r - 1 - i) % n, "o", (r - 1 - i) % n, depid=1, deps=i) for i in range(n - 2)]
         gpus.append(f'<gpu id="{r}" i_chunks="1" o_chunks="{n}" s_chunks="0">'
                     f'<copy chunk="{r}" buffer="i" index="0"/><reduce chunk="{r}" buffer="o" index="{r}"/>'
                     f'<tb id="0" send="{(r + 1) % n}" recv="-1" chan="0">{"".join(send)}</tb>'
                     f'<tb id="1" send="-1" recv="{(r - 1) % n}" chan="0">{"".join(receive)}</tb>'
-                    f'<tb id="2" send="-1" recv="-1" chan="0">{_step(0, "cpy", "i", 0, "o", r)}</tb></gpu>\n')
+                    f'<tb id="2" send="-1" recv="-1" chan="0">{step_xml(0, "cpy", "i", 0, "o", r)}</tb></gpu>\n')
     return (f'<algo name="teccl_ring_{n}" proto="Simple" nchannels="1" nchunksperloop="{n}" ngpus="{n}" '
             f'coll="allgather" inplace="0" outofplace="1" minBytes="0" maxBytes="0">\n{"".join(gpus)}</algo>\n')
 
@@ -117,8 +113,8 @@ def test_in_place_aliasing_is_what_makes_the_ring_correct():
 
 def test_a_missing_local_dependency_in_the_scratch_style_is_a_race():
     text = rccl_style_allpairs_allreduce(4, 2)
-    broken = text.replace(_step(2, "s", "i", 0, "i", 0, 2, depid=3, deps=4),
-                          _step(2, "s", "i", 0, "i", 0, 2), 1)
+    broken = text.replace(step_xml(2, "s", "i", 0, "i", 0, 2, depid=3, deps=4),
+                          step_xml(2, "s", "i", 0, "i", 0, 2), 1)
     assert broken != text
     with pytest.raises(MscclError, match=r"race on rank 0 i\[0\]: .*\(s\) reads it"):
         interpret(broken)

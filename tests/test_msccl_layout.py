@@ -15,6 +15,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from msccl_steps import step_xml
+
 from workbench.cli import main
 from workbench.collective import make_collective
 from workbench.msccl import MscclError, export_xml, import_xml, interpret
@@ -31,26 +33,20 @@ def _algo(coll: str, n: int, nchunks: int, gpus: str) -> str:
             f'coll="{coll}" inplace="0" outofplace="1" minBytes="0" maxBytes="0">\n{gpus}</algo>\n')
 
 
-def _step(s: int, kind: str, src: str, srcoff: int, dst: str, dstoff: int, cnt: int, depid: int = -1,
-          deps: int = -1, hasdep: int = 0) -> str:
-    return (f'<step s="{s}" type="{kind}" srcbuf="{src}" srcoff="{srcoff}" dstbuf="{dst}" dstoff="{dstoff}" '
-            f'cnt="{cnt}" depid="{depid}" deps="{deps}" hasdep="{hasdep}"/>')
-
-
 # All-Gather, 2 ranks, 2 chunks each: rank r sends i[0..1] into the peer's o[2r..2r+1]
 ALLGATHER_2x2 = _algo("allgather", 2, 4, "".join(
     f'<gpu id="{r}" i_chunks="2" o_chunks="4" s_chunks="0">'
     f'<tb id="0" send="{1 - r}" recv="{1 - r}" chan="0">'
-    + _step(0, "s", "i", 0, "o", 2 * r, 2) + _step(1, "r", "i", 0, "o", 2 * (1 - r), 2)
-    + '</tb><tb id="1" send="-1" recv="-1" chan="0">' + _step(0, "cpy", "i", 0, "o", 2 * r, 2) + "</tb></gpu>\n"
+    + step_xml(0, "s", "i", 0, "o", 2 * r, 2) + step_xml(1, "r", "i", 0, "o", 2 * (1 - r), 2)
+    + '</tb><tb id="1" send="-1" recv="-1" chan="0">' + step_xml(0, "cpy", "i", 0, "o", 2 * r, 2) + "</tb></gpu>\n"
     for r in range(2)))
 
 # All-to-All, 2 ranks, 2 chunks per pair: rank s sends i[2d..2d+1] into d's o[2s..2s+1]
 ALLTOALL_2x2 = _algo("alltoall", 2, 4, "".join(
     f'<gpu id="{r}" i_chunks="4" o_chunks="4" s_chunks="0">'
     f'<tb id="0" send="{1 - r}" recv="{1 - r}" chan="0">'
-    + _step(0, "s", "i", 2 * (1 - r), "o", 2 * r, 2) + _step(1, "r", "i", 2 * r, "o", 2 * (1 - r), 2)
-    + '</tb><tb id="1" send="-1" recv="-1" chan="0">' + _step(0, "cpy", "i", 2 * r, "o", 2 * r, 2) + "</tb></gpu>\n"
+    + step_xml(0, "s", "i", 2 * (1 - r), "o", 2 * r, 2) + step_xml(1, "r", "i", 2 * r, "o", 2 * (1 - r), 2)
+    + '</tb><tb id="1" send="-1" recv="-1" chan="0">' + step_xml(0, "cpy", "i", 2 * r, "o", 2 * r, 2) + "</tb></gpu>\n"
     for r in range(2)))
 
 # Reduce-Scatter, 2 ranks, 2 chunks each: rank r's block is i[2r..2r+1]; rrc adds the local block
@@ -58,17 +54,17 @@ ALLTOALL_2x2 = _algo("alltoall", 2, 4, "".join(
 REDUCESCATTER_2x2 = _algo("reducescatter", 2, 4, "".join(
     f'<gpu id="{r}" i_chunks="4" o_chunks="2" s_chunks="0">'
     f'<tb id="0" send="{1 - r}" recv="{1 - r}" chan="0">'
-    + _step(0, "s", "i", 2 * (1 - r), "o", 0, 2) + _step(1, "rrc", "i", 2 * r, "o", 0, 2)
+    + step_xml(0, "s", "i", 2 * (1 - r), "o", 0, 2) + step_xml(1, "rrc", "i", 2 * r, "o", 0, 2)
     + "</tb></gpu>\n" for r in range(2)))
 
 # the same All-Gather laid out chunk-major (rank r's chunk j at o[j*2 + r]): what NCCL would permute
 ALLGATHER_CHUNK_MAJOR = _algo("allgather", 2, 4, "".join(
     f'<gpu id="{r}" i_chunks="2" o_chunks="4" s_chunks="0">'
     f'<tb id="0" send="{1 - r}" recv="{1 - r}" chan="0">'
-    + _step(0, "s", "i", 0, "o", r, 1) + _step(1, "s", "i", 1, "o", 2 + r, 1)
-    + _step(2, "r", "i", 0, "o", 1 - r, 1) + _step(3, "r", "i", 1, "o", 3 - r, 1)
-    + '</tb><tb id="1" send="-1" recv="-1" chan="0">' + _step(0, "cpy", "i", 0, "o", r, 1)
-    + _step(1, "cpy", "i", 1, "o", 2 + r, 1) + "</tb></gpu>\n" for r in range(2)))
+    + step_xml(0, "s", "i", 0, "o", r, 1) + step_xml(1, "s", "i", 1, "o", 2 + r, 1)
+    + step_xml(2, "r", "i", 0, "o", 1 - r, 1) + step_xml(3, "r", "i", 1, "o", 3 - r, 1)
+    + '</tb><tb id="1" send="-1" recv="-1" chan="0">' + step_xml(0, "cpy", "i", 0, "o", r, 1)
+    + step_xml(1, "cpy", "i", 1, "o", 2 + r, 1) + "</tb></gpu>\n" for r in range(2)))
 
 
 @pytest.mark.parametrize("text, kind", [(ALLGATHER_2x2, "allgather"), (ALLTOALL_2x2, "alltoall"),
@@ -164,7 +160,7 @@ def test_peer_fields_name_each_other(name, kind):
 
 
 def test_inconsistent_peer_fields_are_reported():
-    text = ALLGATHER_2x2.replace(_step(0, "s", "i", 0, "o", 0, 2), _step(0, "s", "i", 0, "o", 1, 2), 1)
+    text = ALLGATHER_2x2.replace(step_xml(0, "s", "i", 0, "o", 0, 2), step_xml(0, "s", "i", 0, "o", 1, 2), 1)
     assert text != ALLGATHER_2x2
     with pytest.raises(MscclError, match=r"peer fields disagree: rank 0 tb 0 step 0 names o\[1\]"):
         interpret(text)
@@ -209,11 +205,11 @@ def test_any_deleted_forwarding_dependency_is_a_race(spec, kind, which):
 
 def test_two_unordered_reductions_into_one_slot_race():
     gpus = ['<gpu id="0" i_chunks="3" o_chunks="1" s_chunks="0">'
-            '<tb id="0" send="-1" recv="1" chan="0">' + _step(0, "rrc", "i", 0, "o", 0, 1) + "</tb>"
-            '<tb id="1" send="-1" recv="2" chan="0">' + _step(0, "rrc", "i", 0, "o", 0, 1) + "</tb></gpu>\n"]
+            '<tb id="0" send="-1" recv="1" chan="0">' + step_xml(0, "rrc", "i", 0, "o", 0, 1) + "</tb>"
+            '<tb id="1" send="-1" recv="2" chan="0">' + step_xml(0, "rrc", "i", 0, "o", 0, 1) + "</tb></gpu>\n"]
     for r in (1, 2):
         gpus.append(f'<gpu id="{r}" i_chunks="3" o_chunks="1" s_chunks="0"><tb id="0" send="0" recv="-1" chan="0">'
-                    + _step(0, "s", "i", 0, "o", 0, 1) + "</tb></gpu>\n")
+                    + step_xml(0, "s", "i", 0, "o", 0, 1) + "</tb></gpu>\n")
     text = _algo("reducescatter", 3, 3, "".join(gpus))
     with pytest.raises(MscclError, match=r"race on rank 0 o\[0\]: tb 0 step 0 \(rrc\) writes it and "
                                          r"tb 1 step 0 \(rrc\) writes it"):

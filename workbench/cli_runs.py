@@ -54,7 +54,7 @@ def _unfinished_fresh_run(runs: Path, prefix: str, config_text: str, experiment)
 
     from workbench.runner import ResultStore
 
-    wanted = {c.cell_id for c in experiment.cells()} | {d.cell_id for d in experiment.design_cells()}
+    wanted = experiment.cell_ids()
     pattern = re.compile(re.escape(prefix) + r"-\d{8}-\d{6}")
     candidates = sorted((p for p in runs.glob(f"{prefix}-*") if pattern.fullmatch(p.name)), reverse=True) \
         if runs.is_dir() else []
@@ -130,7 +130,7 @@ def _expected_time(reference: Path, experiment, jobs: int) -> str:
 
     if not (reference / "rows.jsonl").exists():
         return "expected run time: unknown (no reference results to estimate from)"
-    wanted = {c.cell_id for c in experiment.cells()} | {d.cell_id for d in experiment.design_cells()}
+    wanted = experiment.cell_ids()
     seconds = [r.get("wall_seconds") or 0.0 for r in ResultStore(reference).rows() if r.get("cell_id") in wanted]
     if not seconds:
         return "expected run time: unknown (the reference run has none of these cells)"

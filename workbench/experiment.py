@@ -175,6 +175,10 @@ class Experiment:
                                            seed, limit, self.evaluation))
         return result
 
+    def cell_ids(self) -> set[str]:
+        """Ids of every cell, schedule and design, of the grid."""
+        return {c.cell_id for c in self.cells()} | {d.cell_id for d in self.design_cells()}
+
     def design_cells(self) -> list[DesignCell]:
         return [DesignCell(self.name, d["name"], {"name": d["formulation"], "label": d["formulation"],
                                                  "params": d.get("params", {})},

@@ -509,7 +509,7 @@ def _current_rows(experiment: Experiment, rows: list[dict[str, Any]]) -> list[di
     """Rows of the snapshot's cells only: a cell whose parameters changed keeps its old row in
     rows.jsonl under the same label, which must not be merged into the new cell's median."""
     try:
-        ids = {c.cell_id for c in experiment.cells()} | {d.cell_id for d in experiment.design_cells()}
+        ids = experiment.cell_ids()
     except Exception:  # a snapshot that cannot expand its grid: show everything rather than nothing
         return rows
     current = [r for r in rows if r.get("cell_id") in ids]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 from workbench.collective import Collective, make_collective
 from workbench.msccl.common import COLL_NAMES, KNOWN_STEPS, RECEIVING, REDUCING, SENDING, MscclError, raise_race
@@ -12,7 +12,7 @@ from workbench.msccl.layout import buffer_layout
 from workbench.msccl.parse import XmlAlgo, parse_xml
 from workbench.msccl.races import find_race
 
-__all__ = ["run_xml", "collective_of", "initial_buffers", "interpret", "check_races", "RunResult"]
+__all__ = ["run_xml", "collective_of", "initial_buffers", "interpret", "check_races", "check_outputs", "RunResult"]
 
 
 @dataclass
@@ -248,16 +248,24 @@ def check_races(algo: XmlAlgo, source: str) -> None:
     raise_race(lambda: find_race(algo), source)
 
 
-def _check_outputs(algo: XmlAlgo, result: RunResult, collective: Collective, source: str,
-                   schedule: str = "") -> None:
+def check_outputs(collective: Collective, value_at: Callable[[int, int], tuple[int, int] | None], source: str,
+                  schedule: str = "", who: str = "rank") -> None:
+    """MscclError naming the first output slot that does not hold its chunk's full data at the end;
+    ``value_at(rank, offset)`` is the (chunk, contributions) of output slot ``o[offset]``."""
     _, outputs, _, _ = buffer_layout(collective)
     full, _ = collective.masks()
     for (rank, chunk), off in sorted(outputs.items()):
-        value = result.buffers.get((rank, *algo.slot(rank, "o", off)))
+        value = value_at(rank, off)
         if value is None or value[1] != full[chunk]:
             have = "nothing" if value is None else f"contributions {bin(value[1])}"
-            raise MscclError(f"{source}: {schedule}rank {rank}: output o[{off}] (chunk {chunk}) must hold the full "
+            raise MscclError(f"{source}: {schedule}{who} {rank}: output o[{off}] (chunk {chunk}) must hold the full "
                              f"data at the end, holds {have}")
+
+
+def _check_outputs(algo: XmlAlgo, result: RunResult, collective: Collective, source: str,
+                   schedule: str = "") -> None:
+    check_outputs(collective, lambda rank, off: result.buffers.get((rank, *algo.slot(rank, "o", off))), source,
+                  schedule)
 
 
 def interpret(text: str, source: str = "xml", root: int | None = None, schedules: int = 0,

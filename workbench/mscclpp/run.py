@@ -19,8 +19,7 @@ from typing import Any
 from workbench.collective import Collective, make_collective
 from workbench.happens_before import first_race
 from workbench.msccl.common import MscclError, raise_race
-from workbench.msccl.layout import buffer_layout
-from workbench.msccl.run import initial_buffers
+from workbench.msccl.run import check_outputs, initial_buffers
 
 __all__ = ["interpret_plan", "parse_plan"]
 
@@ -260,8 +259,6 @@ def interpret_plan(text: str, source: str = "plan", root: int | None = None, sch
         raise MscclError(f"{source}: in-place plans are not checked yet (export writes out-of-place plans)")
     collective = _collective(plan, source, root)
     raise_race(lambda: _races(program), source)
-    _, outputs, _, _ = buffer_layout(collective)
-    full, _ = collective.masks()
     runs = [None] + [random.Random(seed + i) for i in range(schedules)]
     for i, rng in enumerate(runs):
         label = "" if rng is None else f"random schedule {i} (seed {seed + i - 1}): "
@@ -269,12 +266,7 @@ def interpret_plan(text: str, source: str = "plan", root: int | None = None, sch
             values = _run(plan, program, collective, source, rng)
         except MscclError as exc:
             raise MscclError(f"{label}{exc}") from None
-        for (rank, chunk), off in sorted(outputs.items()):
-            value = values.get((rank, "o", off))
-            if value is None or value[1] != full[chunk]:
-                have = "nothing" if value is None else f"contributions {bin(value[1])}"
-                raise MscclError(f"{source}: {label}gpu {rank}: output o[{off}] (chunk {chunk}) must hold the full "
-                                 f"data at the end, holds {have}")
+        check_outputs(collective, lambda rank, off: values.get((rank, "o", off)), source, label, who="gpu")
     puts = sum(1 for blocks in program for block in blocks for op in block if op.name == "put")
     return {"ranks": len(plan["gpus"]), "transfers": puts, "collective": collective.kind, "schedules": schedules,
             "in_place": bool(plan.get("inplace"))}
