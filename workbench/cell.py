@@ -23,6 +23,7 @@ import sys
 import threading
 import traceback
 
+from workbench.cell_monitor import LIFELINE_ENV
 from workbench.messages import read_message, send
 
 __all__ = ["send", "read_message", "main"]
@@ -39,7 +40,7 @@ def _limit_memory(limit: float | None) -> None:
 def _watch_parent() -> None:
     """Die with the parent: EOF on the lifeline pipe means the runner is gone (however it ended), and
     this cell's whole process group (solver subprocesses included) is killed at once."""
-    fd = os.environ.get("WORKBENCH_LIFELINE_FD")
+    fd = os.environ.get(LIFELINE_ENV)
     if not fd:
         return
 
@@ -62,12 +63,12 @@ def main() -> int:
     try:
         request = pickle.load(sys.stdin.buffer)
         _limit_memory(request.get("cell", {}).get("evaluation", {}).get("memory_limit"))
-        from workbench import runner
+        from workbench import cell_work
 
         if request["kind"] == "design":
-            fields = runner.child_run_design(request["cell"], lambda kind, payload: send(channel, kind, payload))
+            fields = cell_work.child_run_design(request["cell"], lambda kind, payload: send(channel, kind, payload))
         else:
-            fields = runner.child_run_schedule(request["cell"], lambda kind, payload: send(channel, kind, payload))
+            fields = cell_work.child_run_schedule(request["cell"], lambda kind, payload: send(channel, kind, payload))
         send(channel, "result", fields)
         return 0
     except MemoryError:

@@ -228,7 +228,8 @@ def _cmd_synth(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from workbench.registry import FormulationError, resolve_formulation
-    from workbench.runner import execute, solver_time_limit
+    from workbench.cell_monitor import execute
+    from workbench.cell_work import solver_time_limit
 
     try:
         resolve_formulation(args.name)

@@ -25,7 +25,7 @@ _KEPT = ("injection", "latency", "cut")  # evaluated with the headline algorithm
 
 
 def _refreshed(row: dict[str, Any], cell) -> dict[str, Any] | None:
-    from workbench.runner import build_problem
+    from workbench.cell_work import build_problem
 
     if cell.topology.get("from") or row.get("chunk_bytes") is None or not isinstance(row.get("bounds"), dict):
         return None

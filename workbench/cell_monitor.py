@@ -1,0 +1,222 @@
+"""The monitor side of a cell: its child process, hard limits, the lifeline, and what a killed cell leaves.
+
+The formulation gets a time limit a little below the cell's; the monitor kills the child at the
+cell's limit plus a short grace and records ``timeout`` with the best incumbent the child
+forwarded (verified and simulated here). A crash (exception, signal, out of memory) becomes an
+``error`` row with the message.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import queue
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from workbench.cell_work import build_problem, evaluate_algorithms, problem_fields, save_algorithms
+
+__all__ = ["execute", "environment_info", "GRACE_SECONDS", "LIFELINE_ENV", "STARTUP_LIMIT"]
+
+GRACE_SECONDS = 2.0
+LIFELINE_ENV = "WORKBENCH_LIFELINE_FD"  # the cell's end of the pipe that closes when its parent dies
+STARTUP_LIMIT = 180.0
+
+
+# ============================================================================ monitor side
+_ENVIRONMENT: dict[str, Any] | None = None
+
+
+def environment_info() -> dict[str, Any]:
+    """Package and solver versions, git commit and host (cached)."""
+    global _ENVIRONMENT
+    if _ENVIRONMENT is None:
+        import importlib.metadata
+
+        versions = {"python": platform.python_version()}
+        for package in ("collective-workbench", "numpy", "scipy", "networkx", "highspy", "pulp", "z3-solver",
+                        "ortools", "distributed"):
+            try:
+                versions[package] = importlib.metadata.version(package)
+            except importlib.metadata.PackageNotFoundError:
+                pass
+        commit = None
+        try:
+            commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                                    timeout=10, cwd=Path(__file__).resolve().parent).stdout.strip() or None
+        except (OSError, subprocess.SubprocessError):
+            pass
+        _ENVIRONMENT = {"versions": versions, "git_commit": commit, "host": socket.gethostname()}
+    return _ENVIRONMENT
+
+
+def _child_env() -> dict[str, str]:
+    env = dict(os.environ)
+    paths = [p for p in sys.path if p and os.path.isdir(p)]
+    env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys([os.getcwd()] + paths))
+    env.setdefault("OMP_NUM_THREADS", "1")
+    return env
+
+
+def _signal_name(code: int) -> str:
+    try:
+        return signal.Signals(-code).name
+    except ValueError:
+        return f"signal {-code}"
+
+
+class _Child:
+    """A running cell process and the thread that reads its messages."""
+
+    def __init__(self, request: dict[str, Any]) -> None:
+        self.stderr = tempfile.TemporaryFile()
+        # the lifeline: the child holds the read end and takes its process group down when it reads EOF,
+        # which happens however this process ends (SIGKILL, the OOM killer, a batch scheduler), since
+        # the kernel closes our write end then; a signal to the child on our death would not do (it
+        # fires when the creating thread exits, and cells are started from worker threads)
+        lifeline, self.lifeline = os.pipe()
+        env = _child_env()
+        env[LIFELINE_ENV] = str(lifeline)
+        try:
+            self.process = subprocess.Popen([sys.executable, "-m", "workbench.cell"], stdin=subprocess.PIPE,
+                                            stdout=subprocess.PIPE, stderr=self.stderr, env=env,
+                                            start_new_session=True, pass_fds=(lifeline,))
+        finally:
+            os.close(lifeline)
+        self.messages: queue.Queue = queue.Queue()
+        import pickle
+
+        try:
+            self.process.stdin.write(pickle.dumps(request))
+            self.process.stdin.close()
+        except BrokenPipeError:
+            pass
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
+
+    def _read(self) -> None:
+        from workbench.messages import read_message
+
+        try:
+            while True:
+                message = read_message(self.process.stdout)
+                if message is None:
+                    break
+                self.messages.put(message)
+        except Exception as exc:  # a corrupt stream is reported as an error row
+            self.messages.put(("error", f"unreadable message from the cell process: {exc}"))
+        self.messages.put(("eof", None))
+
+    def kill(self) -> None:
+        if self.process.poll() is None:
+            try:
+                os.killpg(self.process.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                self.process.kill()
+        self.process.wait()
+
+    def stderr_tail(self, lines: int = 3) -> str:
+        self.stderr.seek(0)
+        text = self.stderr.read().decode(errors="replace").strip().splitlines()
+        return " | ".join(text[-lines:])
+
+    def close(self) -> None:
+        self.kill()
+        self.stderr.close()
+        if self.lifeline >= 0:
+            os.close(self.lifeline)
+            self.lifeline = -1
+
+
+def execute(request: dict[str, Any], stop: threading.Event | None = None) -> dict[str, Any] | None:
+    """Run one cell in a child process under its hard limit; return its row fields.
+
+    Returns None when ``stop`` is set (the run was interrupted): an interrupted cell leaves no row.
+    Runs anywhere: in the runner's threads or inside a Dask worker.
+    """
+    cell = request["cell"]
+    limit = float(cell["time_limit"])
+    evaluation_limit = float(cell.get("evaluation", {}).get("evaluation_time_limit", 600.0))
+    started = time.time()
+    child = _Child(request)
+    incumbent = None
+    phase = "startup"
+    deadline = time.monotonic() + STARTUP_LIMIT
+    fields: dict[str, Any] = {}
+    try:
+        while True:
+            if stop is not None and stop.is_set():
+                return None
+            try:
+                kind, payload = child.messages.get(timeout=min(0.2, max(0.0, deadline - time.monotonic())))
+            except queue.Empty:
+                if time.monotonic() < deadline:
+                    continue
+                child.kill()
+                fields = _overrun(phase, limit, evaluation_limit, incumbent, request)
+                break
+            if kind == "ready":
+                phase, deadline = "synthesis", time.monotonic() + limit + GRACE_SECONDS
+                synthesis_started = time.monotonic()
+            elif kind == "incumbent":
+                incumbent = payload
+            elif kind == "synthesized":
+                phase, deadline = "evaluation", time.monotonic() + evaluation_limit
+            elif kind == "result":
+                fields = payload
+                break
+            elif kind == "error":
+                message = payload["message"] if isinstance(payload, dict) else str(payload)
+                fields = {"status": "error", "message": message}
+                if phase == "synthesis":
+                    fields["synthesis_seconds"] = time.monotonic() - synthesis_started
+                break
+            elif kind == "eof":
+                code = child.process.wait()
+                if code < 0:
+                    why = f"cell process killed by {_signal_name(code)}"
+                    if code == -signal.SIGKILL:
+                        why += " (out of memory?)"
+                else:
+                    why = f"cell process exited with code {code} without a result"
+                tail = child.stderr_tail()
+                fields = {"status": "error", "message": why + (f": {tail}" if tail else "")}
+                break
+    finally:
+        child.close()
+    fields.setdefault("message", "")
+    fields["wall_seconds"] = time.time() - started
+    fields["finished_at"] = time.strftime("%Y-%m-%dT%H:%M:%S")
+    return fields
+
+
+def _overrun(phase: str, limit: float, evaluation_limit: float, incumbent, request) -> dict[str, Any]:
+    if phase == "startup":
+        return {"status": "error", "message": f"the cell process did not start within {STARTUP_LIMIT:.0f} s"}
+    if phase == "evaluation":
+        return {"status": "error", "message": f"verifying and simulating exceeded {evaluation_limit:g} s"}
+    fields: dict[str, Any] = {"status": "timeout", "synthesis_seconds": limit,
+                              "message": f"killed at the cell's time limit ({limit:g} s)"}
+    if incumbent is None or request["kind"] != "schedule":
+        fields["message"] += "; no incumbent was reported"
+        return fields
+    from workbench.verify import InvalidAlgorithm
+
+    try:
+        problem = build_problem(request["cell"])
+        fields.update(problem_fields(problem))
+        fields.update(evaluate_algorithms([incumbent], problem, request["cell"]["evaluation"]))
+        fields["message"] += "; best incumbent attached"
+        cell = request["cell"]
+        if cell["evaluation"].get("save_algorithms") and cell.get("algorithm_path"):
+            fields["algorithm_files"] = save_algorithms([incumbent], cell, "timeout", limit)
+    except InvalidAlgorithm as exc:
+        fields["message"] += f"; the incumbent is invalid: {exc}"
+    return fields

@@ -1,0 +1,171 @@
+"""What a cell does inside its child process: build the problem, synthesize, verify and simulate.
+
+Used by ``workbench.cell`` (the child) and by ``workbench.cell_monitor`` (which evaluates the last
+incumbent of a cell it had to kill).
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+__all__ = ["solver_time_limit", "build_topology", "build_problem", "evaluate_algorithms", "child_run_schedule",
+           "child_run_design", "save_algorithms", "problem_fields", "Send"]
+
+Send = Callable[[str, Any], None]
+
+
+# ============================================================================ limits
+def solver_time_limit(cell_limit: float) -> float:
+    """The formulation's own limit: a little below the cell's, so it can stop and report first."""
+    return max(0.5 * cell_limit, cell_limit - max(1.0, 0.05 * cell_limit))
+
+
+# ============================================================================ building a cell's problem
+def build_topology(topology: dict[str, Any]):
+    from workbench.topology import load_topology, topology_from_dict
+
+    if "doc" in topology:
+        return topology_from_dict(topology["doc"], topology.get("label", "topology"))
+    source = topology.get("spec") or topology.get("file")
+    return load_topology(source, topology.get("alpha"), topology.get("bandwidth"))
+
+
+def build_problem(cell: dict[str, Any]):
+    from workbench.collective import make_collective
+    from workbench.registry import Problem
+
+    topology = build_topology(cell["topology"])
+    spec = cell["collective"]
+    if spec["kind"] == "custom":
+        from workbench.collective import custom_collective
+
+        collective = custom_collective(spec["ranks"], spec["pre"], spec["post"], spec.get("combining", False))
+    else:
+        collective = make_collective(spec["kind"], topology.num_npus, cell["chunks"], spec.get("root"))
+    collective.check_reachable(topology)
+    return Problem(topology, collective, cell["size_bytes"])
+
+
+# ============================================================================ evaluation (shared)
+def evaluate_algorithms(algorithms: list, problem, evaluation: dict[str, Any]) -> dict[str, Any]:
+    """Verify and simulate every algorithm; the headline is the fastest simulated one.
+
+    The bounds are those of the headline algorithm's own chunking (a Pareto search returns
+    algorithms with different chunk sizes). Raises ``InvalidAlgorithm`` for an algorithm that does
+    not implement the collective.
+    """
+    from workbench.bounds import lower_bounds, tacos_ideal
+    from workbench.simulate import simulate
+    from workbench.verify import verify
+
+    options = {k: evaluation.get(k, d) for k, d in (("link_model", "pipelined"), ("order", "in-order"),
+                                                    ("switch_model", "cut-through"))}
+    entries = []
+    best = None  # (algorithm, entry, simulation)
+    for algorithm in algorithms:
+        default = simulate(algorithm)
+        verify(algorithm, simulation=default)
+        result = default if options == default.options else simulate(algorithm, **options)
+        entry = {"claimed_time": algorithm.meta.get("claimed_time"), "collective_time": result.collective_time,
+                 "algbw": result.algbw / 1e9, "busbw": result.busbw / 1e9, "transfers": len(algorithm.transfers),
+                 **{k: algorithm.meta.get(k) for k in ("label", "steps", "rounds", "sccl_chunks")}}
+        entries.append(entry)
+        if best is None or result.collective_time < best[2].collective_time:
+            best = (algorithm, entry, result)
+    topology = problem.topology
+    collective, chunk_bytes = (best[0].collective, best[0].chunk_bytes) if best else (problem.collective,
+                                                                                        problem.chunk_bytes)
+    bounds = lower_bounds(topology, collective, chunk_bytes, lp=bool(evaluation.get("lp_bound", True)),
+                          lp_time_limit=60.0, lp_max_variables=400_000)
+    ideal_dims = tacos_ideal(topology, collective, problem.size_bytes, "dimensions") if collective.num_ranks > 1 else None
+    fields: dict[str, Any] = {"bound": bounds.best, "bound_exact": bounds.exact, "achievable": bounds.achievable,
+                              "ideal": bounds.ideal, "ideal_dims": ideal_dims, "bounds": bounds.to_dict()}
+    if best is None:
+        return fields
+    algorithm, entry, result = best
+    fields.update({k: entry[k] for k in ("claimed_time", "collective_time", "algbw", "busbw", "transfers")})
+    fields["algorithm_meta"] = {k: algorithm.meta[k] for k in ("label", "steps", "rounds", "sccl_chunks",
+                                                               "latency_optimal", "bandwidth_optimal")
+                                if k in algorithm.meta}
+    fields["efficiency"] = bounds.efficiency(result.collective_time)
+    fields["ideal_efficiency"] = (bounds.ideal / result.collective_time) if bounds.ideal else None
+    fields["ideal_dims_efficiency"] = (ideal_dims / result.collective_time) if ideal_dims else None
+    if len(entries) > 1:
+        fields["algorithms"] = entries
+    if len(topology.links) <= 20_000:
+        fields["link_utilisation"] = [[l.src, l.dst, round(float(u), 6)]
+                                      for l, u in zip(topology.links, result.link_utilisation())]
+    return fields
+
+
+def problem_fields(problem) -> dict[str, Any]:
+    return {"npus": problem.topology.num_npus, "links": len(problem.topology.links),
+            "chunk_bytes": problem.chunk_bytes}
+
+
+# ============================================================================ child side
+def child_run_schedule(cell: dict[str, Any], send: Send) -> dict[str, Any]:
+    from workbench.registry import resolve_formulation
+
+    problem = build_problem(cell)
+    formulation = resolve_formulation(cell["formulation"]["name"])
+    params = {k: v for k, v in cell["formulation"].get("params", {}).items() if k != "time_limit"}
+    send("ready", None)
+    started = time.perf_counter()
+    result = formulation.synthesize(problem, time_limit=solver_time_limit(cell["time_limit"]), seed=cell["seed"],
+                                    on_incumbent=lambda algorithm: send("incumbent", algorithm), **params)
+    seconds = time.perf_counter() - started
+    summary = {"status": result.status, "synthesis_seconds": seconds, "stats": result.stats,
+               "message": result.message, "claimed_times": result.claimed_times}
+    send("synthesized", summary)
+    fields = {**summary, **problem_fields(problem)}
+    fields.pop("claimed_times", None)
+    if result.algorithms:
+        from workbench.verify import InvalidAlgorithm
+
+        try:
+            fields.update(evaluate_algorithms(result.algorithms, problem, cell["evaluation"]))
+        except InvalidAlgorithm as exc:
+            fields.update(status="error", message=f"invalid algorithm: {exc}")
+        if cell["evaluation"].get("save_algorithms") and cell.get("algorithm_path"):
+            fields["algorithm_files"] = save_algorithms(result.algorithms, cell, fields["status"], seconds)
+    return fields
+
+
+def save_algorithms(algorithms: list, cell: dict[str, Any], status: str, seconds: float) -> list[str]:
+    """Write each algorithm (one file per Pareto point next to the first) with provenance in meta."""
+    path = Path(cell["algorithm_path"])
+    written = []
+    for index, algorithm in enumerate(algorithms):
+        meta = algorithm.meta
+        meta.setdefault("formulation", cell["formulation"]["name"])
+        meta.setdefault("params", cell["formulation"].get("params", {}))
+        meta.setdefault("claimed_time", None)
+        meta.update(seed=cell["seed"], status=status, synthesis_seconds=seconds)
+        target = path if index == 0 else path.with_name(f"{path.stem}.{index}{path.suffix}")
+        algorithm.save(target)
+        written.append(str(target))
+    return written
+
+
+def child_run_design(cell: dict[str, Any], send: Send) -> dict[str, Any]:
+    from workbench.registry import DesignProblem, resolve_formulation
+
+    formulation = resolve_formulation(cell["formulation"]["name"])
+    problem_data = dict(cell["problem"])
+    problem = DesignProblem(dimensions=problem_data.pop("dimensions", []),
+                            workloads=problem_data.pop("workloads", []),
+                            cost_model=problem_data.pop("cost_model", {}),
+                            constraints=problem_data.pop("constraints", {}),
+                            objective=problem_data.pop("objective", "performance"))
+    params = {k: v for k, v in cell["formulation"].get("params", {}).items() if k != "time_limit"}
+    send("ready", None)
+    started = time.perf_counter()
+    result = formulation.synthesize(problem, time_limit=solver_time_limit(cell["time_limit"]), seed=cell["seed"],
+                                    **params)
+    seconds = time.perf_counter() - started
+    send("synthesized", {"status": result.status, "synthesis_seconds": seconds})
+    return {"status": result.status, "synthesis_seconds": seconds, "bandwidths": list(result.bandwidths),
+            "design_time": result.time, "cost": result.cost, "stats": result.stats, "message": result.message}
