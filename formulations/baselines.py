@@ -38,6 +38,7 @@ from workbench.algorithm import Algorithm
 from workbench.collective import Collective
 from workbench.registry import Problem, SynthesisResult
 from workbench.schedule import ScheduleBuilder
+from workbench.parameters import Parameter
 
 __all__ = ["Ring", "Direct", "RecursiveHalvingDoubling", "DoubleBinaryTree", "Hierarchical"]
 
@@ -285,11 +286,11 @@ class _Baseline:
     name = ""
     kind = "schedule"
     builder: Callable[..., Algorithm]
-    parameters: tuple[str, ...] = ()
+    parameters: tuple[Parameter, ...] = ()
 
     def synthesize(self, problem: Problem, *, time_limit: float, seed: int,
                    on_incumbent: Callable[[Algorithm], None] | None = None, **params: Any) -> SynthesisResult:
-        unknown = sorted(set(params) - set(self.parameters))
+        unknown = sorted(set(params) - {p.name for p in self.parameters})
         if unknown:
             raise ValueError(f"{self.name}: unknown parameters {unknown}")
         started = time.perf_counter()
@@ -308,7 +309,7 @@ class _Baseline:
 class Ring(_Baseline):
     name = "ring"
     builder = staticmethod(ring_schedule)
-    parameters = ("bidirectional",)
+    parameters = (Parameter("bidirectional", ("bool",), True, "two rings, one each way, half the data each"),)
 
 
 class Direct(_Baseline):

@@ -30,6 +30,7 @@ from workbench.collective import Collective
 from workbench.duality import by_duality
 from workbench.registry import Problem, SynthesisResult
 from workbench.topology import Topology
+from workbench.parameters import Parameter
 
 __all__ = ["BfsTrees"]
 
@@ -118,6 +119,7 @@ class BfsTrees:
 
     name = "bfs-trees"
     kind = "schedule"
+    parameters = ()
 
     def synthesize(self, problem: Problem, *, time_limit: float, seed: int,
                    on_incumbent: Callable[[Algorithm], None] | None = None, **params: Any) -> SynthesisResult:

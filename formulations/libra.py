@@ -36,6 +36,7 @@ from workbench.network_design import (Layer, Network, Workload, kappa, load_comm
 from workbench.registry import DesignProblem, DesignResult
 from workbench.solvers import solve_lp
 from workbench.units import parse_bandwidth
+from workbench.parameters import Parameter
 
 __all__ = ["Libra", "LibraModel", "build_model"]
 
@@ -270,6 +271,9 @@ class Libra:
 
     name = "libra"
     kind = "design"
+    parameters = (
+        Parameter("backend", ("str",), "highs", "HiGHS LP recipe or scipy's smooth form", choices=("highs", "scipy")),
+    )
 
     def synthesize(self, problem: DesignProblem, *, time_limit: float, seed: int,
                    on_incumbent: Callable | None = None, backend: str = "highs", **params: Any) -> DesignResult:

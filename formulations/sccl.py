@@ -49,6 +49,7 @@ from workbench.bounds import lower_bounds
 from workbench.collective import Collective, make_collective
 from workbench.registry import Problem, SynthesisResult
 from workbench.topology import Topology
+from workbench.parameters import Parameter
 
 __all__ = ["Sccl", "bandwidth_groups", "step_bound", "bandwidth_bound", "solve_instance", "InstanceResult"]
 
@@ -331,6 +332,19 @@ class Sccl:
 
     name = "sccl"
     kind = "schedule"
+    parameters = (
+        Parameter("mode", ("str",), "instance", "one (C,S,R) instance, the fewest steps, or the Pareto frontier",
+                  choices=("instance", "least-steps", "pareto")),
+        Parameter("steps", ("int", "none"), None, "S: synchronous steps (instance mode)", minimum=1),
+        Parameter("rounds", ("int", "none"), None, "R: rounds, bandwidth units over all steps", minimum=1),
+        Parameter("k", ("int",), 0, "extra rounds beyond the step count searched (least-steps, pareto)", minimum=0),
+        Parameter("backend", ("str",), "z3", "z3 (QF_LIA, the paper's), z3-auto or cpsat",
+                  choices=("z3", "z3-auto", "cpsat")),
+        Parameter("max_steps", ("int", "none"), None, "largest step count searched", minimum=1),
+        Parameter("max_chunks", ("int",), 64, "largest chunk count searched (pareto)", minimum=1),
+        Parameter("groups", ("list", "none"), None, "extra bandwidth groups: [[[src, dst], ...], bandwidth]"),
+        Parameter("call_limit", ("float", "none"), None, "seconds per solver call", minimum=0),
+    )
 
     def synthesize(self, problem: Problem, *, time_limit: float, seed: int,
                    on_incumbent: Callable[[Algorithm], None] | None = None, mode: str = "instance",

@@ -49,6 +49,7 @@ from workbench.algorithm import Algorithm, Transfer
 from workbench.collective import Collective, make_collective
 from workbench.registry import Problem, SynthesisResult
 from workbench.topology import Topology, TopologyError
+from workbench.parameters import Parameter
 
 __all__ = ["Tacos", "greedy_all_gather", "MatchResult"]
 
@@ -280,6 +281,13 @@ class Tacos:
 
     name = "tacos"
     kind = "schedule"
+    parameters = (
+        Parameter("restarts", ("int",), 1, "independent randomised runs; the best is kept", minimum=1),
+        Parameter("switch_degree", ("int", "str"), 1, "links a switch serves at once per matching step",
+                  choices=("full", "max"), minimum=1),
+        Parameter("replacement", ("str",), "causal", "how a switch hop is replaced by a direct link",
+                  choices=REPLACEMENT_MODES),
+    )
 
     def synthesize(self, problem: Problem, *, time_limit: float, seed: int,
                    on_incumbent: Callable[[Algorithm], None] | None = None, restarts: int = 1,

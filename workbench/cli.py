@@ -231,10 +231,21 @@ def _cmd_synth(args: argparse.Namespace) -> int:
     from workbench.cell_monitor import execute
     from workbench.cell_work import solver_time_limit
 
+    from workbench.parameters import ParameterError, check_parameters, undeclared_warning
+
     try:
-        resolve_formulation(args.name)
+        formulation = resolve_formulation(args.name)
     except FormulationError as exc:
         raise UsageError(str(exc)) from None
+    if formulation.kind != "schedule":
+        raise UsageError(f"{args.name} is a {formulation.kind} formulation; `workbench synth` needs a schedule one")
+    params = _parse_set(args.set)
+    try:
+        check_parameters(formulation, params, "--set", sep=" ")
+    except ParameterError as exc:
+        raise UsageError(str(exc)) from None
+    if params and undeclared_warning(formulation):
+        print(undeclared_warning(formulation), file=sys.stderr)
     topology = topology_from_args(args.topology, args.alpha, args.bandwidth)
     try:
         size = parse_size(args.size)
@@ -257,7 +268,7 @@ def _cmd_synth(args: argparse.Namespace) -> int:
     output = Path(args.output)
     cell = {"experiment": "synth", "topology": {"label": topology.name, "doc": topology.to_dict()},
             "collective": collective, "size_bytes": size, "chunks": args.chunks,
-            "formulation": {"name": args.name, "label": args.name, "params": _parse_set(args.set)},
+            "formulation": {"name": args.name, "label": args.name, "params": params},
             "seed": args.seed, "time_limit": limit, "algorithm_path": str(output.resolve()),
             "evaluation": {"link_model": "pipelined", "order": "in-order", "switch_model": "cut-through",
                            "save_algorithms": True, "lp_bound": True, "evaluation_time_limit": 600.0}}
@@ -472,14 +483,27 @@ def _build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=_cmd_libra)
 
-    p = sub.add_parser("formulations", help="list the registered formulations")
+    p = sub.add_parser("formulations", help="list the registered formulations, or one's parameters")
+    p.add_argument("name", nargs="?", help="show this formulation's parameters")
     p.set_defaults(func=_cmd_formulations)
     return parser
 
 
 def _cmd_formulations(args: argparse.Namespace) -> int:
-    from workbench.registry import available_formulations, get_formulation
+    from workbench.parameters import describe_parameters
+    from workbench.registry import FormulationError, available_formulations, get_formulation, resolve_formulation
 
+    if args.name:
+        try:
+            formulation = resolve_formulation(args.name)
+        except FormulationError as exc:
+            raise UsageError(str(exc)) from None
+        doc = (getattr(type(formulation), "__doc__", None) or "").strip().splitlines()
+        print(f"{args.name} ({formulation.kind})" + (f": {doc[0]}" if doc else ""))
+        print("parameters (--set KEY=VALUE, or params: in an experiment):")
+        for line in describe_parameters(formulation):
+            print(line)
+        return 0
     for name in available_formulations():
         print(f"{name:<16} {get_formulation(name).kind}")
     return 0

@@ -297,18 +297,34 @@ def _parse_topology(check: _Checker, entry: Any, path: str, base_dir: Path | Non
     label = entry.get("label") or topo.get("spec") or topo.get("file") or f"from {topo.get('from')}"
     topo["label"] = str(label)
     if "spec" in topo or "file" in topo:
-        _check_builds(check, topo, path)
+        topo["_npus"] = _check_builds(check, topo, path)
     return topo
 
 
-def _check_builds(check: _Checker, topo: dict, path: str) -> None:
-    """Build the topology once now, so a bad spec fails at load time, not in a worker."""
+def _check_builds(check: _Checker, topo: dict, path: str) -> int:
+    """Build the topology once now, so a bad spec fails at load time, not in a worker; its NPU count."""
     from workbench.topology import TopologyError, load_topology
 
     try:
-        load_topology(topo.get("spec") or topo["file"], topo["alpha"], topo["bandwidth"])
+        topology = load_topology(topo.get("spec") or topo["file"], topo["alpha"], topo["bandwidth"])
     except TopologyError as exc:
         raise check.fail(path, str(exc)) from None
+    if topology.num_npus < 2:
+        raise check.fail(path, f"a collective needs at least 2 ranks, {topo['label']} has {topology.num_npus}")
+    return topology.num_npus
+
+
+def _check_roots(check: _Checker, collectives: list[dict], path: str, topologies: list[dict],
+                 npus: dict[str, int]) -> None:
+    """A root must be a rank of every topology the collective meets (designs' topologies are checked later)."""
+    for i, collective in enumerate(collectives):
+        root = collective.get("root")
+        if root is None:
+            continue
+        for topo in topologies:
+            n = npus.get(topo["label"])
+            if n is not None and root >= n:
+                raise check.fail(f"{path}[{i}].root", f"{root} is not a rank of {topo['label']} (0..{n - 1})")
 
 
 def _parse_collective(check: _Checker, entry: Any, path: str) -> dict:
@@ -332,12 +348,15 @@ def _parse_formulation(check: _Checker, entry: Any, path: str) -> dict:
     check.mapping(entry, path, {"name", "label", "params", "chunks", "collectives", "seeds", "topologies", "sizes"})
     name = check.string(check.required(entry, "name", path), f"{path}.name")
     try:
-        resolve_formulation(name)
+        formulation = resolve_formulation(name)
     except FormulationError as exc:
         raise check.fail(f"{path}.name", str(exc)) from None
     params = dict(check.mapping(entry.get("params") or {}, f"{path}.params"))
     if "time_limit" in params:
         params["time_limit"] = check.duration(params["time_limit"], f"{path}.params.time_limit")
+    if formulation.kind != "schedule":
+        raise check.fail(f"{path}.name", f"{name!r} is a {formulation.kind} formulation; put it under grid.designs")
+    _check_params(check, formulation, params, f"{path}.params")
     result = {"name": name, "label": str(entry.get("label") or name), "params": params}
     if "collectives" in entry:  # this formulation's own collectives (tables with one row per instance)
         result["collectives"] = [_parse_collective(check, c, f"{path}.collectives[{i}]")
@@ -355,6 +374,25 @@ def _parse_formulation(check: _Checker, entry: Any, path: str) -> dict:
         result["topologies"] = [check.string(v, f"{path}.topologies[{i}]")
                                 for i, v in enumerate(check.seq(entry["topologies"], f"{path}.topologies"))]
     return result
+
+
+def _check_params(check: _Checker, formulation: Any, params: dict, path: str) -> None:
+    """Declared parameters checked now, before any cell runs (workbench.parameters)."""
+    import sys
+
+    from workbench.parameters import ParameterError, check_parameters, undeclared_warning
+
+    try:
+        check_parameters(formulation, params, f"{check.source}: {path}")
+    except ParameterError as exc:
+        raise ConfigError(str(exc)) from None
+    warning = undeclared_warning(formulation)
+    if warning and params and warning not in _WARNED:
+        _WARNED.add(warning)
+        print(warning, file=sys.stderr)
+
+
+_WARNED: set[str] = set()
 
 
 def _parse_paper(check: _Checker, value: Any) -> dict:
@@ -480,6 +518,16 @@ def parse_experiment(data: Any, source: str = "experiment", quick: bool = False,
                   "params": check.mapping(entry.get("params") or {}, f"{path}.params")}
         if "time_limit" in entry:
             design["time_limit"] = check.duration(entry["time_limit"], f"{path}.time_limit")
+        from workbench.registry import FormulationError, resolve_formulation
+
+        try:
+            formulation = resolve_formulation(design["formulation"])
+        except FormulationError as exc:
+            raise check.fail(f"{path}.formulation", str(exc)) from None
+        if formulation.kind != "design":
+            raise check.fail(f"{path}.formulation", f"{design['formulation']!r} is a {formulation.kind} "
+                                                    f"formulation; a design cell needs a design one (libra)")
+        _check_params(check, formulation, design["params"], f"{path}.params")
         designs.append(design)
     design_names = {d["name"] for d in designs}
     design_only = bool(designs) and "formulations" not in grid
@@ -498,6 +546,11 @@ def parse_experiment(data: Any, source: str = "experiment", quick: bool = False,
         formulations = [_parse_formulation(check, e, f"grid.formulations[{i}]")
                         for i, e in enumerate(check.seq(check.required(grid, "formulations", "grid"),
                                                         "grid.formulations"))]
+    npus = {t["label"]: t.pop("_npus") for t in topologies if "_npus" in t}
+    _check_roots(check, collectives, "grid.collectives", topologies, npus)
+    for i, f in enumerate(formulations):
+        mine = [t for t in topologies if t["label"] in f.get("topologies", [t["label"]])]
+        _check_roots(check, f.get("collectives", []), f"grid.formulations[{i}].collectives", mine, npus)
     topology_labels = {t.get("label") for t in topologies}
     for i, f in enumerate(formulations):
         for j, label in enumerate(f.get("topologies", [])):

@@ -60,6 +60,7 @@ from workbench.collective import Collective, make_collective
 from workbench.duality import by_duality
 from workbench.registry import Problem, SynthesisResult
 from workbench.topology import Topology
+from workbench.parameters import Parameter
 
 from .mapping import PathGroup, check_link_budgets, map_to_paths
 from .optimum import Timeout, TreeUnits, auto_units, broadcast_units, fixed_k_units
@@ -211,6 +212,16 @@ class ForestColl:
 
     name = "forestcoll"
     kind = "schedule"
+    parameters = (
+        Parameter("pieces", ("int", "none", "str"), None, "P: pipeline pieces per tree-unit ('auto': 64 x height)",
+                  choices=("auto",), minimum=1),
+        Parameter("k", ("int", "str"), "auto", "trees per root ('auto': the optimal k)", choices=("auto",), minimum=1),
+        Parameter("max_transfers", ("int",), 4_000_000, "refuse schedules with more transfers", minimum=1),
+        Parameter("splitting", ("str",), "auto", "edge-splitting order", choices=("auto", "greedy", "spread")),
+        Parameter("packing", ("str",), "levels", "arborescence growth order", choices=("levels", "fifo")),
+        Parameter("cut_through", ("bool", "str"), "auto", "tree edges through switches as one routed transfer",
+                  choices=("auto", "true", "false")),
+    )
 
     def synthesize(self, problem: Problem, *, time_limit: float, seed: int,
                    on_incumbent: Callable[[Algorithm], None] | None = None, **params: Any) -> SynthesisResult:

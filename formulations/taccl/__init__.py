@@ -52,6 +52,7 @@ from workbench.algorithm import Algorithm, Transfer
 from workbench.collective import Collective, make_collective
 from workbench.registry import Problem, SynthesisResult
 from workbench.topology import Topology
+from workbench.parameters import Parameter
 
 __all__ = ["Taccl", "Sketch", "SketchError", "load_sketch", "available_sketches", "HEURISTICS"]
 
@@ -73,6 +74,16 @@ class _Budget:
 class Taccl:
     name = "taccl"
     kind = "schedule"
+    parameters = (
+        Parameter("sketch", ("str", "dict", "none"), None, "a shipped sketch name, a sketch file or a mapping"),
+        Parameter("stage_time_limit", ("duration", "none"), None, "limit per MILP stage (default: a share of the total)"),
+        Parameter("backend", ("str",), "highs", "MILP solver", choices=("highs", "cbc")),
+        Parameter("heuristic", ("str",), "auto", "contiguity/ordering heuristic", choices=HEURISTICS),
+        Parameter("max_contig", ("int",), 6, "largest number of chunks sent as one contiguous transfer", minimum=1),
+        Parameter("mip_gap", ("float",), 1e-6, "relative MIP gap", minimum=0, maximum=1),
+        Parameter("threads", ("int",), 1, "solver threads", minimum=1),
+        Parameter("serialise_reductions", ("bool",), True, "order reductions into one buffer (runtime-safe)"),
+    )
 
     def synthesize(self, problem: Problem, *, time_limit: float, seed: int,
                    on_incumbent: Callable[[Algorithm], None] | None = None, sketch: Any = None,

@@ -39,13 +39,14 @@ from __future__ import annotations
 import time
 from typing import Any, Callable
 
-from formulations.teccl.epochs import EpochGraph, base_epoch, epoch_graph
+from formulations.teccl.epochs import SWITCH_MODELS, EpochGraph, base_epoch, epoch_graph
 from formulations.teccl.lp import solve_lp_schedule, to_subchunks
 from formulations.teccl.milp import EpochSchedule, Flow, greedy_schedule, solve_milp
 from workbench.algorithm import Algorithm, Transfer
 from workbench.collective import Collective, custom_collective, make_collective
 from workbench.registry import Problem, SynthesisResult
 from workbench.topology import Topology
+from workbench.parameters import Parameter
 
 __all__ = ["Teccl"]
 
@@ -66,6 +67,28 @@ class _NoSchedule(Exception):
 class Teccl:
     name = "teccl"
     kind = "schedule"
+    parameters = (
+        Parameter("method", ("str",), "auto", "MILP, LP (All-to-All) or A*", choices=METHODS),
+        Parameter("epoch", ("str", "float"), "fastest", "epoch: a chunk on the fastest / slowest link, or seconds",
+                  choices=("fastest", "slowest"), minimum=1e-15),
+        Parameter("epoch_multiplier", ("float", "str"), 1.0, "epoch scale; 'auto' follows the authors' runs",
+                  choices=("auto",), minimum=1e-9),
+        Parameter("epochs", ("int", "none"), None, "horizon in epochs (default: searched)", minimum=1),
+        Parameter("alpha_threshold", ("float",), 0.1, "alpha below this share of an epoch is ignored", minimum=0),
+        Parameter("switch_model", ("str",), "copy", "switch semantics", choices=SWITCH_MODELS),
+        Parameter("single_beta", ("bool",), False, "one bandwidth for every link (the paper's simplification)"),
+        Parameter("mip_gap", ("float",), 1e-4, "relative MIP gap", minimum=0, maximum=1),
+        Parameter("early_stop", ("bool",), False, "the paper's early stop (gap 0.3)"),
+        Parameter("threads", ("int",), 1, "solver threads", minimum=1),
+        Parameter("objective", ("str",), "paper", "weights 1/(k+1) (paper) or 1 (code)", choices=("paper", "code")),
+        Parameter("buffer_limit", ("int", "none"), None, "chunks a node may buffer", minimum=0),
+        Parameter("epoch_search", ("str",), "greedy", "horizon search", choices=("greedy", "binary")),
+        Parameter("lp_subchunks", ("int",), 4, "LP: pieces per chunk when rounding", minimum=1),
+        Parameter("round_epochs", ("int", "none"), None, "A*: epochs per round", minimum=1),
+        Parameter("gamma", ("float",), 0.002, "A*: weight of the future cost", minimum=0),
+        Parameter("heuristic_effort", ("float", "none"), None, "HiGHS mip_heuristic_effort", minimum=0, maximum=1),
+        Parameter("lp_solver", ("str",), "ipm", "HiGHS LP method", choices=("ipm", "simplex", "choose", "pdlp")),
+    )
 
     def synthesize(self, problem: Problem, *, time_limit: float, seed: int,
                    on_incumbent: Callable[[Algorithm], None] | None = None, **params: Any) -> SynthesisResult:
