@@ -34,7 +34,10 @@ def _limit_memory(limit: float | None) -> None:
         return
     import resource
 
+    from workbench.size_guard import BUDGET_ENV
+
     resource.setrlimit(resource.RLIMIT_AS, (int(limit), int(limit)))
+    os.environ[BUDGET_ENV] = repr(float(limit))  # the size guard refuses what the limit would kill
 
 
 def _watch_parent() -> None:

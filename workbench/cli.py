@@ -3,7 +3,8 @@
 Exit codes (the README's table): 0 done, 1 a well-formed algorithm that is not valid (``verify``,
 ``simulate``, ``export``, ``interpret``), 2 bad input (unknown builder, malformed or binary file,
 missing field, bad argument, a busy run folder), 3/4/5 ``synth`` infeasible / timed out / failed,
-130 interrupted; errors are one line on stderr. Run control lives in ``cli_runs``, the runtime
+5 also for any unexpected error (one line; ``--debug`` shows the traceback), 130 interrupted; errors
+are one line on stderr. Run control lives in ``cli_runs``, the runtime
 files (MSCCL XML, MSCCL++ plans) in ``cli_runtimes``.
 """
 
@@ -28,6 +29,10 @@ __all__ = ["main", "UsageError", "topology_from_args", "add_topology_arguments"]
 
 
 def _load(path: str, args: argparse.Namespace) -> Algorithm:
+    from workbench import size_guard
+
+    if os.path.isfile(path):  # parsed JSON and built transfers: ~30 bytes per byte of file
+        size_guard.check(path, 30.0 * os.path.getsize(path))
     algorithm = load_algorithm(path)
     if getattr(args, "topology", None):
         physical = topology_from_args(args.topology, args.alpha, args.bandwidth)
@@ -224,6 +229,19 @@ def _load_demand(path: str, num_npus: int) -> dict[str, Any]:
 _SYNTH_EXIT = {"optimal": 0, "feasible": 0, "infeasible": 3, "timeout": 4, "error": 5}
 
 
+def _guard_transfers(args: argparse.Namespace, topology: Any) -> None:
+    """Refuse a collective whose schedule could not fit (e.g. ``--chunks 100000000``) before building it."""
+    from workbench import size_guard
+
+    kind = (args.collective or "alltoall").lower().replace("-", "").replace("_", "")
+    transfers = size_guard.collective_transfers(kind, topology.num_npus, args.chunks)
+    needed = size_guard.Estimate(topology.num_npus, topology.num_nodes, len(topology.links)).bytes(transfers)
+    try:
+        size_guard.check(f"--chunks {args.chunks} on {args.topology}", needed)
+    except size_guard.SizeError as exc:
+        raise UsageError(str(exc)) from None
+
+
 def _cmd_synth(args: argparse.Namespace) -> int:
     from pathlib import Path
 
@@ -256,6 +274,7 @@ def _cmd_synth(args: argparse.Namespace) -> int:
         raise UsageError("--size and --time-limit must be positive")
     if args.chunks < 1:
         raise UsageError("--chunks must be at least 1")
+    _guard_transfers(args, topology)
     if args.demand:
         collective = _load_demand(args.demand, topology.num_npus)
     else:
@@ -360,6 +379,7 @@ def _cmd_libra(args: argparse.Namespace) -> int:
 
 def _build_parser() -> argparse.ArgumentParser:
     parser = Parser(prog="workbench", description="Collective-algorithm synthesis workbench")
+    parser.add_argument("--debug", action="store_true", help="show the traceback of an unexpected error")
     sub = parser.add_subparsers(dest="command", parser_class=Parser)
 
     p = sub.add_parser("topology", help="describe a topology (builder spec or file)")
@@ -486,6 +506,9 @@ def _build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("formulations", help="list the registered formulations, or one's parameters")
     p.add_argument("name", nargs="?", help="show this formulation's parameters")
     p.set_defaults(func=_cmd_formulations)
+    for command in sub.choices.values():
+        command.add_argument("--max-memory", metavar="SIZE",
+                             help="memory budget of the size guard (default 80%% of the machine's), e.g. 40GB")
     return parser
 
 
@@ -513,9 +536,27 @@ def _input_errors() -> tuple[type[BaseException], ...]:
     from workbench.experiment import ConfigError
     from workbench.registry import FormulationError
     from workbench.report import ReportError
+    from workbench.size_guard import SizeError
 
     return (UsageError, TopologyError, CollectiveError, AlgorithmFormatError, UnitError, ConfigError,
-            FormulationError, ReportError)
+            FormulationError, ReportError, SizeError)
+
+
+def _apply_max_memory(text: str | None) -> None:
+    """``--max-memory``: this process's size-guard budget, inherited by the cells it starts."""
+    from workbench import size_guard
+
+    if text is None:
+        size_guard.set_budget(None)
+        return
+    try:
+        value = parse_size(text)
+    except UnitError as exc:
+        raise UsageError(f"--max-memory: {exc}") from None
+    if not value > 0:
+        raise UsageError(f"--max-memory: must be positive, got {text!r}")
+    size_guard.set_budget(value)
+    os.environ[size_guard.BUDGET_ENV] = repr(value)
 
 
 def _terminated(signum: int, frame: Any) -> None:
@@ -526,9 +567,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     import signal
     import threading
 
+    from workbench.size_guard import BUDGET_ENV
+
     parser = _build_parser()
     args = None
     previous = None
+    inherited_budget = os.environ.get(BUDGET_ENV)  # --max-memory sets it for this call's cells only
     if threading.current_thread() is threading.main_thread():
         previous = signal.signal(signal.SIGTERM, _terminated)
     try:
@@ -536,6 +580,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if not getattr(args, "command", None):
             parser.print_help()
             return 2
+        _apply_max_memory(getattr(args, "max_memory", None))
         return int(args.func(args) or 0)
     except _input_errors() as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -554,9 +599,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+    except MemoryError:
+        print("error: out of memory (lower the problem size or raise --max-memory only if the machine has it)",
+              file=sys.stderr)
+        return 5
+    except Exception as exc:  # the one catch-all at the boundary: one line, not a traceback
+        if getattr(args, "debug", False):
+            raise
+        first = (str(exc).splitlines() or [""])[0]
+        print(f"error: {type(exc).__name__}: {first} (re-run with --debug for the traceback)", file=sys.stderr)
+        return 5
     finally:
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)
+        if inherited_budget is None:
+            os.environ.pop(BUDGET_ENV, None)
+        else:
+            os.environ[BUDGET_ENV] = inherited_budget
 
 
 if __name__ == "__main__":

@@ -297,7 +297,7 @@ def _parse_topology(check: _Checker, entry: Any, path: str, base_dir: Path | Non
     label = entry.get("label") or topo.get("spec") or topo.get("file") or f"from {topo.get('from')}"
     topo["label"] = str(label)
     if "spec" in topo or "file" in topo:
-        topo["_npus"] = _check_builds(check, topo, path)
+        topo["_size"] = _check_builds(check, topo, path)
     return topo
 
 
@@ -311,7 +311,27 @@ def _check_builds(check: _Checker, topo: dict, path: str) -> int:
         raise check.fail(path, str(exc)) from None
     if topology.num_npus < 2:
         raise check.fail(path, f"a collective needs at least 2 ranks, {topo['label']} has {topology.num_npus}")
-    return topology.num_npus
+    return (topology.num_npus, topology.num_nodes, len(topology.links))
+
+
+def _check_sizes(check: _Checker, topologies: list[dict], sizes: dict[str, tuple], collectives: list[dict],
+                 chunks: list[int], memory_limit: float | None) -> None:
+    """Refuse a grid whose largest schedule could not fit (workbench.size_guard), before any cell."""
+    from workbench import size_guard
+
+    kinds = [c["kind"] for c in collectives] or ["allreduce"]
+    for i, topo in enumerate(topologies):
+        if topo["label"] not in sizes:
+            continue
+        npus, nodes, links = sizes[topo["label"]]
+        transfers = max(size_guard.collective_transfers(k, npus, max(chunks)) for k in kinds)
+        needed = size_guard.Estimate(npus, nodes, links).bytes(transfers)
+        limit = memory_limit if memory_limit is not None else size_guard.budget()
+        if needed > limit:
+            raise check.fail(f"grid.topologies[{i}]",
+                             f"{topo['label']} with {max(chunks)} chunks per rank needs an estimated "
+                             f"{size_guard.readable(needed)}, over the {size_guard.readable(limit)} budget "
+                             f"(evaluation.memory_limit or --max-memory)")
 
 
 def _check_roots(check: _Checker, collectives: list[dict], path: str, topologies: list[dict],
@@ -546,7 +566,8 @@ def parse_experiment(data: Any, source: str = "experiment", quick: bool = False,
         formulations = [_parse_formulation(check, e, f"grid.formulations[{i}]")
                         for i, e in enumerate(check.seq(check.required(grid, "formulations", "grid"),
                                                         "grid.formulations"))]
-    npus = {t["label"]: t.pop("_npus") for t in topologies if "_npus" in t}
+    built = {t["label"]: t.pop("_size") for t in topologies if "_size" in t}
+    npus = {label: size[0] for label, size in built.items()}
     _check_roots(check, collectives, "grid.collectives", topologies, npus)
     for i, f in enumerate(formulations):
         mine = [t for t in topologies if t["label"] in f.get("topologies", [t["label"]])]
@@ -573,6 +594,7 @@ def parse_experiment(data: Any, source: str = "experiment", quick: bool = False,
         evaluation["memory_limit"] = check.size(evaluation["memory_limit"], "evaluation.memory_limit")
     evaluation["evaluation_time_limit"] = check.duration(evaluation["evaluation_time_limit"],
                                                          "evaluation.evaluation_time_limit")
+    _check_sizes(check, topologies, built, collectives, chunks, evaluation["memory_limit"])
     paper = _parse_paper(check, data.get("paper"))
     table = _parse_table(check, data.get("table"), formulations)
     return Experiment(name, str(data.get("description", "")), Path(source) if source else None, time_limit, seeds,

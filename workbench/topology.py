@@ -434,11 +434,15 @@ def load_topology(
     bandwidth: Sequence[float] | float | None = None,
 ) -> Topology:
     """A topology from a builder spec string or a YAML/JSON file path."""
+    from workbench import size_guard
+
     text = str(spec_or_path)
     path = Path(text)
     if path.suffix.lower() in (".json", ".yaml", ".yml"):
         if not path.exists():
             raise TopologyError(f"{text}: no such topology file")
+        if path.is_file():  # parsed text and built objects: ~30 bytes per byte of file
+            _guard(size_guard, text, 30.0 * path.stat().st_size)
         try:
             raw = path.read_text()
             if path.suffix.lower() == ".json":
@@ -452,7 +456,17 @@ def load_topology(
         except Exception as exc:  # yaml.YAMLError and friends
             raise TopologyError(f"{text}: malformed file: {str(exc).splitlines()[0]}") from None
         return topology_from_dict(data, source=text)
+    size = size_guard.spec_size(text)
+    if size is not None:
+        _guard(size_guard, text, size.bytes())
     return build(text, alpha=alpha, bandwidth=bandwidth)
+
+
+def _guard(size_guard, what: str, needed: float) -> None:
+    try:
+        size_guard.check(what, needed)
+    except size_guard.SizeError as exc:
+        raise TopologyError(str(exc)) from None
 
 
 # ====================================================================== builders
