@@ -39,6 +39,7 @@ import copy
 import hashlib
 import itertools
 import json
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -115,10 +116,12 @@ class DesignCell:
     problem: dict[str, Any]
     seed: int
     time_limit: float
+    key_problem: dict[str, Any] | None = None  # the problem as the id names it (data paths canonical)
 
     @property
     def cell_id(self) -> str:
-        key = {"design": self.name, "formulation": self.formulation, "problem": self.problem, "seed": self.seed}
+        problem = self.problem if self.key_problem is None else self.key_problem
+        key = {"design": self.name, "formulation": self.formulation, "problem": problem, "seed": self.seed}
         digest = hashlib.sha1(json.dumps(key, sort_keys=True, default=str).encode()).hexdigest()[:12]
         return f"design:{self.name}:{digest}"
 
@@ -180,9 +183,12 @@ class Experiment:
         return {c.cell_id for c in self.cells()} | {d.cell_id for d in self.design_cells()}
 
     def design_cells(self) -> list[DesignCell]:
+        """Design cells run on the problem with data paths resolved against the config's folder;
+        their ids name the paths relative to the project folder (see ``_data_paths``)."""
         return [DesignCell(self.name, d["name"], {"name": d["formulation"], "label": d["formulation"],
                                                  "params": d.get("params", {})},
-                           d.get("problem", {}), self.seeds[0], d.get("time_limit", self.time_limit))
+                           d.get("_run_problem", d.get("problem", {})), self.seeds[0],
+                           d.get("time_limit", self.time_limit), d.get("_key_problem"))
                 for d in self.designs]
 
 
@@ -276,7 +282,8 @@ def _parse_topology(check: _Checker, entry: Any, path: str, base_dir: Path | Non
         topo["spec"] = check.string(entry["spec"], f"{path}.spec")
     elif "file" in entry:
         file = Path(check.string(entry["file"], f"{path}.file"))
-        if not file.is_absolute() and base_dir is not None and not file.exists():
+        # relative to the config's folder (as every data path); the working directory only as a fallback
+        if not file.is_absolute() and base_dir is not None and ((base_dir / file).exists() or not file.exists()):
             file = base_dir / file
         topo["file"] = str(file)
     else:
@@ -396,6 +403,36 @@ def _parse_formulation(check: _Checker, entry: Any, path: str) -> dict:
     return result
 
 
+_DATA_PATH_KEYS = ("file", "workload", "communicator")  # string values under these keys name data files
+
+
+def _data_paths(check: _Checker, problem: Any, path: str, base_dir: Path, check_files: bool) -> tuple[Any, Any]:
+    """(problem with relative data paths resolved against the config's folder, problem as the cell id
+    names it). The id spells each path relative to the project folder (the config folder's parent,
+    e.g. the repository for ``experiments/x.yaml``), so it does not depend on where a run starts
+    and ids written when paths were relative to the working directory stay the same."""
+    folder = base_dir.resolve()
+    project = folder.parent
+
+    def walk(value: Any, where: str, key: str | None) -> tuple[Any, Any]:
+        if isinstance(value, dict):
+            pairs = {k: walk(v, f"{where}.{k}", k) for k, v in value.items()}
+            return {k: p[0] for k, p in pairs.items()}, {k: p[1] for k, p in pairs.items()}
+        if isinstance(value, list):
+            pairs = [walk(v, f"{where}[{i}]", key) for i, v in enumerate(value)]
+            return [p[0] for p in pairs], [p[1] for p in pairs]
+        if key in _DATA_PATH_KEYS and isinstance(value, str):
+            written = Path(value).expanduser()
+            resolved = written if written.is_absolute() else Path(os.path.normpath(folder / written))
+            if check_files and not resolved.is_file():
+                raise check.fail(where, f"no such file {value!r} (relative paths are read from {folder})")
+            named = value if written.is_absolute() else os.path.relpath(resolved, project)
+            return str(resolved), Path(named).as_posix()
+        return value, value
+
+    return walk(problem, path, None)
+
+
 def _check_params(check: _Checker, formulation: Any, params: dict, path: str) -> None:
     """Declared parameters checked now, before any cell runs (workbench.parameters)."""
     import sys
@@ -512,7 +549,7 @@ def _apply_quick(check: _Checker, data: dict) -> dict:
 
 
 def parse_experiment(data: Any, source: str = "experiment", quick: bool = False,
-                     base_dir: Path | None = None) -> Experiment:
+                     base_dir: Path | None = None, check_files: bool = True) -> Experiment:
     check = _Checker(source)
     if not isinstance(data, dict):
         raise ConfigError(f"{source}: expected a mapping at the top level, got {_kind(data)}")
@@ -548,6 +585,9 @@ def parse_experiment(data: Any, source: str = "experiment", quick: bool = False,
             raise check.fail(f"{path}.formulation", f"{design['formulation']!r} is a {formulation.kind} "
                                                     f"formulation; a design cell needs a design one (libra)")
         _check_params(check, formulation, design["params"], f"{path}.params")
+        if base_dir is not None:
+            design["_run_problem"], design["_key_problem"] = _data_paths(check, design["problem"], f"{path}.problem",
+                                                                         Path(base_dir), check_files)
         designs.append(design)
     design_names = {d["name"] for d in designs}
     design_only = bool(designs) and "formulations" not in grid

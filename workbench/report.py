@@ -498,10 +498,19 @@ def load_run(folder: str | Path) -> tuple[Experiment, list[dict[str, Any]]]:
     import yaml
 
     experiment = parse_experiment(yaml.safe_load(config.read_text()), str(config), quick=run_info.get("quick", False),
-                                  base_dir=Path(run_info.get("config_dir", folder)))
+                                  base_dir=Path(run_info.get("config_dir", folder)), check_files=False)
     from workbench.runner import ResultStore
 
-    rows = ResultStore(folder).rows() if rows_path.exists() else []
+    rows = []
+    if rows_path.exists():
+        store = ResultStore(folder)
+        rows = store.rows()
+        if store.skipped:
+            import sys
+
+            shown = ", ".join(map(str, store.skipped[:5])) + (" ..." if len(store.skipped) > 5 else "")
+            print(f"warning: {rows_path}: skipped {len(store.skipped)} line(s) that are not result rows "
+                  f"(line {shown})", file=sys.stderr)
     return experiment, _current_rows(experiment, rows)
 
 

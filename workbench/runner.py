@@ -49,16 +49,23 @@ class ResultStore:
                 handle.truncate(data.rfind(b"\n") + 1)
 
     def rows(self) -> list[dict[str, Any]]:
+        """Every readable row; lines that are not a row object (hand edits, a foreign file) are
+        skipped and their numbers kept in ``skipped`` (the report names them, resume re-runs those cells)."""
+        self.skipped: list[int] = []
         if not self.path.exists():
             return []
         rows = []
-        for line in self.path.read_text().splitlines():
+        for number, line in enumerate(self.path.read_text(errors="replace").splitlines(), start=1):
             if not line.strip():
                 continue
             try:
-                rows.append(json.loads(line))
+                row = json.loads(line)
             except json.JSONDecodeError:
-                continue
+                row = None
+            if isinstance(row, dict) and isinstance(row.get("cell_id"), str):
+                rows.append(row)
+            else:
+                self.skipped.append(number)
         return rows
 
     def append(self, row: dict[str, Any]) -> None:
