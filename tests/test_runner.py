@@ -401,3 +401,43 @@ def test_ctrl_c_keeps_finished_rows_and_the_next_run_finishes(tmp_path):
     assert finished.returncode == 0, finished.stderr
     ids = [r["cell_id"] for r in rows_of(out)]
     assert len(ids) == 4 and len(set(ids)) == 4
+
+
+EVALUATION_LIMIT = """
+name: evaluation_limit
+time_limit: 2s
+evaluation: {evaluation_time_limit: 1ms}
+grid:
+  topologies: ["ring:64"]
+  collectives: [allgather]
+  sizes: [64MB]
+  formulations:
+    - {name: "cell_formulations:Sleeper", label: Sleeper}
+"""
+
+
+def test_a_timed_out_incumbent_is_evaluated_under_the_evaluation_limit(tmp_path, monkeypatch):
+    """Verifying and simulating the incumbent of a killed cell runs in a child of its own, bounded."""
+    monkeypatch.syspath_prepend(str(HERE))
+    out = tmp_path / "run"
+    assert main(["run", str(write(tmp_path, EVALUATION_LIMIT)), "--out", str(out), "--no-figures"]) == 0
+    (row,) = rows_of(out)
+    assert row["status"] == "timeout" and row.get("collective_time") is None
+    assert "the incumbent was not evaluated: verifying and simulating exceeded 0.001 s" in row["message"]
+
+
+def test_synth_counts_its_time_limit_from_the_command_start(tmp_path, monkeypatch, capsys):
+    """Pre-checks use up the limit: with 10 s already gone, a 12 s limit leaves the Sleeper 2 s."""
+    import workbench.cli as cli
+
+    monkeypatch.syspath_prepend(str(HERE))
+    real_time = time.time
+    monkeypatch.setattr(cli, "_command_start", lambda: real_time() - 10.0)
+    started = time.monotonic()
+    code = main(["synth", "cell_formulations:Sleeper", "--topology", "ring:4", "--collective", "allgather",
+                 "--size", "4MB", "--time-limit", "12s", "-o", str(tmp_path / "t.json")])
+    elapsed = time.monotonic() - started
+    assert code == 4 and (tmp_path / "t.json").exists()
+    # killed at command start + limit + grace (about 4 s from here), not 12 s after the child started
+    assert elapsed < 10.0
+    assert "timed out" in capsys.readouterr().err

@@ -70,6 +70,9 @@ def main() -> int:
 
         if request["kind"] == "design":
             fields = cell_work.child_run_design(request["cell"], lambda kind, payload: send(channel, kind, payload))
+        elif request["kind"] == "evaluate":
+            fields = cell_work.child_evaluate(request["cell"], request["algorithm"],
+                                              lambda kind, payload: send(channel, kind, payload))
         else:
             fields = cell_work.child_run_schedule(request["cell"], lambda kind, payload: send(channel, kind, payload))
         send(channel, "result", fields)

@@ -21,7 +21,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-from workbench.cell_work import build_problem, evaluate_algorithms, problem_fields, save_algorithms
 
 __all__ = ["execute", "environment_info", "GRACE_SECONDS", "LIFELINE_ENV", "STARTUP_LIMIT"]
 
@@ -145,10 +144,15 @@ def execute(request: dict[str, Any], stop: threading.Event | None = None) -> dic
     limit = float(cell["time_limit"])
     evaluation_limit = float(cell.get("evaluation", {}).get("evaluation_time_limit", 600.0))
     started = time.time()
+    # an absolute deadline (synth: process start + limit) bounds start-up and synthesis together
+    absolute = None if cell.get("deadline") is None else time.monotonic() + float(cell["deadline"]) - time.time()
     child = _Child(request)
     incumbent = None
     phase = "startup"
     deadline = time.monotonic() + STARTUP_LIMIT
+    if absolute is not None and request["kind"] != "evaluate":
+        phase, deadline = "synthesis", min(deadline, absolute + GRACE_SECONDS)
+    synthesis_started = time.monotonic()
     fields: dict[str, Any] = {}
     try:
         while True:
@@ -160,10 +164,14 @@ def execute(request: dict[str, Any], stop: threading.Event | None = None) -> dic
                 if time.monotonic() < deadline:
                     continue
                 child.kill()
-                fields = _overrun(phase, limit, evaluation_limit, incumbent, request)
+                fields = _overrun(phase, limit, evaluation_limit, incumbent, request, stop)
                 break
-            if kind == "ready":
+            if kind == "ready" and request["kind"] == "evaluate":
+                phase, deadline = "evaluation", time.monotonic() + evaluation_limit
+            elif kind == "ready":
                 phase, deadline = "synthesis", time.monotonic() + limit + GRACE_SECONDS
+                if absolute is not None:
+                    deadline = min(deadline, absolute + GRACE_SECONDS)
                 synthesis_started = time.monotonic()
             elif kind == "incumbent":
                 incumbent = payload
@@ -197,7 +205,8 @@ def execute(request: dict[str, Any], stop: threading.Event | None = None) -> dic
     return fields
 
 
-def _overrun(phase: str, limit: float, evaluation_limit: float, incumbent, request) -> dict[str, Any]:
+def _overrun(phase: str, limit: float, evaluation_limit: float, incumbent, request,
+             stop: threading.Event | None) -> dict[str, Any]:
     if phase == "startup":
         return {"status": "error", "message": f"the cell process did not start within {STARTUP_LIMIT:.0f} s"}
     if phase == "evaluation":
@@ -207,16 +216,14 @@ def _overrun(phase: str, limit: float, evaluation_limit: float, incumbent, reque
     if incumbent is None or request["kind"] != "schedule":
         fields["message"] += "; no incumbent was reported"
         return fields
-    from workbench.verify import InvalidAlgorithm
-
-    try:
-        problem = build_problem(request["cell"])
-        fields.update(problem_fields(problem))
-        fields.update(evaluate_algorithms([incumbent], problem, request["cell"]["evaluation"]))
-        fields["message"] += "; best incumbent attached"
-        cell = request["cell"]
-        if cell["evaluation"].get("save_algorithms") and cell.get("algorithm_path"):
-            fields["algorithm_files"] = save_algorithms([incumbent], cell, "timeout", limit)
-    except InvalidAlgorithm as exc:
-        fields["message"] += f"; the incumbent is invalid: {exc}"
+    # the incumbent is verified and simulated in a child of its own, under the evaluation limit
+    evaluated = execute({"kind": "evaluate", "cell": request["cell"], "algorithm": incumbent}, stop) or {}
+    if evaluated.get("status") == "error":
+        fields["message"] += f"; the incumbent was not evaluated: {evaluated.get('message', '')}"
+        return fields
+    evaluated.pop("wall_seconds", None)
+    evaluated.pop("finished_at", None)
+    evaluated.pop("message", None)
+    fields.update(evaluated)
+    fields["message"] += "; best incumbent attached"
     return fields

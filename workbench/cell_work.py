@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 __all__ = ["solver_time_limit", "build_topology", "build_problem", "evaluate_algorithms", "child_run_schedule",
-           "child_run_design", "save_algorithms", "problem_fields", "Send"]
+           "child_run_design", "child_evaluate", "remaining_limit", "save_algorithms", "problem_fields", "Send"]
 
 Send = Callable[[str, Any], None]
 
@@ -106,6 +106,15 @@ def problem_fields(problem) -> dict[str, Any]:
 
 
 # ============================================================================ child side
+def remaining_limit(cell: dict[str, Any]) -> float:
+    """The cell's time limit, cut to what is left before its absolute ``deadline`` when it has one
+    (``workbench synth`` counts from process start, so start-up and pre-checks use up the limit)."""
+    limit = float(cell["time_limit"])
+    if cell.get("deadline") is not None:
+        limit = min(limit, float(cell["deadline"]) - time.time())
+    return max(limit, 0.05)
+
+
 def child_run_schedule(cell: dict[str, Any], send: Send) -> dict[str, Any]:
     from workbench.registry import resolve_formulation
 
@@ -114,7 +123,7 @@ def child_run_schedule(cell: dict[str, Any], send: Send) -> dict[str, Any]:
     params = {k: v for k, v in cell["formulation"].get("params", {}).items() if k != "time_limit"}
     send("ready", None)
     started = time.perf_counter()
-    result = formulation.synthesize(problem, time_limit=solver_time_limit(cell["time_limit"]), seed=cell["seed"],
+    result = formulation.synthesize(problem, time_limit=solver_time_limit(remaining_limit(cell)), seed=cell["seed"],
                                     on_incumbent=lambda algorithm: send("incumbent", algorithm), **params)
     seconds = time.perf_counter() - started
     summary = {"status": result.status, "synthesis_seconds": seconds, "stats": result.stats,
@@ -131,6 +140,23 @@ def child_run_schedule(cell: dict[str, Any], send: Send) -> dict[str, Any]:
             fields.update(status="error", message=f"invalid algorithm: {exc}")
         if cell["evaluation"].get("save_algorithms") and cell.get("algorithm_path"):
             fields["algorithm_files"] = save_algorithms(result.algorithms, cell, fields["status"], seconds)
+    return fields
+
+
+def child_evaluate(cell: dict[str, Any], algorithm, send: Send) -> dict[str, Any]:
+    """Verify and simulate a timed-out cell's incumbent (in its own process, under the evaluation limit)."""
+    from workbench.verify import InvalidAlgorithm
+
+    problem = build_problem(cell)
+    send("ready", None)
+    fields = dict(problem_fields(problem))
+    try:
+        fields.update(evaluate_algorithms([algorithm], problem, cell["evaluation"]))
+    except InvalidAlgorithm as exc:
+        return {"status": "error", "message": f"the incumbent is invalid: {exc}"}
+    if cell["evaluation"].get("save_algorithms") and cell.get("algorithm_path"):
+        fields["algorithm_files"] = save_algorithms([algorithm], cell, "timeout", float(cell["time_limit"]))
+    fields.pop("status", None)
     return fields
 
 
