@@ -19,7 +19,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 
 __all__ = ["execute", "environment_info", "GRACE_SECONDS", "LIFELINE_ENV", "STARTUP_LIMIT"]
@@ -134,11 +134,13 @@ class _Child:
             self.lifeline = -1
 
 
-def execute(request: dict[str, Any], stop: threading.Event | None = None) -> dict[str, Any] | None:
+def execute(request: dict[str, Any], stop: threading.Event | None = None,
+            on_event: Callable[[str], None] | None = None) -> dict[str, Any] | None:
     """Run one cell in a child process under its hard limit; return its row fields.
 
     Returns None when ``stop`` is set (the run was interrupted): an interrupted cell leaves no row.
-    Runs anywhere: in the runner's threads or inside a Dask worker.
+    Runs anywhere: in the runner's threads or inside a Dask worker. ``on_event`` hears the cell's
+    stages ("ready", "incumbent", "synthesized") for a progress line.
     """
     cell = request["cell"]
     limit = float(cell["time_limit"])
@@ -160,6 +162,8 @@ def execute(request: dict[str, Any], stop: threading.Event | None = None) -> dic
                 return None
             try:
                 kind, payload = child.messages.get(timeout=min(0.2, max(0.0, deadline - time.monotonic())))
+                if on_event is not None and kind in ("ready", "incumbent", "synthesized"):
+                    on_event(kind)
             except queue.Empty:
                 if time.monotonic() < deadline:
                     continue

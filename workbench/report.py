@@ -551,6 +551,7 @@ def compare_runs(new_rows: list[dict[str, Any]], reference_rows: list[dict[str, 
              + (f", normalised to {new.normalised_by}" if new.normalised_by else "") + ")", "",
              "| " + " | ".join([experiment.table["rows"]] + new.columns) + " |",
              "|" + "---|" * (len(new.columns) + 1)]
+    timed_out = False
     for row in new.rows:
         cells = []
         for column in new.columns:
@@ -558,7 +559,17 @@ def compare_runs(new_rows: list[dict[str, Any]], reference_rows: list[dict[str, 
             b = reference.cells.get((row, column), TableCell())
             ours = new.text.get((row, column)) or _fmt(a.ours, new, column)
             ref = reference.text.get((row, column)) or _fmt(b.ours, new, column)
+            ours += _limit_mark(a)
+            ref += _limit_mark(b)
+            timed_out |= bool(_limit_mark(a) or _limit_mark(b))
             cells.append(f"{ours} / {ref} / {_fmt(a.paper, new, column)}")
         lines.append(f"| {row} | " + " | ".join(cells) + " |")
     lines += ["", "Each cell: new / reference / paper."]
+    if timed_out:
+        lines[-1] += (" \"(timeout)\": a time limit ended that search and the value is its best answer, so it can "
+                      "differ between runs (machine speed, load) without anything having changed.")
     return "\n".join(lines) + "\n"
+
+
+def _limit_mark(cell: TableCell) -> str:
+    return " (timeout)" if cell.ours is not None and "timeout" in cell.status.split(",") else ""

@@ -13,12 +13,12 @@ from __future__ import annotations
 import concurrent.futures
 import json
 import os
-import sys
 import threading
 import time
 from pathlib import Path
 from typing import Any, Iterable
 
+from workbench.progress import Progress
 from workbench.cell_monitor import environment_info, execute
 from workbench.cell_work import build_problem, build_topology, evaluate_algorithms, solver_time_limit
 from workbench.experiment import Cell, DesignCell, Experiment
@@ -92,59 +92,6 @@ def _json_default(value: Any) -> Any:
     return str(value)
 
 
-# ============================================================================ progress
-class Progress:
-    """A bar with counts and ETA on a terminal; plain lines otherwise."""
-
-    def __init__(self, total: int, stream=None) -> None:
-        self.total = total
-        self.done = 0
-        self.stream = stream or sys.stderr
-        self.tty = self.stream.isatty()
-        self.started = time.monotonic()
-        self._lock = threading.Lock()
-
-    def update(self, description: str, row: dict[str, Any]) -> None:
-        with self._lock:
-            self.done += 1
-            elapsed = time.monotonic() - self.started
-            eta = elapsed / self.done * (self.total - self.done) if self.done else 0.0
-            status = row.get("status", "?")
-            time_text = ""
-            if row.get("collective_time") is not None:
-                from workbench.units import format_time
-
-                time_text = f" {format_time(row['collective_time'])}"
-            synth = row.get("synthesis_seconds")
-            synth_text = f" (synthesis {synth:.3g} s)" if isinstance(synth, (int, float)) else ""
-            if self.tty:
-                width = 28
-                filled = int(width * self.done / max(self.total, 1))
-                bar = "#" * filled + "-" * (width - filled)
-                self.stream.write(f"\r[{bar}] {self.done}/{self.total} cells  ETA {_duration(eta)}  "
-                                  f"{description[:50]}: {status}{time_text}\x1b[K")
-                if self.done == self.total:
-                    self.stream.write("\n")
-            else:
-                self.stream.write(f"[{self.done}/{self.total}] {description}: {status}{time_text}{synth_text}"
-                                  f"  (ETA {_duration(eta)})\n")
-            self.stream.flush()
-
-    def note(self, text: str) -> None:
-        with self._lock:
-            self.stream.write(("\n" if self.tty else "") + text + "\n")
-            self.stream.flush()
-
-
-def _duration(seconds: float) -> str:
-    seconds = int(round(seconds))
-    if seconds < 60:
-        return f"{seconds}s"
-    if seconds < 3600:
-        return f"{seconds // 60}m{seconds % 60:02d}s"
-    return f"{seconds // 3600}h{(seconds % 3600) // 60:02d}m"
-
-
 # ============================================================================ running an experiment
 class RunSummary:
     def __init__(self, folder: Path, total: int, ran: int, skipped: int, interrupted: bool) -> None:
@@ -208,18 +155,19 @@ def run_experiment(
     todo_cells = [c for c in cells if c.cell_id not in finished]
     total = len(todo_designs) + len(todo_cells)
     skipped = len(designs) + len(cells) - total
-    progress = Progress(total, progress_stream)
+    limits = {c.cell_id: float(c.time_limit) for c in [*todo_designs, *todo_cells]}
+    progress = Progress(total, progress_stream, jobs=jobs if not scheduler else max(jobs, 1), limits=limits)
     if skipped:
         progress.note(f"{skipped} finished cell(s) found in {store.path}; running the other {total}")
     stop = threading.Event()
-    executor = _Executor(jobs, scheduler, stop)
+    executor = _Executor(jobs, scheduler, stop, progress)
     ran = 0
     try:
         for design, fields in executor.map(
                 [(d, {"kind": "design", "cell": d.to_dict()}) for d in todo_designs]):
             row = _design_row(design, fields)
             store.append(row)
-            progress.update(f"design {design.name}", row)
+            progress.update(f"design {design.name}", row, design.cell_id)
             ran += 1
         design_rows = {r["design"]: r for r in store.rows() if r.get("kind") == "design"}
         requests = []
@@ -231,7 +179,7 @@ def run_experiment(
                 except RuntimeError as exc:
                     row = _schedule_row(cell, {"status": "error", "message": str(exc)})
                     store.append(row)
-                    progress.update(cell.describe(), row)
+                    progress.update(cell.describe(), row, cell.cell_id)
                     ran += 1
                     continue
             if cell.evaluation.get("save_algorithms"):
@@ -241,15 +189,17 @@ def run_experiment(
         for cell, fields in executor.map(requests):
             row = _schedule_row(cell, fields)
             store.append(row)
-            progress.update(cell.describe(), row)
+            progress.update(cell.describe(), row, cell.cell_id)
             ran += 1
     except KeyboardInterrupt:
         stop.set()
+        progress.close()
         executor.shutdown()
         again = f"`{resume_command}`" if resume_command else "the same command again"
         progress.note(f"interrupted: {ran} cell(s) finished this run and are saved in {store.path}; "
                       f"run {again} to finish the other {total - ran}")
         return RunSummary(Path(folder), total + skipped, ran, skipped, True)
+    progress.close()
     executor.shutdown()
     return RunSummary(Path(folder), total + skipped, ran, skipped, False)
 
@@ -257,8 +207,9 @@ def run_experiment(
 class _Executor:
     """Runs requests on local threads (each watching a child process) or on a Dask cluster."""
 
-    def __init__(self, jobs: int, scheduler: str | None, stop: threading.Event) -> None:
+    def __init__(self, jobs: int, scheduler: str | None, stop: threading.Event, progress: Progress | None = None) -> None:
         self.stop = stop
+        self.progress = progress
         self.client = None
         self.pool = None
         if scheduler:
@@ -294,7 +245,7 @@ class _Executor:
                     future.cancel()
                 raise
             return
-        futures = {self.pool.submit(execute, request, self.stop): key for key, request in items}
+        futures = {self.pool.submit(self._run_local, key, request): key for key, request in items}
         try:
             for future in concurrent.futures.as_completed(futures):
                 fields = future.result()
@@ -305,6 +256,15 @@ class _Executor:
             for future in futures:
                 future.cancel()
             raise
+
+    def _run_local(self, key: Any, request: dict[str, Any]) -> dict[str, Any] | None:
+        """One cell on this machine, its stages reported to the progress line."""
+        progress = self.progress
+        if progress is None:
+            return execute(request, self.stop)
+        cell_id = getattr(key, "cell_id", key)
+        progress.start(cell_id, key.describe() if hasattr(key, "describe") else f"design {getattr(key, 'name', cell_id)}")
+        return execute(request, self.stop, on_event=lambda kind: progress.event(cell_id, kind))
 
     def shutdown(self) -> None:
         if self.pool is not None:
