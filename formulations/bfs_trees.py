@@ -30,7 +30,6 @@ from workbench.collective import Collective
 from workbench.duality import by_duality
 from workbench.registry import Problem, SynthesisResult
 from workbench.topology import Topology
-from workbench.parameters import Parameter
 
 __all__ = ["BfsTrees"]
 

@@ -98,3 +98,17 @@ def test_time_limit_bounds_the_wall_time_of_synth(tmp_path):
     elapsed = time.monotonic() - started
     assert done.returncode == 4, done.stderr  # timed out, with or without an incumbent
     assert elapsed < 25, f"took {elapsed:.1f} s for a 5 s limit"  # generous: ~9 s here, 60 s before the fix
+
+
+def test_an_unexpected_error_is_one_line_exit_5_and_debug_shows_the_traceback(monkeypatch, capsys):
+    import workbench.cli as cli
+
+    def broken(args):
+        raise RuntimeError("something nobody foresaw\nsecond line")
+
+    monkeypatch.setattr(cli, "_cmd_builders", broken)
+    assert main(["builders"]) == 5
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["error: RuntimeError: something nobody foresaw (re-run with --debug for the traceback)"]
+    with pytest.raises(RuntimeError, match="something nobody foresaw"):
+        main(["--debug", "builders"])

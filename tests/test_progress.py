@@ -61,7 +61,7 @@ def test_duration_words():
 
 def test_a_comparison_marks_values_that_came_from_a_time_limit():
     from workbench.experiment import parse_experiment
-    from workbench.report import compare_runs
+    from workbench.run_folder import compare_runs
 
     experiment = parse_experiment({"name": "x", "grid": {"topologies": ["ring:4"], "collectives": ["allgather"],
                                                          "sizes": ["1MB"], "formulations": ["ring"]}}, "x.yaml")

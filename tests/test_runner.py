@@ -428,11 +428,11 @@ def test_a_timed_out_incumbent_is_evaluated_under_the_evaluation_limit(tmp_path,
 
 def test_synth_counts_its_time_limit_from_the_command_start(tmp_path, monkeypatch, capsys):
     """Pre-checks use up the limit: with 10 s already gone, a 12 s limit leaves the Sleeper 2 s."""
-    import workbench.cli as cli
+    import workbench.cli_synth as cli_synth
 
     monkeypatch.syspath_prepend(str(HERE))
     real_time = time.time
-    monkeypatch.setattr(cli, "_command_start", lambda: real_time() - 10.0)
+    monkeypatch.setattr(cli_synth, "_command_start", lambda: real_time() - 10.0)
     started = time.monotonic()
     code = main(["synth", "cell_formulations:Sleeper", "--topology", "ring:4", "--collective", "allgather",
                  "--size", "4MB", "--time-limit", "12s", "-o", str(tmp_path / "t.json")])

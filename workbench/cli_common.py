@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import time
 
 from workbench.topology import Topology, load_topology
 from workbench.units import UnitError, parse_bandwidth, parse_time
 
-__all__ = ["UsageError", "Parser", "add_topology_arguments", "topology_from_args"]
+__all__ = ["UsageError", "Parser", "add_topology_arguments", "topology_from_args", "at_least_two", "MAIN_ENTERED"]
+
+MAIN_ENTERED = [time.time()]  # when ``main`` was last entered (``synth`` counts its limit from the command start)
 
 
 class UsageError(Exception):
@@ -41,3 +44,8 @@ def topology_from_args(spec: str, alpha: str | None, bandwidth: str | None) -> T
     if bandwidths is not None and any(b <= 0 for b in bandwidths):
         raise UsageError(f"--bandwidth: must be positive, got {bandwidth!r}")
     return load_topology(spec, alphas, bandwidths)
+
+
+def at_least_two(ranks: int, topology: str) -> None:
+    if ranks < 2:
+        raise UsageError(f"--topology {topology}: a collective needs at least 2 ranks, this one has {ranks}")

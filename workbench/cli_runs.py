@@ -92,7 +92,7 @@ def _run_locked(args: argparse.Namespace, experiment, folder) -> int:
     from pathlib import Path
 
     from workbench.files import write_atomic
-    from workbench.report import compare_runs, load_run, write_report
+    from workbench.run_folder import compare_runs, load_run, write_report
     from workbench.runner import ResultStore, run_experiment
 
     config_text = Path(args.config).read_text()

@@ -81,10 +81,11 @@ def cmd_interpret(args: argparse.Namespace) -> int:
         raise UsageError(f"{args.file}: cannot read ({exc.strerror})") from None
     if args.schedules < 0:
         raise UsageError(f"--schedules must be 0 or more, got {args.schedules}")
+    run = interpret
     if text.lstrip().startswith("{"):  # an MSCCL++ execution plan (JSON)
-        from workbench.mscclpp import interpret_plan as interpret
+        from workbench.mscclpp import interpret_plan as run
     try:
-        report = interpret(text, args.file, root=args.root, schedules=args.schedules, seed=args.seed)
+        report = run(text, args.file, root=args.root, schedules=args.schedules, seed=args.seed)
     except MscclError as exc:
         print(f"FAILED {exc}", file=sys.stderr)
         return 1

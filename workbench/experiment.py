@@ -35,38 +35,19 @@ Every error names the file, the key path and what was expected, e.g.
 
 from __future__ import annotations
 
-import copy
 import hashlib
 import itertools
 import json
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from workbench.collective import KINDS
-from workbench.units import UnitError, parse_bandwidth, parse_size, parse_time
+from workbench.config_checks import (EVAL_KEYS, GRID_KEYS, TABLE_VALUES, TOP_KEYS, Checker, ConfigError,
+                                     apply_quick, check_params, check_roots, check_sizes, data_paths, kind_of,
+                                     parse_collective, parse_formulation, parse_paper, parse_table, parse_topology)
 
 __all__ = ["ConfigError", "Experiment", "Cell", "DesignCell", "load_experiment", "parse_experiment",
            "TABLE_VALUES"]
-
-EXTRA_COLUMNS = ("ideal", "bound", "ideal_efficiency", "efficiency", "ideal_dims", "ideal_dims_efficiency", "claimed",
-                 "achievable")
-DESIGN_METRICS = ("status", "bandwidth", "time", "cost", "speedup", "perf_per_cost_gain", "bandwidth_vs_equal",
-                  "synthesis_seconds")
-ROW_METRICS = ("status", "label", "optimality", "synthesis_seconds", "collective_time", "claimed_time", "algbw",
-               "busbw", "efficiency", "bound")
-TABLE_VALUES = ("collective_time", "synthesis_seconds", "algbw", "busbw", "efficiency", "claimed_time")
-_TOP_KEYS = {"name", "description", "time_limit", "seeds", "repeats", "grid", "evaluation", "paper", "table",
-             "quick", "notes"}
-_GRID_KEYS = {"topologies", "collectives", "sizes", "chunks", "formulations", "designs"}
-_EVAL_KEYS = {"link_model", "order", "switch_model", "save_algorithms", "lp_bound", "memory_limit",
-              "evaluation_time_limit"}
-
-
-class ConfigError(ValueError):
-    """A malformed experiment config; the message is one line naming file, key path and expectation."""
-
 
 @dataclass
 class Cell:
@@ -184,7 +165,7 @@ class Experiment:
 
     def design_cells(self) -> list[DesignCell]:
         """Design cells run on the problem with data paths resolved against the config's folder;
-        their ids name the paths relative to the project folder (see ``_data_paths``)."""
+        their ids name the paths relative to the project folder (see ``config_checks.data_paths``)."""
         return [DesignCell(self.name, d["name"], {"name": d["formulation"], "label": d["formulation"],
                                                  "params": d.get("params", {})},
                            d.get("_run_problem", d.get("problem", {})), self.seeds[0],
@@ -192,374 +173,18 @@ class Experiment:
                 for d in self.designs]
 
 
-# ---------------------------------------------------------------------------- validation helpers
-class _Checker:
-    def __init__(self, source: str) -> None:
-        self.source = source
-
-    def fail(self, path: str, expected: str) -> ConfigError:
-        return ConfigError(f"{self.source}: {path}: {expected}")
-
-    def mapping(self, value: Any, path: str, allowed: set[str] | None = None) -> dict:
-        if not isinstance(value, dict):
-            raise self.fail(path, f"expected a mapping, got {_kind(value)}")
-        if allowed is not None:
-            for key in value:
-                if key not in allowed:
-                    raise self.fail(f"{path}.{key}" if path else str(key),
-                                    f"unknown key (expected one of: {', '.join(sorted(allowed))})")
-        return value
-
-    def seq(self, value: Any, path: str, non_empty: bool = True) -> list:
-        if not isinstance(value, list):
-            value = [value]
-        if non_empty and not value:
-            raise self.fail(path, "expected a non-empty list")
-        return value
-
-    def required(self, mapping: dict, key: str, path: str) -> Any:
-        if key not in mapping:
-            raise self.fail(f"{path}.{key}" if path else key, "missing required key")
-        return mapping[key]
-
-    def duration(self, value: Any, path: str) -> float:
-        try:
-            seconds = parse_time(value)
-        except UnitError:
-            raise self.fail(path, f"expected a duration like '30s', got {value!r}") from None
-        if seconds <= 0:
-            raise self.fail(path, f"expected a positive duration like '30s', got {value!r}")
-        return seconds
-
-    def size(self, value: Any, path: str) -> float:
-        try:
-            nbytes = parse_size(value)
-        except UnitError:
-            raise self.fail(path, f"expected a size like '1GiB' or '64KB', got {value!r}") from None
-        if nbytes <= 0:
-            raise self.fail(path, f"expected a positive size, got {value!r}")
-        return nbytes
-
-    def integer(self, value: Any, path: str, minimum: int = 0) -> int:
-        if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
-            raise self.fail(path, f"expected an integer >= {minimum}, got {value!r}")
-        return value
-
-    def string(self, value: Any, path: str) -> str:
-        if not isinstance(value, str) or not value.strip():
-            raise self.fail(path, f"expected a non-empty string, got {value!r}")
-        return value
-
-
-def _kind(value: Any) -> str:
-    return {dict: "a mapping", list: "a list", str: "a string", type(None): "nothing"}.get(type(value),
-                                                                                        type(value).__name__)
-
-
-def _per_dim(check: _Checker, value: Any, path: str, parse, what: str) -> list[float] | None:
-    if value is None:
-        return None
-    values = value if isinstance(value, list) else [value]
-    result = []
-    for i, item in enumerate(values):
-        try:
-            result.append(parse(item))
-        except UnitError:
-            where = f"{path}[{i}]" if isinstance(value, list) else path
-            raise check.fail(where, f"expected a {what}, got {item!r}") from None
-    return result
-
-
-def _parse_topology(check: _Checker, entry: Any, path: str, base_dir: Path | None, designs: set[str]) -> dict:
-    if isinstance(entry, str):
-        entry = {"spec": entry}
-    check.mapping(entry, path, {"spec", "file", "alpha", "bandwidth", "label", "from", "builder", "expand"})
-    sources = [k for k in ("spec", "file", "from") if k in entry]
-    if len(sources) != 1:
-        raise check.fail(path, "expected exactly one of 'spec', 'file' or 'from'")
-    topo: dict[str, Any] = {}
-    if "spec" in entry:
-        topo["spec"] = check.string(entry["spec"], f"{path}.spec")
-    elif "file" in entry:
-        file = Path(check.string(entry["file"], f"{path}.file"))
-        # relative to the config's folder (as every data path); the working directory only as a fallback
-        if not file.is_absolute() and base_dir is not None and ((base_dir / file).exists() or not file.exists()):
-            file = base_dir / file
-        topo["file"] = str(file)
-    else:
-        design = check.string(entry["from"], f"{path}.from")
-        if design not in designs:
-            raise check.fail(f"{path}.from", f"no design cell named {design!r} in grid.designs")
-        topo["from"] = design
-        topo["builder"] = check.string(check.required(entry, "builder", path), f"{path}.builder")
-        expand = entry.get("expand", "per-npu")
-        if expand not in ("per-npu", "per-link"):
-            raise check.fail(f"{path}.expand", f"expected 'per-npu' or 'per-link', got {expand!r}")
-        topo["expand"] = expand
-    topo["alpha"] = _per_dim(check, entry.get("alpha"), f"{path}.alpha", parse_time, "duration like '0.5us'")
-    topo["bandwidth"] = _per_dim(check, entry.get("bandwidth"), f"{path}.bandwidth", parse_bandwidth,
-                                 "bandwidth like '50GB/s'")
-    if topo["bandwidth"] is not None and any(b <= 0 for b in topo["bandwidth"]):
-        raise check.fail(f"{path}.bandwidth", "expected positive bandwidths")
-    label = entry.get("label") or topo.get("spec") or topo.get("file") or f"from {topo.get('from')}"
-    topo["label"] = str(label)
-    if "spec" in topo or "file" in topo:
-        topo["_size"] = _check_builds(check, topo, path)
-    return topo
-
-
-def _check_builds(check: _Checker, topo: dict, path: str) -> int:
-    """Build the topology once now, so a bad spec fails at load time, not in a worker; its NPU count."""
-    from workbench.topology import TopologyError, load_topology
-
-    try:
-        topology = load_topology(topo.get("spec") or topo["file"], topo["alpha"], topo["bandwidth"])
-    except TopologyError as exc:
-        raise check.fail(path, str(exc)) from None
-    if topology.num_npus < 2:
-        raise check.fail(path, f"a collective needs at least 2 ranks, {topo['label']} has {topology.num_npus}")
-    return (topology.num_npus, topology.num_nodes, len(topology.links))
-
-
-def _check_sizes(check: _Checker, topologies: list[dict], sizes: dict[str, tuple], collectives: list[dict],
-                 chunks: list[int], memory_limit: float | None) -> None:
-    """Refuse a grid whose largest schedule could not fit (workbench.size_guard), before any cell."""
-    from workbench import size_guard
-
-    kinds = [c["kind"] for c in collectives] or ["allreduce"]
-    for i, topo in enumerate(topologies):
-        if topo["label"] not in sizes:
-            continue
-        npus, nodes, links = sizes[topo["label"]]
-        transfers = max(size_guard.collective_transfers(k, npus, max(chunks)) for k in kinds)
-        needed = size_guard.Estimate(npus, nodes, links).bytes(transfers)
-        limit = memory_limit if memory_limit is not None else size_guard.budget()
-        if needed > limit:
-            raise check.fail(f"grid.topologies[{i}]",
-                             f"{topo['label']} with {max(chunks)} chunks per rank needs an estimated "
-                             f"{size_guard.readable(needed)}, over the {size_guard.readable(limit)} budget "
-                             f"(evaluation.memory_limit or --max-memory)")
-
-
-def _check_roots(check: _Checker, collectives: list[dict], path: str, topologies: list[dict],
-                 npus: dict[str, int]) -> None:
-    """A root must be a rank of every topology the collective meets (designs' topologies are checked later)."""
-    for i, collective in enumerate(collectives):
-        root = collective.get("root")
-        if root is None:
-            continue
-        for topo in topologies:
-            n = npus.get(topo["label"])
-            if n is not None and root >= n:
-                raise check.fail(f"{path}[{i}].root", f"{root} is not a rank of {topo['label']} (0..{n - 1})")
-
-
-def _parse_collective(check: _Checker, entry: Any, path: str) -> dict:
-    if isinstance(entry, str):
-        entry = {"kind": entry}
-    check.mapping(entry, path, {"kind", "root"})
-    kind = str(check.required(entry, "kind", path)).lower().replace("-", "").replace("_", "")
-    if kind not in KINDS or kind == "custom":
-        raise check.fail(f"{path}.kind", f"expected one of {', '.join(KINDS[:-1])}, got {entry['kind']!r}")
-    root = entry.get("root")
-    if root is not None:
-        check.integer(root, f"{path}.root")
-    return {"kind": kind, "root": root}
-
-
-def _parse_formulation(check: _Checker, entry: Any, path: str) -> dict:
-    from workbench.registry import FormulationError, resolve_formulation
-
-    if isinstance(entry, str):
-        entry = {"name": entry}
-    check.mapping(entry, path, {"name", "label", "params", "chunks", "collectives", "seeds", "topologies", "sizes"})
-    name = check.string(check.required(entry, "name", path), f"{path}.name")
-    try:
-        formulation = resolve_formulation(name)
-    except FormulationError as exc:
-        raise check.fail(f"{path}.name", str(exc)) from None
-    params = dict(check.mapping(entry.get("params") or {}, f"{path}.params"))
-    if "time_limit" in params:
-        params["time_limit"] = check.duration(params["time_limit"], f"{path}.params.time_limit")
-    if formulation.kind != "schedule":
-        raise check.fail(f"{path}.name", f"{name!r} is a {formulation.kind} formulation; put it under grid.designs")
-    _check_params(check, formulation, params, f"{path}.params")
-    result = {"name": name, "label": str(entry.get("label") or name), "params": params}
-    if "collectives" in entry:  # this formulation's own collectives (tables with one row per instance)
-        result["collectives"] = [_parse_collective(check, c, f"{path}.collectives[{i}]")
-                                 for i, c in enumerate(check.seq(entry["collectives"], f"{path}.collectives"))]
-    if "chunks" in entry:  # this formulation's own chunks per rank (e.g. a bidirectional ring needs 2)
-        result["chunks"] = [check.integer(c, f"{path}.chunks[{i}]", 1)
-                            for i, c in enumerate(check.seq(entry["chunks"], f"{path}.chunks"))]
-    if "seeds" in entry:  # this formulation runs only these of the grid's seeds (slow solvers)
-        result["seeds"] = [check.integer(v, f"{path}.seeds[{i}]", 0)
-                           for i, v in enumerate(check.seq(entry["seeds"], f"{path}.seeds"))]
-    if "sizes" in entry:  # this formulation's own sizes (e.g. a fixed chunk size per instance)
-        result["sizes"] = [check.size(v, f"{path}.sizes[{i}]")
-                           for i, v in enumerate(check.seq(entry["sizes"], f"{path}.sizes"))]
-    if "topologies" in entry:  # this formulation runs only on these topology labels (e.g. a sketch per machine)
-        result["topologies"] = [check.string(v, f"{path}.topologies[{i}]")
-                                for i, v in enumerate(check.seq(entry["topologies"], f"{path}.topologies"))]
-    return result
-
-
-_DATA_PATH_KEYS = ("file", "workload", "communicator")  # string values under these keys name data files
-
-
-def _data_paths(check: _Checker, problem: Any, path: str, base_dir: Path, check_files: bool) -> tuple[Any, Any]:
-    """(problem with relative data paths resolved against the config's folder, problem as the cell id
-    names it). The id spells each path relative to the project folder (the config folder's parent,
-    e.g. the repository for ``experiments/x.yaml``), so it does not depend on where a run starts
-    and ids written when paths were relative to the working directory stay the same."""
-    folder = base_dir.resolve()
-    project = folder.parent
-
-    def walk(value: Any, where: str, key: str | None) -> tuple[Any, Any]:
-        if isinstance(value, dict):
-            pairs = {k: walk(v, f"{where}.{k}", k) for k, v in value.items()}
-            return {k: p[0] for k, p in pairs.items()}, {k: p[1] for k, p in pairs.items()}
-        if isinstance(value, list):
-            pairs = [walk(v, f"{where}[{i}]", key) for i, v in enumerate(value)]
-            return [p[0] for p in pairs], [p[1] for p in pairs]
-        if key in _DATA_PATH_KEYS and isinstance(value, str):
-            written = Path(value).expanduser()
-            resolved = written if written.is_absolute() else Path(os.path.normpath(folder / written))
-            if check_files and not resolved.is_file():
-                raise check.fail(where, f"no such file {value!r} (relative paths are read from {folder})")
-            named = value if written.is_absolute() else os.path.relpath(resolved, project)
-            return str(resolved), Path(named).as_posix()
-        return value, value
-
-    return walk(problem, path, None)
-
-
-def _check_params(check: _Checker, formulation: Any, params: dict, path: str) -> None:
-    """Declared parameters checked now, before any cell runs (workbench.parameters)."""
-    import sys
-
-    from workbench.parameters import ParameterError, check_parameters, undeclared_warning
-
-    try:
-        check_parameters(formulation, params, f"{check.source}: {path}")
-    except ParameterError as exc:
-        raise ConfigError(str(exc)) from None
-    warning = undeclared_warning(formulation)
-    if warning and params and warning not in _WARNED:
-        _WARNED.add(warning)
-        print(warning, file=sys.stderr)
-
-
-_WARNED: set[str] = set()
-
-
-def _parse_paper(check: _Checker, value: Any) -> dict:
-    if value is None:
-        return {"values": [], "normalised": False, "unit": "s", "source": ""}
-    check.mapping(value, "paper", {"values", "normalised", "source", "unit", "notes"})
-    unit = value.get("unit", "s")
-    if unit not in ("s", "ms", "us", "GB/s"):
-        raise check.fail("paper.unit", f"expected one of s, ms, us, GB/s, got {unit!r}")
-    values = []
-    for i, item in enumerate(check.seq(value.get("values", []), "paper.values", non_empty=False)):
-        path = f"paper.values[{i}]"
-        check.mapping(item, path, {"row", "column", "value", "synthesis_ms", "note"})
-        check.required(item, "row", path)
-        check.required(item, "column", path)
-        for key in ("value", "synthesis_ms"):
-            if item.get(key) is not None and not isinstance(item[key], (int, float)):
-                raise check.fail(f"{path}.{key}", f"expected a number, got {item[key]!r}")
-        values.append({**item, "row": str(item["row"]), "column": str(item["column"])})
-    return {"values": values, "normalised": bool(value.get("normalised", False)),
-            "source": value.get("source", ""), "unit": unit}
-
-
-def _parse_table(check: _Checker, value: Any, formulations: list[dict]) -> dict:
-    table = {"rows": "topology", "columns": "formulation", "value": "collective_time", "normalise_by": None,
-             "geomean": True, "extra_columns": [], "show_synthesis": False}
-    if value is None:
-        return table
-    check.mapping(value, "table", set(table) | {"column_order", "metrics"})
-    table.update(value)
-    if "column_order" in value:
-        table["column_order"] = [str(c) for c in check.seq(value["column_order"], "table.column_order")]
-    if table["rows"] not in ("topology", "collective", "size", "chunks", "seed", "formulation", "design"):
-        raise check.fail("table.rows", "expected one of topology, collective, size, chunks, seed, formulation, design")
-    if table["rows"] == "design":
-        metrics = [str(m) for m in check.seq(table.get("metrics") or list(DESIGN_METRICS), "table.metrics")]
-        for i, metric in enumerate(metrics):
-            if metric not in DESIGN_METRICS:
-                raise check.fail(f"table.metrics[{i}]", f"expected one of {', '.join(DESIGN_METRICS)}, got {metric!r}")
-        table["metrics"] = metrics
-        return table
-    if table["rows"] == "formulation":
-        metrics = [str(m) for m in check.seq(table.get("metrics") or ["status", "synthesis_seconds",
-                                                                      "collective_time"], "table.metrics")]
-        for i, metric in enumerate(metrics):
-            if metric not in ROW_METRICS and not (metric.startswith("stats.") and len(metric) > 6):
-                raise check.fail(f"table.metrics[{i}]", f"expected one of {', '.join(ROW_METRICS)} or "
-                                 f"stats.<key> (a formulation's own statistic), got {metric!r}")
-        table["metrics"] = metrics
-    if table["value"] not in TABLE_VALUES:
-        raise check.fail("table.value", f"expected one of {', '.join(TABLE_VALUES)}")
-    labels = [f["label"] for f in formulations]
-    if table["rows"] == "formulation" or not labels:
-        return table
-    if table["normalise_by"] is not None and table["normalise_by"] not in labels:
-        raise check.fail("table.normalise_by", f"expected a formulation label ({', '.join(labels)})")
-    for i, extra in enumerate(check.seq(table["extra_columns"], "table.extra_columns", non_empty=False)):
-        if extra not in EXTRA_COLUMNS:
-            raise check.fail(f"table.extra_columns[{i}]", f"expected one of {', '.join(EXTRA_COLUMNS)}, got {extra!r}")
-    return table
-
-
-def _apply_quick(check: _Checker, data: dict) -> dict:
-    quick = check.mapping(data.get("quick") or {}, "quick",
-                          {"sizes", "chunks", "time_limit", "topologies", "formulations", "collectives", "seeds",
-                           "repeats"})
-    data = copy.deepcopy(data)
-    grid = data.setdefault("grid", {})
-    for key in ("sizes", "chunks"):
-        if key in quick:
-            grid[key] = quick[key]
-    for key in ("time_limit", "seeds", "repeats"):
-        if key in quick:
-            data[key] = quick[key]
-    for key in ("topologies", "formulations", "collectives"):
-        if key not in quick:
-            continue
-        keep = [str(x) for x in check.seq(quick[key], f"quick.{key}")]
-        entries = check.seq(grid.get(key, []), f"grid.{key}")
-
-        def label(entry: Any) -> str:
-            if isinstance(entry, str):
-                return entry
-            return str(entry.get("label") or entry.get("spec") or entry.get("name") or entry.get("kind")
-                       or entry.get("file"))
-
-        chosen = [e for e in entries if label(e) in keep]
-        if not chosen:
-            raise check.fail(f"quick.{key}", f"matches none of grid.{key} (labels: {[label(e) for e in entries]})")
-        grid[key] = chosen
-        if key == "topologies":  # a formulation's own topology list keeps only what the quick grid has
-            kept = {label(e) for e in chosen}
-            for entry in grid.get("formulations", []):
-                if isinstance(entry, dict) and isinstance(entry.get("topologies"), list):
-                    entry["topologies"] = [t for t in entry["topologies"] if str(t) in kept]
-    return data
-
-
 def parse_experiment(data: Any, source: str = "experiment", quick: bool = False,
                      base_dir: Path | None = None, check_files: bool = True) -> Experiment:
-    check = _Checker(source)
+    check = Checker(source)
     if not isinstance(data, dict):
-        raise ConfigError(f"{source}: expected a mapping at the top level, got {_kind(data)}")
-    check.mapping(data, "", _TOP_KEYS)
+        raise ConfigError(f"{source}: expected a mapping at the top level, got {kind_of(data)}")
+    check.mapping(data, "", TOP_KEYS)
     if quick:
-        data = _apply_quick(check, data)
+        data = apply_quick(check, data)
     name = check.string(check.required(data, "name", ""), "name")
     if any(c in name for c in "/\\ ") or name.startswith("."):
         raise check.fail("name", f"expected a plain name without spaces or slashes, got {name!r}")
-    grid = check.mapping(check.required(data, "grid", ""), "grid", _GRID_KEYS)
+    grid = check.mapping(check.required(data, "grid", ""), "grid", GRID_KEYS)
     time_limit = check.duration(data.get("time_limit", "60s"), "time_limit")
     if "seeds" in data:
         seeds = [check.integer(s, f"seeds[{i}]") for i, s in enumerate(check.seq(data["seeds"], "seeds"))]
@@ -584,9 +209,9 @@ def parse_experiment(data: Any, source: str = "experiment", quick: bool = False,
         if formulation.kind != "design":
             raise check.fail(f"{path}.formulation", f"{design['formulation']!r} is a {formulation.kind} "
                                                     f"formulation; a design cell needs a design one (libra)")
-        _check_params(check, formulation, design["params"], f"{path}.params")
+        check_params(check, formulation, design["params"], f"{path}.params")
         if base_dir is not None:
-            design["_run_problem"], design["_key_problem"] = _data_paths(check, design["problem"], f"{path}.problem",
+            design["_run_problem"], design["_key_problem"] = data_paths(check, design["problem"], f"{path}.problem",
                                                                          Path(base_dir), check_files)
         designs.append(design)
     design_names = {d["name"] for d in designs}
@@ -594,24 +219,24 @@ def parse_experiment(data: Any, source: str = "experiment", quick: bool = False,
     if design_only:  # a design study: no schedule cells
         topologies, collectives, sizes, chunks, formulations = [], [], [], [1], []
     else:
-        topologies = [_parse_topology(check, e, f"grid.topologies[{i}]", base_dir, design_names)
+        topologies = [parse_topology(check, e, f"grid.topologies[{i}]", base_dir, design_names)
                       for i, e in enumerate(check.seq(check.required(grid, "topologies", "grid"), "grid.topologies"))]
-        collectives = [_parse_collective(check, e, f"grid.collectives[{i}]")
+        collectives = [parse_collective(check, e, f"grid.collectives[{i}]")
                        for i, e in enumerate(check.seq(check.required(grid, "collectives", "grid"),
                                                        "grid.collectives"))]
         sizes = [check.size(s, f"grid.sizes[{i}]")
                  for i, s in enumerate(check.seq(check.required(grid, "sizes", "grid"), "grid.sizes"))]
         chunks = [check.integer(c, f"grid.chunks[{i}]", 1)
                   for i, c in enumerate(check.seq(grid.get("chunks", [1]), "grid.chunks"))]
-        formulations = [_parse_formulation(check, e, f"grid.formulations[{i}]")
+        formulations = [parse_formulation(check, e, f"grid.formulations[{i}]")
                         for i, e in enumerate(check.seq(check.required(grid, "formulations", "grid"),
                                                         "grid.formulations"))]
     built = {t["label"]: t.pop("_size") for t in topologies if "_size" in t}
     npus = {label: size[0] for label, size in built.items()}
-    _check_roots(check, collectives, "grid.collectives", topologies, npus)
+    check_roots(check, collectives, "grid.collectives", topologies, npus)
     for i, f in enumerate(formulations):
         mine = [t for t in topologies if t["label"] in f.get("topologies", [t["label"]])]
-        _check_roots(check, f.get("collectives", []), f"grid.formulations[{i}].collectives", mine, npus)
+        check_roots(check, f.get("collectives", []), f"grid.formulations[{i}].collectives", mine, npus)
     topology_labels = {t.get("label") for t in topologies}
     for i, f in enumerate(formulations):
         for j, label in enumerate(f.get("topologies", [])):
@@ -624,7 +249,7 @@ def parse_experiment(data: Any, source: str = "experiment", quick: bool = False,
     evaluation = {"link_model": "pipelined", "order": "in-order", "switch_model": "cut-through",
                   "save_algorithms": False, "lp_bound": True, "memory_limit": None,
                   "evaluation_time_limit": 600.0}
-    given = check.mapping(data.get("evaluation") or {}, "evaluation", _EVAL_KEYS)
+    given = check.mapping(data.get("evaluation") or {}, "evaluation", EVAL_KEYS)
     evaluation.update(given)
     for key, choices in (("link_model", ("pipelined", "blocking")), ("order", ("in-order", "fifo")),
                          ("switch_model", ("cut-through", "store-and-forward"))):
@@ -634,9 +259,9 @@ def parse_experiment(data: Any, source: str = "experiment", quick: bool = False,
         evaluation["memory_limit"] = check.size(evaluation["memory_limit"], "evaluation.memory_limit")
     evaluation["evaluation_time_limit"] = check.duration(evaluation["evaluation_time_limit"],
                                                          "evaluation.evaluation_time_limit")
-    _check_sizes(check, topologies, built, collectives, chunks, evaluation["memory_limit"])
-    paper = _parse_paper(check, data.get("paper"))
-    table = _parse_table(check, data.get("table"), formulations)
+    check_sizes(check, topologies, built, collectives, chunks, evaluation["memory_limit"])
+    paper = parse_paper(check, data.get("paper"))
+    table = parse_table(check, data.get("table"), formulations)
     return Experiment(name, str(data.get("description", "")), Path(source) if source else None, time_limit, seeds,
                       topologies, collectives, sizes, chunks, formulations, designs, evaluation, paper, table, data)
 

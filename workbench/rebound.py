@@ -52,7 +52,7 @@ def rebound_run(folder: str | Path, progress: bool = True) -> tuple[int, int]:
     import sys
 
     from workbench.files import write_atomic
-    from workbench.report import load_run, write_report
+    from workbench.run_folder import load_run, write_report
     from workbench.runner import ResultStore
 
     folder = Path(folder)

@@ -1,26 +1,22 @@
 """Tables from result rows: our value beside the paper's, the ratio, and geometric means.
 
-``workbench report RUN_FOLDER`` (also written at the end of ``workbench run``) renders
-``table.md`` and ``table.csv`` from ``rows.jsonl`` and the experiment snapshot ``config.yaml``,
-plus the figures of ``workbench.plots``.
+``workbench.run_folder`` reads a run folder and writes ``table.md``, ``table.csv`` and the figures
+of ``workbench.plots`` with these tables.
 """
 
 from __future__ import annotations
 
 import csv
 import io
-import json
 import math
 import statistics
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
-from workbench.experiment import Experiment, parse_experiment
+from workbench.experiment import Experiment
 from workbench.units import format_size, format_time
 
-__all__ = ["Table", "build_table", "render_markdown", "render_csv", "write_report", "load_run", "compare_runs",
-           "ReportError"]
+__all__ = ["Table", "TableCell", "build_table", "render_markdown", "render_csv", "format_value", "ReportError"]
 
 OK_STATUSES = ("optimal", "feasible", "timeout")
 EXTRA_LABELS = {"ideal": "Ideal", "bound": "Bound", "ideal_efficiency": "Efficiency vs Ideal",
@@ -482,94 +478,6 @@ def render_csv(table: Table) -> str:
     return buffer.getvalue()
 
 
-# ------------------------------------------------------------------------------- run folders
-def load_run(folder: str | Path) -> tuple[Experiment, list[dict[str, Any]]]:
-    """The experiment snapshot and rows of a run folder."""
-    folder = Path(folder)
-    config = folder / "config.yaml"
-    rows_path = folder / "rows.jsonl"
-    if not folder.is_dir():
-        raise ReportError(f"{folder}: no such run folder")
-    if not config.exists():
-        raise ReportError(f"{folder}: no config.yaml (not a run folder written by `workbench run`)")
-    run_info = {}
-    if (folder / "run.json").exists():
-        run_info = json.loads((folder / "run.json").read_text())
-    import yaml
-
-    experiment = parse_experiment(yaml.safe_load(config.read_text()), str(config), quick=run_info.get("quick", False),
-                                  base_dir=Path(run_info.get("config_dir", folder)), check_files=False)
-    from workbench.runner import ResultStore
-
-    rows = []
-    if rows_path.exists():
-        store = ResultStore(folder)
-        rows = store.rows()
-        if store.skipped:
-            import sys
-
-            shown = ", ".join(map(str, store.skipped[:5])) + (" ..." if len(store.skipped) > 5 else "")
-            print(f"warning: {rows_path}: skipped {len(store.skipped)} line(s) that are not result rows "
-                  f"(line {shown})", file=sys.stderr)
-    return experiment, _current_rows(experiment, rows)
-
-
-def _current_rows(experiment: Experiment, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Rows of the snapshot's cells only: a cell whose parameters changed keeps its old row in
-    rows.jsonl under the same label, which must not be merged into the new cell's median."""
-    try:
-        ids = experiment.cell_ids()
-    except Exception:  # a snapshot that cannot expand its grid: show everything rather than nothing
-        return rows
-    current = [r for r in rows if r.get("cell_id") in ids]
-    return current if current or not rows else rows
-
-
-def write_report(folder: str | Path, figures: bool = True) -> Path:
-    """Write table.md, table.csv and figures into the run folder; returns table.md's path."""
-    from workbench.files import write_atomic
-
-    folder = Path(folder)
-    experiment, rows = load_run(folder)
-    table = build_table(rows, experiment)
-    markdown = render_markdown(table, experiment)
-    write_atomic(folder / "table.md", markdown)
-    write_atomic(folder / "table.csv", render_csv(table))
-    if figures and rows:
-        from workbench import plots
-
-        plots.write_figures(folder, experiment, rows, table)
-    return folder / "table.md"
-
-
-def compare_runs(new_rows: list[dict[str, Any]], reference_rows: list[dict[str, Any]],
-                 experiment: Experiment) -> str:
-    """A markdown table: this run beside the committed reference and the paper, per cell."""
-    new = build_table(new_rows, experiment)
-    reference = build_table(reference_rows, experiment)
-    lines = [f"New run vs committed reference vs paper ({new.value_name.replace('_', ' ')}"
-             + (f", normalised to {new.normalised_by}" if new.normalised_by else "") + ")", "",
-             "| " + " | ".join([experiment.table["rows"]] + new.columns) + " |",
-             "|" + "---|" * (len(new.columns) + 1)]
-    timed_out = False
-    for row in new.rows:
-        cells = []
-        for column in new.columns:
-            a = new.cells.get((row, column), TableCell())
-            b = reference.cells.get((row, column), TableCell())
-            ours = new.text.get((row, column)) or _fmt(a.ours, new, column)
-            ref = reference.text.get((row, column)) or _fmt(b.ours, new, column)
-            ours += _limit_mark(a)
-            ref += _limit_mark(b)
-            timed_out |= bool(_limit_mark(a) or _limit_mark(b))
-            cells.append(f"{ours} / {ref} / {_fmt(a.paper, new, column)}")
-        lines.append(f"| {row} | " + " | ".join(cells) + " |")
-    lines += ["", "Each cell: new / reference / paper."]
-    if timed_out:
-        lines[-1] += (" \"(timeout)\": a time limit ended that search and the value is its best answer, so it can "
-                      "differ between runs (machine speed, load) without anything having changed.")
-    return "\n".join(lines) + "\n"
-
-
-def _limit_mark(cell: TableCell) -> str:
-    return " (timeout)" if cell.ours is not None and "timeout" in cell.status.split(",") else ""
+def format_value(value: float | None, table: Table, column: str | None = None) -> str:
+    """A table value as the tables print it."""
+    return _fmt(value, table, column)

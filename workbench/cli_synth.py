@@ -1,0 +1,196 @@
+"""``workbench synth``: one problem, one formulation, in a child process under a hard limit.
+
+The limit counts from the command's start, so start-up and the pre-checks (building the
+topology, reachability, the size guard) use it up; the formulation gets what is left. Parameters
+(``--set``) are checked against the formulation's declarations before anything runs, and the
+collective's size is guarded before it is built.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from typing import Any
+
+from workbench.cli_common import MAIN_ENTERED, UsageError, at_least_two, topology_from_args
+from workbench.collective import make_collective
+from workbench.units import UnitError, format_time, parse_size, parse_time
+
+__all__ = ["cmd_synth"]
+
+
+def _parse_set(values: list[str] | None) -> dict[str, Any]:
+    import yaml
+
+    params: dict[str, Any] = {}
+    for item in values or []:
+        key, sep, raw = item.partition("=")
+        if not sep or not key.strip():
+            raise UsageError(f"--set {item!r}: expected key=value")
+        try:
+            params[key.strip()] = yaml.safe_load(raw) if raw.strip() else ""
+        except yaml.YAMLError:
+            params[key.strip()] = raw
+    return params
+
+
+def _load_demand(path: str, num_npus: int) -> dict[str, Any]:
+    """A custom collective from a demand file: explicit pre/post, or a matrix of chunks s -> d."""
+    import yaml
+
+    from workbench.collective import custom_collective
+
+    try:
+        data = yaml.safe_load(open(path).read())
+    except FileNotFoundError:
+        raise UsageError(f"--demand {path}: no such file") from None
+    except yaml.YAMLError as exc:
+        raise UsageError(f"--demand {path}: malformed file: {str(exc).splitlines()[0]}") from None
+    if not isinstance(data, dict):
+        raise UsageError(f"{path}: expected a mapping with 'matrix' or 'pre' and 'post'")
+    ranks = data.get("ranks", num_npus)
+    if "matrix" in data:
+        matrix = data["matrix"]
+        if not (isinstance(matrix, list) and len(matrix) == ranks and all(isinstance(r, list) and len(r) == ranks
+                                                                           for r in matrix)):
+            raise UsageError(f"{path}: matrix: expected {ranks} rows of {ranks} chunk counts")
+        pre, post = [], []
+        for src, row in enumerate(matrix):
+            for dst, count in enumerate(row):
+                if not isinstance(count, int) or count < 0:
+                    raise UsageError(f"{path}: matrix[{src}][{dst}]: expected a chunk count >= 0, got {count!r}")
+                if src != dst:
+                    pre += [[src]] * count
+                    post += [[dst]] * count
+        combining = False
+    else:
+        for key in ("pre", "post"):
+            if key not in data:
+                raise UsageError(f"{path}: missing field {key!r} (or give 'matrix')")
+        from workbench.collective import pairs_to_lists
+
+        pre = pairs_to_lists(data["pre"], "pre", path)
+        post = pairs_to_lists(data["post"], "post", path)
+        combining = bool(data.get("combining", False))
+    custom_collective(ranks, pre, post, combining, path)  # validates
+    return {"kind": "custom", "ranks": ranks, "pre": pre, "post": post, "combining": combining}
+
+
+_SYNTH_EXIT = {"optimal": 0, "feasible": 0, "infeasible": 3, "timeout": 4, "error": 5}
+
+
+
+
+def _command_start() -> float:
+    """When this command started: the process start when ``main`` runs as the program (start-up and
+    pre-checks then count against ``--time-limit``), else the call of ``main`` (embedded, tests)."""
+    started = _process_start()
+    return started if MAIN_ENTERED[0] - started < 10.0 else MAIN_ENTERED[0]
+
+
+def _process_start() -> float:
+    """When this process started (epoch seconds), from /proc; the module's import time elsewhere."""
+    try:
+        with open("/proc/self/stat") as handle:
+            ticks = int(handle.read().rsplit(")", 1)[1].split()[19])  # field 22, after the command name
+        with open("/proc/stat") as handle:
+            boot = next(int(line.split()[1]) for line in handle if line.startswith("btime"))
+        started = boot + ticks / os.sysconf("SC_CLK_TCK")
+        return started if started <= MAIN_ENTERED[0] else MAIN_ENTERED[0]
+    except (OSError, ValueError, IndexError, StopIteration):
+        return MAIN_ENTERED[0]
+
+
+def _guard_transfers(args: argparse.Namespace, topology: Any) -> None:
+    """Refuse a collective whose schedule could not fit (e.g. ``--chunks 100000000``) before building it."""
+    from workbench import size_guard
+
+    kind = (args.collective or "alltoall").lower().replace("-", "").replace("_", "")
+    transfers = size_guard.collective_transfers(kind, topology.num_npus, args.chunks)
+    needed = size_guard.Estimate(topology.num_npus, topology.num_nodes, len(topology.links)).bytes(transfers)
+    try:
+        size_guard.check(f"--chunks {args.chunks} on {args.topology}", needed)
+    except size_guard.SizeError as exc:
+        raise UsageError(str(exc)) from None
+
+
+def cmd_synth(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from workbench.registry import FormulationError, resolve_formulation
+    from workbench.cell_monitor import execute
+    from workbench.cell_work import solver_time_limit
+
+    from workbench.parameters import ParameterError, check_parameters, undeclared_warning
+
+    try:
+        formulation = resolve_formulation(args.name)
+    except FormulationError as exc:
+        raise UsageError(str(exc)) from None
+    if formulation.kind != "schedule":
+        raise UsageError(f"{args.name} is a {formulation.kind} formulation; `workbench synth` needs a schedule one")
+    params = _parse_set(args.set)
+    try:
+        check_parameters(formulation, params, "--set", sep=" ")
+    except ParameterError as exc:
+        raise UsageError(str(exc)) from None
+    if params and undeclared_warning(formulation):
+        print(undeclared_warning(formulation), file=sys.stderr)
+    topology = topology_from_args(args.topology, args.alpha, args.bandwidth)
+    try:
+        size = parse_size(args.size)
+        limit = parse_time(args.time_limit)
+    except UnitError as exc:
+        raise UsageError(str(exc)) from None
+    if size <= 0 or limit <= 0:
+        raise UsageError("--size and --time-limit must be positive")
+    if args.chunks < 1:
+        raise UsageError("--chunks must be at least 1")
+    _guard_transfers(args, topology)
+    if args.demand:
+        collective = _load_demand(args.demand, topology.num_npus)
+    else:
+        if not args.collective:
+            raise UsageError("give --collective KIND (or --demand FILE)")
+        at_least_two(topology.num_npus, args.topology)
+        probe = make_collective(args.collective, topology.num_npus, args.chunks, args.root)
+        probe.check_reachable(topology)
+        collective = {"kind": probe.kind, "root": probe.root}
+    output = Path(args.output)
+    cell = {"experiment": "synth", "topology": {"label": topology.name, "doc": topology.to_dict()},
+            "collective": collective, "size_bytes": size, "chunks": args.chunks,
+            "formulation": {"name": args.name, "label": args.name, "params": params},
+            "seed": args.seed, "time_limit": limit, "deadline": _command_start() + limit,
+            "algorithm_path": str(output.resolve()),
+            "evaluation": {"link_model": "pipelined", "order": "in-order", "switch_model": "cut-through",
+                           "save_algorithms": True, "lp_bound": True, "evaluation_time_limit": 600.0}}
+    print(f"synthesizing with {args.name} (time limit {limit:g} s, solver limit {solver_time_limit(limit):g} s) ...",
+          file=sys.stderr)
+    fields = execute({"kind": "schedule", "cell": cell}) or {}
+    status = fields.get("status", "error")
+    synth = fields.get("synthesis_seconds")
+    print(f"status            {status}")
+    if synth is not None:
+        print(f"synthesis time    {synth:.3f} s")
+    if fields.get("collective_time") is not None:
+        claimed = fields.get("claimed_time")
+        print(f"collective time   {format_time(fields['collective_time'])} (simulated)"
+              + (f", {format_time(claimed)} claimed" if claimed is not None else ""))
+        print(f"algbw / busbw     {fields['algbw']:.4g} / {fields['busbw']:.4g} GB/s")
+        what = "the exact optimum" if fields.get("bound_exact") else "the best lower bound"
+        print(f"efficiency        {fields['efficiency']:.1%} of {what} ({format_time(fields['bound'])})")
+        if fields.get("achievable") is not None:
+            print(f"RS* + AG*         {format_time(fields['achievable'])} (best known achievable, not a bound)")
+    for path in fields.get("algorithm_files", []):
+        print(f"wrote             {path}")
+    message = fields.get("message")
+    if status == "infeasible":
+        print(f"infeasible: {args.name} proved that no algorithm exists for this problem"
+              + (f" ({message})" if message else ""), file=sys.stderr)
+    elif status == "timeout":
+        found = "its best algorithm was written" if fields.get("algorithm_files") else "no algorithm was found"
+        print(f"timed out after {limit:g} s; {found}" + (f" ({message})" if message else ""), file=sys.stderr)
+    elif status == "error":
+        print(f"error: {message}", file=sys.stderr)
+    return _SYNTH_EXIT.get(status, 5)

@@ -1,0 +1,109 @@
+"""Run folders: the snapshot and rows of a run, its report files, and a run beside a reference.
+
+``workbench report RUN_FOLDER`` (also written at the end of ``workbench run``) renders
+``table.md`` and ``table.csv`` from ``rows.jsonl`` and the experiment snapshot ``config.yaml``,
+plus the figures of ``workbench.plots``.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from workbench.experiment import Experiment, parse_experiment
+from workbench.report import ReportError, TableCell, build_table, format_value, render_csv, render_markdown
+
+__all__ = ["load_run", "write_report", "compare_runs"]
+
+
+def load_run(folder: str | Path) -> tuple[Experiment, list[dict[str, Any]]]:
+    """The experiment snapshot and rows of a run folder."""
+    folder = Path(folder)
+    config = folder / "config.yaml"
+    rows_path = folder / "rows.jsonl"
+    if not folder.is_dir():
+        raise ReportError(f"{folder}: no such run folder")
+    if not config.exists():
+        raise ReportError(f"{folder}: no config.yaml (not a run folder written by `workbench run`)")
+    run_info = {}
+    if (folder / "run.json").exists():
+        run_info = json.loads((folder / "run.json").read_text())
+    import yaml
+
+    experiment = parse_experiment(yaml.safe_load(config.read_text()), str(config), quick=run_info.get("quick", False),
+                                  base_dir=Path(run_info.get("config_dir", folder)), check_files=False)
+    from workbench.runner import ResultStore
+
+    rows = []
+    if rows_path.exists():
+        store = ResultStore(folder)
+        rows = store.rows()
+        if store.skipped:
+            import sys
+
+            shown = ", ".join(map(str, store.skipped[:5])) + (" ..." if len(store.skipped) > 5 else "")
+            print(f"warning: {rows_path}: skipped {len(store.skipped)} line(s) that are not result rows "
+                  f"(line {shown})", file=sys.stderr)
+    return experiment, _current_rows(experiment, rows)
+
+
+def _current_rows(experiment: Experiment, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Rows of the snapshot's cells only: a cell whose parameters changed keeps its old row in
+    rows.jsonl under the same label, which must not be merged into the new cell's median."""
+    try:
+        ids = experiment.cell_ids()
+    except Exception:  # a snapshot that cannot expand its grid: show everything rather than nothing
+        return rows
+    current = [r for r in rows if r.get("cell_id") in ids]
+    return current if current or not rows else rows
+
+
+def write_report(folder: str | Path, figures: bool = True) -> Path:
+    """Write table.md, table.csv and figures into the run folder; returns table.md's path."""
+    from workbench.files import write_atomic
+
+    folder = Path(folder)
+    experiment, rows = load_run(folder)
+    table = build_table(rows, experiment)
+    markdown = render_markdown(table, experiment)
+    write_atomic(folder / "table.md", markdown)
+    write_atomic(folder / "table.csv", render_csv(table))
+    if figures and rows:
+        from workbench import plots
+
+        plots.write_figures(folder, experiment, rows, table)
+    return folder / "table.md"
+
+
+def compare_runs(new_rows: list[dict[str, Any]], reference_rows: list[dict[str, Any]],
+                 experiment: Experiment) -> str:
+    """A markdown table: this run beside the committed reference and the paper, per cell."""
+    new = build_table(new_rows, experiment)
+    reference = build_table(reference_rows, experiment)
+    lines = [f"New run vs committed reference vs paper ({new.value_name.replace('_', ' ')}"
+             + (f", normalised to {new.normalised_by}" if new.normalised_by else "") + ")", "",
+             "| " + " | ".join([experiment.table["rows"]] + new.columns) + " |",
+             "|" + "---|" * (len(new.columns) + 1)]
+    timed_out = False
+    for row in new.rows:
+        cells = []
+        for column in new.columns:
+            a = new.cells.get((row, column), TableCell())
+            b = reference.cells.get((row, column), TableCell())
+            ours = new.text.get((row, column)) or format_value(a.ours, new, column)
+            ref = reference.text.get((row, column)) or format_value(b.ours, new, column)
+            ours += _limit_mark(a)
+            ref += _limit_mark(b)
+            timed_out |= bool(_limit_mark(a) or _limit_mark(b))
+            cells.append(f"{ours} / {ref} / {format_value(a.paper, new, column)}")
+        lines.append(f"| {row} | " + " | ".join(cells) + " |")
+    lines += ["", "Each cell: new / reference / paper."]
+    if timed_out:
+        lines[-1] += (" \"(timeout)\": a time limit ended that search and the value is its best answer, so it can "
+                      "differ between runs (machine speed, load) without anything having changed.")
+    return "\n".join(lines) + "\n"
+
+
+def _limit_mark(cell: TableCell) -> str:
+    return " (timeout)" if cell.ours is not None and "timeout" in cell.status.split(",") else ""
