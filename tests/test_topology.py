@@ -2,6 +2,7 @@ import json
 
 import networkx as nx
 import pytest
+from hypothesis import given, settings, strategies as st
 
 from workbench.topology import Link, Topology, TopologyError, build, load_topology, topology_from_dict
 
@@ -206,3 +207,48 @@ def test_file_accepts_unit_strings_and_bidirectional(tmp_path):
     topo = topology_from_dict(data)
     assert topo.num_switches == 1 and topo.link(2, 1).bandwidth == 25 * 2**30
     assert topo.link(0, 2).alpha == pytest.approx(0.25e-6)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(2, 12).flatmap(lambda n: st.tuples(
+    st.just(n), st.lists(st.tuples(st.integers(0, n - 1), st.integers(0, n - 1)), max_size=3 * n))))
+def test_strong_components_match_scipy(drawn):
+    """The pure-Python Kosaraju gives scipy's partition into strongly connected components."""
+    import numpy as np
+    from scipy.sparse import csr_matrix
+    from scipy.sparse.csgraph import connected_components
+
+    from workbench.topology import Link, Topology
+
+    n, pairs = drawn
+    pairs = sorted({(a, b) for a, b in pairs if a != b})
+    topology = Topology.create(n, [Link(a, b, 1e-6, 1e9) for a, b in pairs], 0, "random")
+    ours = topology.strong_components()
+    matrix = csr_matrix((np.ones(len(pairs)), ([a for a, _ in pairs], [b for _, b in pairs])), shape=(n, n))
+    _, theirs = connected_components(matrix, directed=True, connection="strong")
+    for u in range(n):
+        for v in range(n):
+            assert (ours[u] == ours[v]) == (theirs[u] == theirs[v]), (u, v, pairs)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(2, 10).flatmap(lambda n: st.tuples(
+    st.just(n), st.lists(st.tuples(st.integers(0, n - 1), st.integers(0, n - 1),
+                                   st.sampled_from([0.0, 1e-7, 5e-7, 2e-6])), max_size=3 * n))))
+def test_alpha_distances_match_scipy_dijkstra(drawn):
+    """The plain-Python all-pairs Dijkstra for small fabrics equals scipy's, zero-alpha links included."""
+    import numpy as np
+    from scipy.sparse import csr_matrix
+    from scipy.sparse.csgraph import dijkstra
+
+    n, triples = drawn
+    links = {(a, b): w for a, b, w in triples if a != b}
+    topology = Topology.create(n, [Link(a, b, w, 1e9) for (a, b), w in sorted(links.items())], 0, "random")
+    ours = topology.alpha_distances()
+    keys = sorted(links)
+    graph = csr_matrix((np.array([links[k] for k in keys]) + 1e-30, ([a for a, _ in keys], [b for _, b in keys])),
+                       shape=(n, n))
+    theirs = dijkstra(graph, directed=True)
+    assert np.array_equal(np.isinf(ours), np.isinf(theirs))
+    finite = ~np.isinf(theirs)
+    assert np.allclose(ours[finite], theirs[finite], rtol=1e-12, atol=0)

@@ -23,6 +23,7 @@ __all__ = ["IntegerCapacities", "integer_capacities", "FlowNetwork", "INT32_SAFE
 INT32_SAFE = 2**31 - 1
 _VALUE_SAFE = 2**30 - 1  # residual capacities of opposite arcs add up: stay below half of int32
 _RESOLUTION = 2**16  # largest capacity after quantising bandwidths that are not small multiples
+SMALL_NETWORK = 256  # distinct arcs up to which plain-Python Dinic runs (no scipy import, exact integers)
 
 
 @dataclass(frozen=True)
@@ -67,22 +68,32 @@ class FlowNetwork:
     """
 
     def __init__(self, num_nodes: int, src: Sequence[int], dst: Sequence[int]) -> None:
-        from scipy.sparse import csr_matrix
-
         self.num_nodes = num_nodes
         self.src = np.asarray(src, dtype=np.int64)
         self.dst = np.asarray(dst, dtype=np.int64)
-        # one csr entry per distinct (src, dst) pair; arc i lands in entry slot[i]
+        # one entry per distinct (src, dst) pair; arc i lands in entry slot[i]
         keys = self.src * num_nodes + self.dst
         unique, self._slot = np.unique(keys, return_inverse=True)
         rows, cols = unique // num_nodes, unique % num_nodes
-        self._matrix = csr_matrix((np.ones(len(unique), dtype=np.int32), (rows, cols)),
-                                  shape=(num_nodes, num_nodes))
-        self._matrix.sort_indices()
-        # csr order equals the sorted unique keys, so data[j] is unique pair j
         self._pairs = (rows, cols)
+        self._csr = None  # scipy's matrix, built on first use (small networks never import scipy)
         self._capacity = np.zeros(len(unique), dtype=np.int64)
         self.calls = 0  # max-flow computations so far
+
+    @property
+    def _matrix(self):
+        if self._csr is None:
+            from scipy.sparse import csr_matrix
+
+            rows, cols = self._pairs
+            self._csr = csr_matrix((np.ones(len(rows), dtype=np.int32), (rows, cols)),
+                                   shape=(self.num_nodes, self.num_nodes))
+            self._csr.sort_indices()  # csr order equals the sorted unique keys: data[j] is pair j
+        return self._csr
+
+    @property
+    def _small(self) -> bool:
+        return len(self._pairs[0]) <= SMALL_NETWORK
 
     def set_capacities(self, capacities: Sequence[int]) -> None:
         """Capacity per arc (non-negative integers)."""
@@ -110,6 +121,8 @@ class FlowNetwork:
         values = np.asarray(capacities, dtype=np.int64)
         data = np.zeros(len(self._capacity), dtype=np.int64)
         np.add.at(data, self._slot, values)
+        if self._small:
+            return _dinic(self.num_nodes, self._pairs, data.tolist(), source, sink)[0]
         if data.max(initial=0) > _VALUE_SAFE:
             self.set_capacities(values)
             return self._networkx_min_cut(source, sink)[0]
@@ -122,6 +135,11 @@ class FlowNetwork:
         if source == sink:
             raise ValueError("source and sink must differ")
         self.calls += 1
+        if self._small:
+            value, reached = _dinic(self.num_nodes, self._pairs, self._capacity.tolist(), source, sink)
+            side = np.zeros(self.num_nodes, dtype=bool)
+            side[list(reached)] = True
+            return value, side
         if self._fits_int32:
             return self._scipy_min_cut(source, sink)
         return self._networkx_min_cut(source, sink)
@@ -153,3 +171,56 @@ class FlowNetwork:
         side = np.zeros(self.num_nodes, dtype=bool)
         side[list(reachable)] = True
         return int(value), side
+
+
+def _dinic(num_nodes: int, pairs: tuple[np.ndarray, np.ndarray], capacity: list[int], source: int,
+           sink: int) -> tuple[int, set[int]]:
+    """Dinic's max-flow in plain Python integers (exact at any size of number) for small networks;
+    returns the value and the nodes reachable from ``source`` in the final residual graph (the
+    source side of the minimum cut nearest the source, the same for every maximum flow)."""
+    head: list[list[int]] = [[] for _ in range(num_nodes)]
+    to: list[int] = []
+    cap: list[int] = []
+    for u, v, c in zip(pairs[0].tolist(), pairs[1].tolist(), capacity):
+        head[u].append(len(to))
+        to.append(v)
+        cap.append(int(c))
+        head[v].append(len(to))
+        to.append(u)
+        cap.append(0)
+    total = sum(cap) + 1  # more than any path can carry
+    flow = 0
+    while True:
+        level = [-1] * num_nodes
+        level[source] = 0
+        queue = [source]
+        for u in queue:
+            for e in head[u]:
+                if cap[e] > 0 and level[to[e]] < 0:
+                    level[to[e]] = level[u] + 1
+                    queue.append(to[e])
+        if level[sink] < 0:
+            return flow, {u for u in range(num_nodes) if level[u] >= 0}
+        pointer = [0] * num_nodes
+
+        def push(u: int, limit: int) -> int:
+            if u == sink:
+                return limit
+            edges = head[u]
+            while pointer[u] < len(edges):
+                e = edges[pointer[u]]
+                v = to[e]
+                if cap[e] > 0 and level[v] == level[u] + 1:
+                    pushed = push(v, min(limit, cap[e]))
+                    if pushed:
+                        cap[e] -= pushed
+                        cap[e ^ 1] += pushed
+                        return pushed
+                pointer[u] += 1
+            return 0
+
+        while True:
+            pushed = push(source, total)
+            if not pushed:
+                break
+            flow += pushed

@@ -194,7 +194,24 @@ def resolve_formulation(name: str) -> Formulation:
     return get_formulation(name)
 
 
+def _load_one(name: str) -> None:
+    """Load just the entry point called ``name`` (a run needs one formulation, not every one's solvers)."""
+    if name in _REGISTRY or name in _BROKEN or _DISCOVERED:
+        return
+    for entry in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP, name=name):
+        if entry.name != name:
+            continue
+        try:
+            _REGISTRY[entry.name] = _instantiate(entry.load())
+        except Exception as exc:
+            _BROKEN[entry.name] = f"{type(exc).__name__}: {exc}"
+        return
+
+
 def get_formulation(name: str) -> Formulation:
+    _load_one(name)
+    if name in _REGISTRY:
+        return _REGISTRY[name]
     _discover()
     if name in _REGISTRY:
         return _REGISTRY[name]
