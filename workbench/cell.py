@@ -64,9 +64,10 @@ def main() -> int:
     os.dup2(2, 1)  # prints from formulations go to stderr
     sys.stdout = sys.stderr
     try:
+        from workbench import cell_work  # before the request: a pre-started cell imports while its parent checks
+
         request = pickle.load(sys.stdin.buffer)
         _limit_memory(request.get("cell", {}).get("evaluation", {}).get("memory_limit"))
-        from workbench import cell_work
 
         if request["kind"] == "design":
             fields = cell_work.child_run_design(request["cell"], lambda kind, payload: send(channel, kind, payload))

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 
-__all__ = ["execute", "environment_info", "GRACE_SECONDS", "LIFELINE_ENV", "STARTUP_LIMIT"]
+__all__ = ["execute", "prestart", "environment_info", "GRACE_SECONDS", "LIFELINE_ENV", "STARTUP_LIMIT"]
 
 GRACE_SECONDS = 2.0
 LIFELINE_ENV = "WORKBENCH_LIFELINE_FD"  # the cell's end of the pipe that closes when its parent dies
@@ -74,7 +74,7 @@ def _signal_name(code: int) -> str:
 class _Child:
     """A running cell process and the thread that reads its messages."""
 
-    def __init__(self, request: dict[str, Any]) -> None:
+    def __init__(self, request: dict[str, Any] | None = None) -> None:
         self.stderr = tempfile.TemporaryFile()
         # the lifeline: the child holds the read end and takes its process group down when it reads EOF,
         # which happens however this process ends (SIGKILL, the OOM killer, a batch scheduler), since
@@ -90,6 +90,13 @@ class _Child:
         finally:
             os.close(lifeline)
         self.messages: queue.Queue = queue.Queue()
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
+        if request is not None:
+            self.send(request)
+
+    def send(self, request: dict[str, Any]) -> None:
+        """The cell's request (a started child imports the stack while it waits for it)."""
         import pickle
 
         try:
@@ -97,8 +104,6 @@ class _Child:
             self.process.stdin.close()
         except BrokenPipeError:
             pass
-        self.reader = threading.Thread(target=self._read, daemon=True)
-        self.reader.start()
 
     def _read(self) -> None:
         from workbench.messages import read_message
@@ -134,8 +139,14 @@ class _Child:
             self.lifeline = -1
 
 
+def prestart() -> _Child:
+    """A cell process started ahead of its request, so that its start-up overlaps the caller's
+    checks (``workbench synth``); hand it to ``execute`` or ``close()`` it."""
+    return _Child()
+
+
 def execute(request: dict[str, Any], stop: threading.Event | None = None,
-            on_event: Callable[[str], None] | None = None) -> dict[str, Any] | None:
+            on_event: Callable[[str], None] | None = None, child: _Child | None = None) -> dict[str, Any] | None:
     """Run one cell in a child process under its hard limit; return its row fields.
 
     Returns None when ``stop`` is set (the run was interrupted): an interrupted cell leaves no row.
@@ -148,7 +159,10 @@ def execute(request: dict[str, Any], stop: threading.Event | None = None,
     started = time.time()
     # an absolute deadline (synth: process start + limit) bounds start-up and synthesis together
     absolute = None if cell.get("deadline") is None else time.monotonic() + float(cell["deadline"]) - time.time()
-    child = _Child(request)
+    if child is None:
+        child = _Child(request)
+    else:
+        child.send(request)
     incumbent = None
     phase = "startup"
     deadline = time.monotonic() + STARTUP_LIMIT

@@ -21,6 +21,8 @@ __all__ = ["cmd_synth"]
 
 
 def _parse_set(values: list[str] | None) -> dict[str, Any]:
+    if not values:
+        return {}
     import yaml
 
     params: dict[str, Any] = {}
@@ -116,6 +118,17 @@ def _guard_transfers(args: argparse.Namespace, topology: Any) -> None:
 
 
 def cmd_synth(args: argparse.Namespace) -> int:
+    from workbench.cell_monitor import prestart
+
+    child = prestart()  # its interpreter and imports overlap the checks below
+    try:
+        return _synth(args, child)
+    except BaseException:
+        child.close()
+        raise
+
+
+def _synth(args: argparse.Namespace, child: Any) -> int:
     from pathlib import Path
 
     from workbench.registry import FormulationError, resolve_formulation
@@ -167,7 +180,7 @@ def cmd_synth(args: argparse.Namespace) -> int:
                            "save_algorithms": True, "lp_bound": True, "evaluation_time_limit": 600.0}}
     print(f"synthesizing with {args.name} (time limit {limit:g} s, solver limit {solver_time_limit(limit):g} s) ...",
           file=sys.stderr)
-    fields = execute({"kind": "schedule", "cell": cell}) or {}
+    fields = execute({"kind": "schedule", "cell": cell}, child=child) or {}
     status = fields.get("status", "error")
     synth = fields.get("synthesis_seconds")
     print(f"status            {status}")
