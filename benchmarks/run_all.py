@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import sys
 
-from benchmarks import bounds_speed, libra_solve, taccl_scaling, tacos_scaling, verify_simulate
+from benchmarks import bounds_speed, libra_solve, startup, taccl_scaling, tacos_scaling, verify_simulate
 
 
 def main() -> int:
+    startup.main([])
     verify_simulate.main([])
     tacos_scaling.main([])
     libra_solve.main([])

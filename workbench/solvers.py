@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-import numpy as np
+if TYPE_CHECKING:  # numpy is imported by the solve itself (the CLI's start-up stays light)
+    import numpy as np
 
 __all__ = [
     "Status",
@@ -120,6 +121,7 @@ def solve_lp(
     ``options`` are extra HiGHS options by name (e.g. ``{"solver": "ipm"}``).
     """
     import highspy
+    import numpy as np
     from scipy.sparse import csc_matrix
 
     started = time.perf_counter()

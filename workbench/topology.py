@@ -20,12 +20,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
-import numpy as np
-
 from workbench.units import UnitError, parse_bandwidth, parse_time
 
-if TYPE_CHECKING:  # networkx costs ~0.1 s to import; only graph() needs it
+if TYPE_CHECKING:  # networkx and numpy cost ~0.15 s to import; only a few queries need them
     import networkx as nx
+    import numpy as np
 
 __all__ = [
     "Link",
@@ -300,6 +299,8 @@ class Topology:
 
     def alpha_distances(self) -> np.ndarray:
         """Shortest-path sums of alpha between all nodes (inf when unreachable), computed once."""
+        import numpy as np
+
         if self._alpha is None and self.num_nodes * max(len(self.links), 1) <= 200_000:
             self._alpha = self._alpha_dijkstra()  # small fabrics: no scipy import (~0.4 s) for a few ms of work
         if self._alpha is None:
@@ -317,6 +318,8 @@ class Topology:
         """``alpha_distances`` by Dijkstra from every node in plain Python (same 1e-30 per link)."""
         import heapq
 
+        import numpy as np
+
         n = self.num_nodes
         out: list[list[tuple[int, float]]] = [[] for _ in range(n)]
         for link in self.links:
@@ -328,12 +331,12 @@ class Topology:
             heap = [(0.0, source)]
             while heap:
                 d, u = heapq.heappop(heap)
-                if d > best.get(u, np.inf):
+                if d > best.get(u, math.inf):
                     continue
                 dist[u] = d
                 for v, w in out[u]:
                     nd = d + w
-                    if nd < best.get(v, np.inf):
+                    if nd < best.get(v, math.inf):
                         best[v] = nd
                         heapq.heappush(heap, (nd, v))
         return result
