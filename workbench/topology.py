@@ -231,7 +231,9 @@ class Topology:
         more than the search on any fabric of that size); scipy beyond.
         """
         if self.num_nodes <= 20_000:
-            return self._kosaraju()
+            from workbench.graphs import strong_components
+
+            return strong_components(self.num_nodes, [(l.src, l.dst) for l in self.links])
         import numpy as np
         from scipy.sparse import csr_matrix
         from scipy.sparse.csgraph import connected_components
@@ -242,44 +244,6 @@ class Topology:
                            shape=(self.num_nodes, self.num_nodes))
         _, labels = connected_components(graph, directed=True, connection="strong")
         return labels.tolist()
-
-    def _kosaraju(self) -> list[int]:
-        n = self.num_nodes
-        incoming: list[list[int]] = [[] for _ in range(n)]
-        for link in self.links:
-            incoming[link.dst].append(link.src)
-        order: list[int] = []  # nodes by finishing time of an iterative depth-first search
-        seen = [False] * n
-        for start in range(n):
-            if seen[start]:
-                continue
-            seen[start] = True
-            stack = [(start, iter(self._out[start]))]
-            while stack:
-                node, successors = stack[-1]
-                for nxt in successors:
-                    if not seen[nxt]:
-                        seen[nxt] = True
-                        stack.append((nxt, iter(self._out[nxt])))
-                        break
-                else:
-                    stack.pop()
-                    order.append(node)
-        labels = [-1] * n
-        component = 0
-        for start in reversed(order):  # on the reversed graph, in reverse finishing order
-            if labels[start] != -1:
-                continue
-            labels[start] = component
-            stack = [start]
-            while stack:
-                node = stack.pop()
-                for prev in incoming[node]:
-                    if labels[prev] == -1:
-                        labels[prev] = component
-                        stack.append(prev)
-            component += 1
-        return labels
 
     def hop_distances(self) -> list[list[int]]:
         """Unweighted shortest-path hop counts between all nodes (-1 when unreachable)."""
@@ -302,7 +266,10 @@ class Topology:
         import numpy as np
 
         if self._alpha is None and self.num_nodes * max(len(self.links), 1) <= 200_000:
-            self._alpha = self._alpha_dijkstra()  # small fabrics: no scipy import (~0.4 s) for a few ms of work
+            from workbench.graphs import all_pairs_dijkstra
+
+            # small fabrics: no scipy import (~0.4 s) for a few ms of work
+            self._alpha = all_pairs_dijkstra(self.num_nodes, [(l.src, l.dst, l.alpha + 1e-30) for l in self.links])
         if self._alpha is None:
             from scipy.sparse import csr_matrix
             from scipy.sparse.csgraph import dijkstra
@@ -313,33 +280,6 @@ class Topology:
             graph = csr_matrix((weights, ([l.src for l in self.links], [l.dst for l in self.links])), shape=(n, n))
             self._alpha = dijkstra(graph, directed=True)
         return self._alpha
-
-    def _alpha_dijkstra(self) -> np.ndarray:
-        """``alpha_distances`` by Dijkstra from every node in plain Python (same 1e-30 per link)."""
-        import heapq
-
-        import numpy as np
-
-        n = self.num_nodes
-        out: list[list[tuple[int, float]]] = [[] for _ in range(n)]
-        for link in self.links:
-            out[link.src].append((link.dst, link.alpha + 1e-30))
-        result = np.full((n, n), np.inf)
-        for source in range(n):
-            dist = result[source]
-            best = {source: 0.0}
-            heap = [(0.0, source)]
-            while heap:
-                d, u = heapq.heappop(heap)
-                if d > best.get(u, math.inf):
-                    continue
-                dist[u] = d
-                for v, w in out[u]:
-                    nd = d + w
-                    if nd < best.get(v, math.inf):
-                        best[v] = nd
-                        heapq.heappush(heap, (nd, v))
-        return result
 
     # ---------------------------------------------------------------- transforms
     def reversed(self) -> "Topology":
