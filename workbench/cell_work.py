@@ -24,7 +24,8 @@ def solver_time_limit(cell_limit: float) -> float:
 
 # ============================================================================ building a cell's problem
 def build_topology(topology: dict[str, Any]):
-    from workbench.topology import load_topology, topology_from_dict
+    from workbench.builders import load_topology
+    from workbench.topology import topology_from_dict
 
     if "doc" in topology:
         return topology_from_dict(topology["doc"], topology.get("label", "topology"))

@@ -19,7 +19,8 @@ from typing import Any, Sequence
 
 from workbench.algorithm import Algorithm, AlgorithmFormatError, load_algorithm
 from workbench.collective import CollectiveError, make_collective
-from workbench.topology import BUILDERS, TopologyError
+from workbench.builders import BUILDERS
+from workbench.topology import TopologyError
 from workbench.units import UnitError, format_time, parse_bandwidth, parse_size, parse_time
 from workbench.cli_common import (MAIN_ENTERED, Parser, UsageError, add_topology_arguments, at_least_two,
                                   topology_from_args)

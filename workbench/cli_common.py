@@ -5,7 +5,8 @@ from __future__ import annotations
 import argparse
 import time
 
-from workbench.topology import Topology, load_topology
+from workbench.builders import load_topology
+from workbench.topology import Topology
 from workbench.units import UnitError, parse_bandwidth, parse_time
 
 __all__ = ["UsageError", "Parser", "add_topology_arguments", "topology_from_args", "at_least_two", "MAIN_ENTERED"]

@@ -155,7 +155,8 @@ def parse_topology(check: Checker, entry: Any, path: str, base_dir: Path | None,
 
 def check_builds(check: Checker, topo: dict, path: str) -> int:
     """Build the topology once now, so a bad spec fails at load time, not in a worker; its NPU count."""
-    from workbench.topology import TopologyError, load_topology
+    from workbench.builders import load_topology
+    from workbench.topology import TopologyError
 
     try:
         topology = load_topology(topo.get("spec") or topo["file"], topo["alpha"], topo["bandwidth"])

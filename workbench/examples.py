@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from workbench.algorithm import Algorithm, Transfer
 from workbench.collective import make_collective
-from workbench.topology import Topology, build
+from workbench.builders import build
+from workbench.topology import Topology
 
 __all__ = ["ring_allgather", "ring_reducescatter", "ring_allreduce"]
 

@@ -122,7 +122,7 @@ def _design_row(cell: DesignCell, fields: dict[str, Any]) -> dict[str, Any]:
 
 def _resolve_design_topology(topology: dict[str, Any], design_rows: dict[str, dict[str, Any]]) -> dict[str, Any]:
     """Turn ``{from: design, builder, expand}`` into a buildable topology with the design's bandwidths."""
-    from workbench.topology import expand_per_npu
+    from workbench.builders import expand_per_npu
 
     row = design_rows.get(topology["from"])
     if row is None or row.get("status") not in ("optimal", "feasible") or not row.get("bandwidths"):

@@ -1,0 +1,74 @@
+"""Building blocks of the topology builders: a link set that keeps the first link per pair, and
+the link patterns of one dimension (ring, fully connected, switch, unwound switch), plus the
+per-dimension alpha/bandwidth argument and spec integers."""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+from workbench.graph import Link, TopologyError
+
+__all__ = ["Edges", "per_dim", "ring_edges", "fc_edges", "switch_edges", "unwound_edges", "parse_int"]
+
+
+class Edges:
+    """Collects links; a link already present is kept (grids and rings of 2 meet the same pair twice)."""
+
+    def __init__(self) -> None:
+        self.links: dict[tuple[int, int], Link] = {}
+
+    def add(self, u: int, v: int, alpha: float, bandwidth: float, both: bool = True) -> None:
+        self.links.setdefault((u, v), Link(u, v, alpha, bandwidth))
+        if both:
+            self.links.setdefault((v, u), Link(v, u, alpha, bandwidth))
+
+
+def per_dim(values: Sequence[float] | float | None, dims: int, default: float, what: str) -> list[float]:
+    if values is None:
+        return [default] * dims
+    if isinstance(values, (int, float)):
+        return [float(values)] * dims
+    values = [float(v) for v in values]
+    if len(values) == 1:
+        return values * dims
+    if len(values) != dims:
+        raise TopologyError(f"--{what}: expected 1 or {dims} values (one per dimension), got {len(values)}")
+    return values
+
+
+def ring_edges(edges: Edges, members: Sequence[int], alpha: float, bw: float, both: bool = True) -> None:
+    n = len(members)
+    if n < 2:
+        return
+    if n == 2:
+        edges.add(members[0], members[1], alpha, bw, both=True)
+        return
+    for i in range(n):
+        edges.add(members[i], members[(i + 1) % n], alpha, bw, both=both)
+
+
+def fc_edges(edges: Edges, members: Sequence[int], alpha: float, bw: float) -> None:
+    for u in members:
+        for v in members:
+            if u != v:
+                edges.add(u, v, alpha, bw, both=False)
+
+
+def switch_edges(edges: Edges, members: Sequence[int], switch: int, alpha: float, bw: float) -> None:
+    for u in members:
+        edges.add(u, switch, alpha / 2, bw, both=False)
+        edges.add(switch, u, alpha / 2, bw, both=False)
+
+
+def unwound_edges(edges: Edges, members: Sequence[int], degree: int, alpha: float, bw: float) -> None:
+    n = len(members)
+    d = min(degree, n - 1)
+    for i, u in enumerate(members):
+        for step in range(1, d + 1):
+            edges.add(u, members[(i + step) % n], alpha, bw / d, both=False)
+
+
+def parse_int(text: str, spec: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise TopologyError(f"topology spec {spec!r}: {text!r} is not a positive integer")
+    return int(text)
