@@ -74,7 +74,7 @@ def _signal_name(code: int) -> str:
 class _Child:
     """A running cell process and the thread that reads its messages."""
 
-    def __init__(self, request: dict[str, Any] | None = None) -> None:
+    def __init__(self) -> None:
         self.stderr = tempfile.TemporaryFile()
         # the lifeline: the child holds the read end and takes its process group down when it reads EOF,
         # which happens however this process ends (SIGKILL, the OOM killer, a batch scheduler), since
@@ -92,8 +92,6 @@ class _Child:
         self.messages: queue.Queue = queue.Queue()
         self.reader = threading.Thread(target=self._read, daemon=True)
         self.reader.start()
-        if request is not None:
-            self.send(request)
 
     def send(self, request: dict[str, Any]) -> None:
         """The cell's request (a started child imports the stack while it waits for it)."""
@@ -159,10 +157,8 @@ def execute(request: dict[str, Any], stop: threading.Event | None = None,
     started = time.time()
     # an absolute deadline (synth: process start + limit) bounds start-up and synthesis together
     absolute = None if cell.get("deadline") is None else time.monotonic() + float(cell["deadline"]) - time.time()
-    if child is None:
-        child = _Child(request)
-    else:
-        child.send(request)
+    child = child or _Child()
+    child.send(request)
     incumbent = None
     phase = "startup"
     deadline = time.monotonic() + STARTUP_LIMIT

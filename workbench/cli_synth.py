@@ -109,8 +109,7 @@ def _guard_transfers(args: argparse.Namespace, topology: Any) -> None:
     from workbench import size_guard
 
     kind = (args.collective or "alltoall").lower().replace("-", "").replace("_", "")
-    transfers = size_guard.collective_transfers(kind, topology.num_npus, args.chunks)
-    needed = size_guard.Estimate(topology.num_npus, topology.num_nodes, len(topology.links)).bytes(transfers)
+    needed = size_guard.schedule_bytes(topology.num_npus, topology.num_nodes, len(topology.links), [kind], args.chunks)
     try:
         size_guard.check(f"--chunks {args.chunks} on {args.topology}", needed)
     except size_guard.SizeError as exc:

@@ -176,9 +176,7 @@ def check_sizes(check: Checker, topologies: list[dict], sizes: dict[str, tuple],
     for i, topo in enumerate(topologies):
         if topo["label"] not in sizes:
             continue
-        npus, nodes, links = sizes[topo["label"]]
-        transfers = max(size_guard.collective_transfers(k, npus, max(chunks)) for k in kinds)
-        needed = size_guard.Estimate(npus, nodes, links).bytes(transfers)
+        needed = size_guard.schedule_bytes(*sizes[topo["label"]], kinds, max(chunks))
         limit = memory_limit if memory_limit is not None else size_guard.budget()
         if needed > limit:
             raise check.fail(f"grid.topologies[{i}]",

@@ -158,12 +158,15 @@ def _discover() -> None:
         return
     _DISCOVERED = True
     for entry in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
-        if entry.name in _REGISTRY:
-            continue
-        try:
-            _REGISTRY[entry.name] = _instantiate(entry.load())
-        except Exception as exc:  # a broken plug-in must not hide the others
-            _BROKEN[entry.name] = f"{type(exc).__name__}: {exc}"
+        if entry.name not in _REGISTRY:
+            _load_entry(entry)
+
+
+def _load_entry(entry: importlib.metadata.EntryPoint) -> None:
+    try:
+        _REGISTRY[entry.name] = _instantiate(entry.load())
+    except Exception as exc:  # a broken plug-in must not hide the others
+        _BROKEN[entry.name] = f"{type(exc).__name__}: {exc}"
 
 
 _BROKEN: dict[str, str] = {}
@@ -199,13 +202,9 @@ def _load_one(name: str) -> None:
     if name in _REGISTRY or name in _BROKEN or _DISCOVERED:
         return
     for entry in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP, name=name):
-        if entry.name != name:
-            continue
-        try:
-            _REGISTRY[entry.name] = _instantiate(entry.load())
-        except Exception as exc:
-            _BROKEN[entry.name] = f"{type(exc).__name__}: {exc}"
-        return
+        if entry.name == name:
+            _load_entry(entry)
+            return
 
 
 def get_formulation(name: str) -> Formulation:

@@ -25,7 +25,7 @@ import os
 import re
 from dataclasses import dataclass
 
-__all__ = ["SizeError", "Estimate", "spec_size", "collective_transfers", "check", "budget", "set_budget", "machine_memory",
+__all__ = ["SizeError", "Estimate", "spec_size", "collective_transfers", "schedule_bytes", "check", "budget", "set_budget", "machine_memory",
            "readable", "BUDGET_ENV", "BYTES_PER_ELEMENT", "BYTES_PER_PAIR", "BYTES_PER_TRANSFER"]
 
 BUDGET_ENV = "WORKBENCH_MAX_MEMORY"
@@ -146,3 +146,9 @@ def collective_transfers(kind: str, npus: int, chunks: int) -> float:
     if per_pair is not None:
         return per_pair * n * max(n - 1, 1) * chunks
     return n * chunks  # rooted collectives: every chunk reaches (or leaves) every rank once
+
+
+def schedule_bytes(npus: int, nodes: int, links: int, kinds: list[str], chunks: int) -> float:
+    """The estimate for a built topology and the largest schedule of these collectives on it."""
+    transfers = max(collective_transfers(kind, npus, chunks) for kind in kinds)
+    return Estimate(npus, nodes, links).bytes(transfers)
