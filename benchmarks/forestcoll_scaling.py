@@ -4,8 +4,13 @@
 packing, map-back to physical paths and the link-budget checks; it excludes emitting the
 pipelined schedule (which grows with the pipeline depth, not with the fabric). Each case has a
 time budget (``--budget``, default 600 s); a case that runs out is reported as such and the
-family's larger sizes are skipped. Switchless fabrics (2D tori) need no splitting; the NVSwitch
+family's larger sizes are skipped. Switchless fabrics (tori) need no splitting; the NVSwitch
 + NIC + IB fabric (``nvs-ib:K``) does, for every switch.
+
+Packing: tori use the default ``packing: auto``, which is the symmetric packing (root 0's trees
+grown and shifted to every root, one max-flow per tested batch of arcs); the "general packing"
+family runs the same 2D tori with ``packing: levels`` (one max-flow per tested arc, as on every
+fabric without translation symmetry: NDv2 and nvs-ib below).
 """
 
 from __future__ import annotations
@@ -20,25 +25,29 @@ from formulations.forestcoll import build_forest
 from formulations.forestcoll.optimum import Timeout
 from workbench.topology import build
 
+_TORI_2D = ["torus:2x4", "torus:4x4", "torus:8x4", "torus:8x8", "torus:16x8", "torus:16x16", "torus:32x16",
+            "torus:32x32"]
 FAMILIES = {
-    "2D torus": ["torus:2x4", "torus:4x4", "torus:8x4", "torus:8x8", "torus:16x8", "torus:16x16", "torus:32x16",
-                 "torus:32x32"],
+    "2D torus": _TORI_2D,
+    "3D torus": ["torus:2x2x2", "torus:4x2x2", "torus:4x4x2", "torus:4x4x4", "torus:8x4x4", "torus:8x8x4",
+                 "torus:8x8x8", "torus:16x8x8"],
+    "2D torus, general packing (packing: levels)": _TORI_2D,
     "NVSwitch + NIC + IB (nvs-ib:K)": [f"nvs-ib:{k}" for k in (1, 2, 4, 8, 16, 32, 64, 128)],
     "NDv2 (ndv2:K)": [f"ndv2:{k}" for k in (1, 2, 4, 8, 16, 32, 64, 128)],
 }
 
 
-def measure(spec: str, budget: float) -> dict:
+def measure(spec: str, budget: float, packing: str) -> dict:
     topology = build(spec)
     started = time.perf_counter()
     try:
-        forest = build_forest(topology, "allgather", deadline=started + budget)
+        forest = build_forest(topology, "allgather", deadline=started + budget, packing=packing)
     except Timeout:
         return {"spec": spec, "npus": topology.num_npus, "seconds": None, "budget": budget}
     seconds = time.perf_counter() - started
     return {"spec": spec, "npus": topology.num_npus, "seconds": seconds, "k": forest.units.k,
             "groups": len(forest.groups), "height": forest.height, "flows": forest.flows,
-            "switches": topology.num_switches}
+            "switches": topology.num_switches, "packing": forest.packing}
 
 
 def plot(results: dict[str, list[dict]], path) -> None:
@@ -47,7 +56,7 @@ def plot(results: dict[str, list[dict]], path) -> None:
     from workbench.plots import finish_axes
 
     fig, ax = plt.subplots(figsize=(6.5, 4.5))
-    for marker, (family, rows) in zip("os^", results.items()):
+    for marker, (family, rows) in zip("osd^v", results.items()):
         done = [r for r in rows if r["seconds"] is not None]
         if done:
             ax.plot([r["npus"] for r in done], [r["seconds"] for r in done], marker=marker, label=family)
@@ -69,7 +78,7 @@ def main(argv: list[str] | None = None) -> None:
             if results[family] and results[family][-1]["seconds"] is None:
                 break  # the previous size ran out of budget
             print(f"  {family} {spec} ...", flush=True)
-            row = measure(spec, args.budget)
+            row = measure(spec, args.budget, "levels" if "general packing" in family else "auto")
             results[family].append(row)
             print(f"    {row['seconds']}", flush=True)
     lines = ["# ForestColl tree construction vs NPUs", "", __doc__.strip(), "",
@@ -79,13 +88,14 @@ def main(argv: list[str] | None = None) -> None:
         slope = (float(np.polyfit(np.log([n for n, _ in done]), np.log([t for _, t in done]), 1)[0])
                  if len(done) >= 2 else None)
         lines += [f"## {family}" + (f" (fitted growth exponent {slope:.2f})" if slope else ""), "",
-                  "| topology | NPUs | switches | trees (s) | k | tree groups | height | max-flows |",
-                  "|---|---|---|---|---|---|---|---|"]
+                  "| topology | NPUs | switches | packing | trees (s) | k | tree groups | height | max-flows |",
+                  "|---|---|---|---|---|---|---|---|---|"]
         for r in rows:
             if r["seconds"] is None:
-                lines.append(f"| {r['spec']} | {r['npus']} | | over {r['budget']:.0f} s budget | | | | |")
+                lines.append(f"| {r['spec']} | {r['npus']} | | | over {r['budget']:.0f} s budget | | | | |")
             else:
-                lines.append(f"| {r['spec']} | {r['npus']} | {r['switches']} | {r['seconds']:.2f} | {r['k']} | "
+                lines.append(f"| {r['spec']} | {r['npus']} | {r['switches']} | {r['packing']} | {r['seconds']:.2f} | "
+                             f"{r['k']} | "
                              f"{r['groups']} | {r['height']} | {r['flows']:,} |")
         lines.append("")
     lines += ["![scaling](forestcoll_scaling.png)", "",

@@ -170,7 +170,10 @@ def _synth(args: argparse.Namespace, child: Any) -> int:
         probe.check_reachable(topology)
         collective = {"kind": probe.kind, "root": probe.root}
     output = Path(args.output)
-    cell = {"experiment": "synth", "topology": {"label": topology.name, "doc": topology.to_dict()},
+    doc = topology.to_dict()
+    if topology.meta:  # builder facts (a grid's dimensions) that formulations may use, e.g. its symmetry
+        doc["meta"] = topology.meta
+    cell = {"experiment": "synth", "topology": {"label": topology.name, "doc": doc},
             "collective": collective, "size_bytes": size, "chunks": args.chunks,
             "formulation": {"name": args.name, "label": args.name, "params": params},
             "seed": args.seed, "time_limit": limit, "deadline": _command_start() + limit,

@@ -37,8 +37,11 @@ default 4,000,000: the simulator and verifier take a minute or two and ~5 GB at 
 switches are sent hop by hop; True: one cut-through transfer where the simulator's route matches,
 see ``schedule``; default "auto": the one predicted faster, see ``build_forest``), ``k`` ("auto" or a fixed number of trees per root; a fixed k gives
 ``T_k >= T*``), ``splitting`` ("auto", "greedy" or "spread", see ``build_forest``), ``packing``
-("levels", default: groups grow one BFS layer per pass, shallower trees; or "fifo", the
-reference's order, each group grown completely in turn). Status
+("auto", default: "symmetric" where it applies, else "levels"; "symmetric": on a fabric whose
+translations preserve every capacity (tori, rings: ``workbench.symmetry``), root 0's trees are
+grown and shifted to every root, one max-flow per tested batch of arcs (``symmetric``); "levels":
+groups grow one BFS layer per pass, shallower trees; "fifo": the reference's order, each group
+grown completely in turn). Status
 "optimal" when the forest provably meets the exact optimum (auto k or a fixed k that reaches it,
 exact capacities, every check passed) for all-gather, reduce-scatter, broadcast and reduce;
 "feasible" for a fixed k above the optimum and for all-reduce (RS + AG is not a proven all-reduce
@@ -61,11 +64,13 @@ from workbench.duality import by_duality
 from workbench.registry import Problem, SynthesisResult
 from workbench.topology import Topology
 from workbench.parameters import Parameter
+from workbench.symmetry import translations
 
 from .mapping import PathGroup, check_link_budgets, map_to_paths
 from .optimum import Timeout, TreeUnits, auto_units, broadcast_units, fixed_k_units
 from .reverse import reverse_serialised
 from .packing import TreeGroup, pack_arborescences, validate_forest
+from .symmetric import pack_symmetric
 from .schedule import (EdgePlan, SharedEdge, emit_schedule, pipeline_height, plan_edges, round_slots, share_edges,
                        transfers_per_batch)
 from .stagger import stagger_switch_visits
@@ -73,6 +78,7 @@ from .splitting import SplitResult, split_switches
 
 __all__ = ["ForestColl", "Forest", "build_forest"]
 
+PACKINGS = ("auto", "symmetric", "levels", "fifo")
 _PARAMS = ("pieces", "k", "max_transfers", "splitting", "packing", "cut_through")
 _SUPPORTED = ("allgather", "reducescatter", "allreduce", "broadcast", "reduce")
 _PIECES_PER_LEVEL = 64  # default P = 64 * tree height: the fill (H - 1) tau stays ~1.5% of T* or less
@@ -101,6 +107,7 @@ class Forest:
     slots: dict | None = None  # schedule.round_slots: order of a round's transfers
     stretch: float = 1.0  # a round's length over the busiest link's load
     cut_through: bool = False  # edges through switches sent as one routed transfer
+    packing: str = "levels"  # the packing that grew the trees: symmetric, levels or fifo
 
     @property
     def per_batch(self) -> int:
@@ -115,7 +122,7 @@ class Forest:
 
 def build_forest(topology: Topology, kind: str, root: int | None = None, k: int | str = "auto", seed: int = 0,
                  deadline: float | None = None, splitting: str = "auto",
-                 max_transfers: int = 4_000_000, packing: str = "levels", reversible: bool = False,
+                 max_transfers: int = 4_000_000, packing: str = "auto", reversible: bool = False,
                  cut_through: bool | str = "auto") -> Forest:
     """Optimum, splitting, packing and map-back for an all-gather (or a broadcast from ``root``).
 
@@ -137,8 +144,14 @@ def build_forest(topology: Topology, kind: str, root: int | None = None, k: int 
         units = auto_units(topology)
     else:
         units = fixed_k_units(topology, int(k), deadline)
-    if packing not in ("levels", "fifo"):
-        raise ValueError(f"forestcoll: packing must be levels or fifo, got {packing!r}")
+    if packing not in PACKINGS:
+        raise ValueError(f"forestcoll: packing must be one of {', '.join(PACKINGS)}, got {packing!r}")
+    table = None
+    if packing in ("auto", "symmetric"):
+        table = translations(topology) if kind != "broadcast" else None
+        if table is None and packing == "symmetric":
+            raise ValueError(f"forestcoll: packing 'symmetric' needs a translation-symmetric fabric "
+                             f"(a torus or ring, no switches); {topology.name} is not one")
     if splitting not in ("auto", "greedy", "spread"):
         raise ValueError(f"forestcoll: splitting must be auto, greedy or spread, got {splitting!r}")
     modes = ["greedy", "spread"] if splitting == "auto" and topology.num_switches else [splitting]
@@ -150,8 +163,12 @@ def build_forest(topology: Topology, kind: str, root: int | None = None, k: int 
     for mode in modes:
         split = split_switches(topology, units, deadline, spread=(mode != "greedy"))
         supply = [int(c) for c in units.supply]
-        trees, flows = pack_arborescences(topology.num_npus, split.capacity, supply, seed, deadline,
-                                          levels=(packing == "levels"))
+        used = "symmetric" if table is not None else ("fifo" if packing == "fifo" else "levels")
+        if table is not None:
+            trees, flows = pack_symmetric(table, split.capacity, supply[0], seed, deadline)
+        else:
+            trees, flows = pack_arborescences(topology.num_npus, split.capacity, supply, seed, deadline,
+                                              levels=(packing != "fifo"))
         validate_forest(trees, topology.num_npus, supply, split.capacity)
         groups = map_to_paths(trees, split)
         check_link_budgets(groups, split.physical)
@@ -162,7 +179,8 @@ def build_forest(topology: Topology, kind: str, root: int | None = None, k: int 
             if reversible and not through:
                 stagger_switch_visits(topology, shared)  # one partial sum per switch buffer once reversed
             slots, stretch = round_slots(topology, shared)
-            forest = Forest(units, split, trees, groups, plans, shared, 0.0, flows, mode, slots, stretch, through)
+            forest = Forest(units, split, trees, groups, plans, shared, 0.0, flows, mode, slots, stretch, through,
+                            used)
             flows = 0  # counted once per splitting
             pieces = max(1, max_transfers // max(forest.per_batch, 1))
             predicted = stretch * (1 + _FILL_SHARE * (forest.height - 1) / pieces)
@@ -218,7 +236,8 @@ class ForestColl:
         Parameter("k", ("int", "str"), "auto", "trees per root ('auto': the optimal k)", choices=("auto",), minimum=1),
         Parameter("max_transfers", ("int",), 4_000_000, "refuse schedules with more transfers", minimum=1),
         Parameter("splitting", ("str",), "auto", "edge-splitting order", choices=("auto", "greedy", "spread")),
-        Parameter("packing", ("str",), "levels", "arborescence growth order", choices=("levels", "fifo")),
+        Parameter("packing", ("str",), "auto", "arborescence growth: symmetric (tori, rings), levels, fifo",
+                  choices=PACKINGS),
         Parameter("cut_through", ("bool", "str"), "auto", "tree edges through switches as one routed transfer",
                   choices=("auto", "true", "false")),
     )
@@ -253,7 +272,7 @@ class ForestColl:
                     continue
                 forests[phase] = build_forest(view, gather_kind, collective.root, k, seed, deadline,
                                               params.get("splitting", "auto"), max_transfers,
-                                              params.get("packing", "levels"), reversible=(phase == "reversed"),
+                                              params.get("packing", "auto"), reversible=(phase == "reversed"),
                                               cut_through=cut_through)
         except Timeout:
             seconds = time.perf_counter() - started
@@ -327,6 +346,7 @@ class ForestColl:
             "tree_seconds": tree_seconds,
             "transfer_budget": max_transfers,
             "max_flows": sum(f.flows for f in forests.values()),
+            "packing": {p: f.packing for p, f in forests.items()},
             "stretch": {p: round(f.stretch, 4) for p, f in forests.items()},
             "splitting": {p: f.splitting for p, f in forests.items()},
             "cut_through": {p: f.cut_through for p, f in forests.items()},

@@ -221,21 +221,41 @@ def round_slots(topology: Topology, shared: list[SharedEdge]) -> tuple[dict, flo
     bottleneck = [max(load[l] for l in links) for _, _, links, _ in items]
     bound = max(load.values(), default=0)
     base = sorted(range(len(items)), key=lambda i: (-bottleneck[i], -len(items[i][2]), -items[i][0], items[i][1]))
-    orders = [base, sorted(range(len(items)), key=lambda i: (-len(items[i][2]), -items[i][0], items[i][1]))]
-    rng = random.Random(0)
-    for _ in range(_SHUFFLES):
-        keys = {i: (-bottleneck[i], rng.random()) for i in range(len(items))}
-        orders.append(sorted(range(len(items)), key=keys.__getitem__))
+    if all(len(links) == 1 for _, _, links, _ in items):
+        # every transfer holds one link: placing them back to back per link (in the first order)
+        # fills each link without a gap, which is what the earliest-fit placement would find
+        return _stack(items, base), bound / max(max(ideal.values(), default=1.0), 1e-9)
+
+    def orders():
+        yield base
+        yield sorted(range(len(items)), key=lambda i: (-len(items[i][2]), -items[i][0], items[i][1]))
+        rng = random.Random(0)
+        for _ in range(_SHUFFLES):
+            keys = {i: (-bottleneck[i], rng.random()) for i in range(len(items))}
+            yield sorted(range(len(items)), key=keys.__getitem__)
+
     best: tuple[int, dict] | None = None
-    for order in orders:
+    for order in orders():
         makespan, slot = _place(items, order, bound)
         if best is None or makespan < best[0]:
             best = (makespan, slot)
-        if makespan == max(load.values(), default=0):
+        if makespan == bound:
             break  # every link busy all round: cannot do better
     if best is None:
         return {}, 1.0
     return best[1], best[0] / max(max(ideal.values(), default=1.0), 1e-9)
+
+
+def _stack(items: list, order: list[int]) -> dict:
+    """Single-link items in ``order``, each starting where the previous one on its link ended."""
+    end: dict[int, int] = {}
+    slot: dict[tuple[int, int], list[tuple[int, int]]] = {}
+    for i in order:
+        duration, key, (link,), chunks = items[i]
+        start = end.get(link, 0)
+        slot[key] = [(start, chunks)]
+        end[link] = start + duration
+    return slot
 
 
 def _place(items: list, order: list[int], bound: int) -> tuple[int, dict]:

@@ -1,0 +1,109 @@
+"""Translation symmetry (workbench.symmetry) and ForestColl's symmetric packing."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
+
+from formulations.forestcoll import build_forest
+from formulations.forestcoll.optimum import auto_units
+from formulations.forestcoll.packing import pack_arborescences, validate_forest
+from formulations.forestcoll.schedule import _place, _stack
+from formulations.forestcoll.splitting import split_switches
+from formulations.forestcoll.symmetric import pack_symmetric
+from workbench.symmetry import translations
+from workbench.topology import Link, Topology, build
+
+
+def _is_group_of_automorphisms(topology: Topology, table: np.ndarray) -> bool:
+    links = {(l.src, l.dst): l.bandwidth for l in topology.links}
+    for shift in table:
+        if sorted(shift.tolist()) != list(range(topology.num_npus)):
+            return False
+        if any(links.get((int(shift[u]), int(shift[v]))) != b for (u, v), b in links.items()):
+            return False
+    return True
+
+
+@pytest.mark.parametrize("spec", ["ring:8", "uniring:5", "torus:4x4", "torus:2x4", "torus:3x4x2", "fc:5"])
+def test_wrapping_grids_have_a_transitive_translation_group(spec):
+    topology = build(spec)
+    table = translations(topology)
+    assert table is not None
+    n = topology.num_npus
+    assert table.shape == (n, n)
+    assert table[:, 0].tolist() == list(range(n))  # translation t takes NPU 0 to t: transitive and free
+    assert table[0].tolist() == list(range(n))  # the identity
+    assert _is_group_of_automorphisms(topology, table)
+
+
+@pytest.mark.parametrize("spec", ["mesh:4x4", "line:4", "dgx1", "ndv2:2", "switch:8", "dragonfly:4x4"])
+def test_fabrics_without_translation_symmetry_get_none(spec):
+    assert translations(build(spec)) is None
+
+
+def test_one_slower_link_breaks_the_symmetry():
+    torus = build("torus:4x4")
+    links = list(torus.links)
+    links[3] = Link(links[3].src, links[3].dst, links[3].alpha, links[3].bandwidth / 2)
+    skewed = Topology.create(torus.num_npus, links, 0, "skewed", dict(torus.meta))
+    assert translations(skewed) is None
+
+
+@st.composite
+def _tori(draw):
+    dims = draw(st.lists(st.integers(1, 5), min_size=2, max_size=3))
+    assume(3 <= int(np.prod(dims)) <= 36)
+    return build("torus:" + "x".join(map(str, dims)))
+
+
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_tori(), st.integers(0, 3))
+def test_symmetric_packing_is_a_valid_translation_invariant_forest(topology, seed):
+    table = translations(topology)
+    assert table is not None
+    units = auto_units(topology)
+    split = split_switches(topology, units)
+    supply = [int(c) for c in units.supply]
+    groups, flows = pack_symmetric(table, split.capacity, units.k, seed)
+    validate_forest(groups, topology.num_npus, supply, split.capacity)
+    base = [(sorted(g.edges), g.multiplicity) for g in groups if g.root == 0]
+    for t in range(topology.num_npus):
+        shifted = sorted((sorted((int(table[t, x]), int(table[t, y])) for x, y in edges), m) for edges, m in base)
+        mine = sorted((sorted(g.edges), g.multiplicity) for g in groups if g.root == t)
+        assert mine == shifted
+    # far fewer max-flows than the general packer, which needs one per tested arc
+    _, general = pack_arborescences(topology.num_npus, split.capacity, supply)
+    assert flows <= max(general, 1) + 2
+
+
+def test_auto_packing_uses_symmetry_on_a_torus_only():
+    torus = build_forest(build("torus:4x4"), "allgather")
+    assert torus.packing == "symmetric"
+    assert build_forest(build("mesh:4x4"), "allgather").packing == "levels"
+    assert build_forest(build("torus:4x4"), "allgather", packing="levels").packing == "levels"
+    with pytest.raises(ValueError, match="translation-symmetric"):
+        build_forest(build("mesh:4x4"), "allgather", packing="symmetric")
+
+
+def test_capacities_that_are_not_symmetric_are_refused():
+    table = translations(build("ring:4"))
+    capacity = {(u, (u + 1) % 4): 2 for u in range(4)} | {((u + 1) % 4, u): 2 for u in range(4)}
+    capacity[(0, 1)] = 3
+    with pytest.raises(ValueError, match="not translation-symmetric"):
+        pack_symmetric(table, capacity, 1)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.tuples(st.integers(1, 6), st.integers(0, 4), st.integers(1, 3)), min_size=1, max_size=30))
+def test_stacking_single_link_items_equals_the_earliest_fit_placement(raw):
+    items = [(duration, (i, 0), [link], chunks) for i, (duration, link, chunks) in enumerate(raw)]
+    load: dict[int, int] = {}
+    for duration, _, (link,), _ in items:
+        load[link] = load.get(link, 0) + duration
+    order = sorted(range(len(items)), key=lambda i: (-load[items[i][2][0]], items[i][1]))
+    makespan, placed = _place(items, order, max(load.values()))
+    assert makespan == max(load.values())
+    assert _stack(items, order) == placed
