@@ -8,13 +8,14 @@ The file format is a contract with outside tools; see DESIGN.md.
 
 from __future__ import annotations
 
-import json
+import gc
 import math
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
+from workbench import fastjson
 from workbench.files import write_atomic
 from workbench.collective import Collective, CollectiveError, collective_from_dict, make_collective
 from workbench.topology import Topology, TopologyError, topology_from_dict
@@ -188,7 +189,14 @@ class Algorithm:
 
     def save(self, path: str | Path) -> None:
         """Write atomically, so a reader never sees half a file."""
-        write_atomic(path, json.dumps(self.to_dict(), separators=(",", ":")))
+        collecting = gc.isenabled()
+        gc.disable()  # the document is millions of fresh objects (see load_algorithm)
+        try:
+            text = fastjson.dumps(self.to_dict())
+        finally:
+            if collecting:
+                gc.enable()
+        write_atomic(path, text)
 
     @classmethod
     def from_dict(cls, data: Any, source: str = "algorithm") -> "Algorithm":
@@ -198,13 +206,25 @@ class Algorithm:
 def load_algorithm(path: str | Path) -> Algorithm:
     """Read a ``workbench.algorithm/1`` JSON file; ``AlgorithmFormatError`` names what is wrong."""
     path = Path(path)
+    collecting = gc.isenabled()
+    gc.disable()  # a million transfers are millions of new objects: cyclic collection would rescan them repeatedly
     try:
-        text = path.read_text()
+        return _load(path)
+    finally:
+        if collecting:
+            gc.enable()
+
+
+def _load(path: Path) -> Algorithm:
+    try:
+        text = path.read_bytes()
     except OSError as exc:
         raise AlgorithmFormatError(f"{path}: cannot read: {exc.strerror}") from None
     try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
+        data = fastjson.loads(text)
+    except (fastjson.JSONDecodeError, UnicodeDecodeError) as exc:
+        if isinstance(exc, UnicodeDecodeError):
+            raise AlgorithmFormatError(f"{path}: not valid JSON (not UTF-8 text)") from None
         raise AlgorithmFormatError(f"{path}: not valid JSON (line {exc.lineno}: {exc.msg})") from None
     return _parse(data, str(path))
 
@@ -237,7 +257,7 @@ def _parse(data: Any, source: str) -> Algorithm:
     raw = data["transfers"]
     if not isinstance(raw, list):
         raise AlgorithmFormatError(f"{source}: transfers must be a list")
-    transfers = [_parse_transfer(entry, i, source) for i, entry in enumerate(raw)]
+    transfers = _parse_transfers(raw, source)
     meta = data.get("meta") or {}
     if not isinstance(meta, dict):
         raise AlgorithmFormatError(f"{source}: meta must be an object")
@@ -246,6 +266,30 @@ def _parse(data: Any, source: str) -> Algorithm:
 
 def _is_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _parse_transfers(raw: list, source: str) -> list[Transfer]:
+    """Every transfer; the common shape (single chunk or chunk list, ints, known op) is read on a
+    fast path, anything else goes through ``_parse_transfer`` for its checks and messages."""
+    out = []
+    append = out.append
+    for index, entry in enumerate(raw):
+        try:
+            ident, src, dst = entry["id"], entry["src"], entry["dst"]
+            chunk = entry.get("chunk")
+            deps = entry.get("deps", ())
+            op = entry.get("op", "copy")
+            t_start, t_end = entry.get("t_start"), entry.get("t_end")
+            if (type(ident) is int and type(src) is int and type(dst) is int and type(chunk) is int
+                    and "chunks" not in entry and (op == "copy" or op == "reduce") and type(deps) is list
+                    and all(type(d) is int for d in deps)
+                    and (t_start is None or type(t_start) is float) and (t_end is None or type(t_end) is float)):
+                append(Transfer(ident, (chunk,), src, dst, op, tuple(deps), t_start, t_end))
+                continue
+        except (TypeError, KeyError, AttributeError):
+            pass
+        append(_parse_transfer(entry, index, source))
+    return out
 
 
 def _parse_transfer(entry: Any, index: int, source: str) -> Transfer:

@@ -23,14 +23,14 @@ def _umask() -> int:
     return mask
 
 
-def write_atomic(path: str | Path, text: str) -> Path:
-    """Write ``text`` so that a reader sees the old file or the whole new one, never half of it."""
+def write_atomic(path: str | Path, text: str | bytes) -> Path:
+    """Write ``text`` (or bytes) so that a reader sees the old file or the whole new one, never half of it."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         os.fchmod(fd, 0o666 & ~_umask())  # mkstemp makes the file owner-only; a result file is not secret
-        with os.fdopen(fd, "w") as handle:
+        with os.fdopen(fd, "wb" if isinstance(text, bytes) else "w") as handle:
             handle.write(text)
             handle.flush()
             os.fsync(handle.fileno())
