@@ -76,8 +76,8 @@ def test_unsat_boundaries(kind, c, steps, rounds, root, expected):
 ])
 def test_z3_and_cpsat_agree(kind, c, steps, rounds, root):
     answers = {backend: instance(DGX1, kind, c, steps, rounds, backend, root=root).answer
-               for backend in ("z3", "z3-auto", "cpsat")}
-    assert answers["z3"] == answers["cpsat"] == answers["z3-auto"]
+               for backend in ("z3", "z3-auto", "cpsat", "race")}
+    assert answers["z3"] == answers["cpsat"] == answers["z3-auto"] == answers["race"]
 
 
 @pytest.mark.parametrize("kind, k", [("reducescatter", 1), ("reduce", 2), ("allreduce", 1)])
@@ -163,3 +163,40 @@ def test_scatter_natively():
     result = Sccl().synthesize(problem, time_limit=60, seed=0, mode="least-steps", k=4, backend="cpsat")
     assert result.status in ("optimal", "feasible")
     verify(result.algorithms[0])
+
+
+def test_race_keeps_the_first_answer_and_leaves_no_process():
+    import multiprocessing
+
+    result = instance(DGX1, "allgather", 1, 2, 2, "race")
+    assert result.answer == "sat" and "race won by" in result.note
+    verify(result.algorithm)
+    assert multiprocessing.active_children() == []  # the loser was killed and reaped
+
+
+def test_race_times_out_as_unknown_and_kills_both_engines():
+    import multiprocessing
+    import time
+
+    # All-to-All (24, 8, 8) on DGX-1: no engine proves it in a fraction of a second
+    started = time.perf_counter()
+    result = instance(DGX1, "alltoall", 24, 8, 8, "race", seconds=0.5)
+    assert result.answer == "unknown", result.note
+    assert time.perf_counter() - started < 0.5 + 5.0  # the grace, never the engines' own pace
+    assert multiprocessing.active_children() == []
+
+
+def test_race_without_ortools_is_z3_alone(monkeypatch):
+    from formulations.sccl import race
+
+    monkeypatch.setattr(race, "cpsat_available", lambda: False)
+    result = instance(DGX1, "broadcast", 3, 2, 2, "race")
+    assert result.answer == "unsat" and "z3-auto alone" in result.note
+
+
+def test_default_backend_is_the_race():
+    problem = Problem(DGX1, make_collective("allgather", 8, 1), 8e6)
+    result = Sccl().synthesize(problem, time_limit=60, seed=0, steps=2, rounds=2)
+    assert result.status in ("optimal", "feasible")
+    assert result.algorithms[0].meta["backend"] == "race"
+    assert "race won by" in result.stats["calls"][0]["note"]

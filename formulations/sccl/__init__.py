@@ -18,7 +18,9 @@ Paper symbol -> code name:
 * constraints C1-C6 (spec 3.3, typos fixed: C4 over every c and (n,n') in E; decode with the
   destination's time)  -> ``_Z3Model`` (C5 as pseudo-Boolean with a case split on r_s, encoding (a))
   and ``_CpSatModel`` (the same model on OR-Tools CP-SAT with one-hot arrival steps); ``backend`` is
-  ``z3`` (``SolverFor("QF_LIA")``), ``z3-auto`` (z3's default tactic selection) or ``cpsat``
+  ``race`` (default: ``cpsat`` and ``z3-auto`` in two processes, the first sat/unsat wins, ``race.py``),
+  ``z3`` (``SolverFor("QF_LIA")``, the paper's setting), ``z3-auto`` (z3's default tactic selection)
+  or ``cpsat``
 * decoding (spec 3.4): Q = (r_1..r_S), T = {(c, n, n', t) : snd and time[c,n'] = t+1}  -> ``_decode``;
   phantom sends (destination never reached) are dropped
 * cost T(L) = S*alpha + (R/C)*L*beta  -> ``meta["claimed_time"]`` with beta of the slowest link
@@ -71,8 +73,8 @@ class Sccl:
         Parameter("steps", ("int", "none"), None, "S: synchronous steps (instance mode)", minimum=1),
         Parameter("rounds", ("int", "none"), None, "R: rounds, bandwidth units over all steps", minimum=1),
         Parameter("k", ("int",), 0, "extra rounds beyond the step count searched (least-steps, pareto)", minimum=0),
-        Parameter("backend", ("str",), "z3", "z3 (QF_LIA, the paper's), z3-auto or cpsat",
-                  choices=("z3", "z3-auto", "cpsat")),
+        Parameter("backend", ("str",), "race", "race (CP-SAT and z3-auto in two processes, the first answer "
+                  "wins), z3 (QF_LIA, the paper's), z3-auto or cpsat", choices=("race", "z3", "z3-auto", "cpsat")),
         Parameter("max_steps", ("int", "none"), None, "largest step count searched", minimum=1),
         Parameter("max_chunks", ("int",), 64, "largest chunk count searched (pareto)", minimum=1),
         Parameter("groups", ("list", "none"), None, "extra bandwidth groups: [[[src, dst], ...], bandwidth]"),
@@ -81,7 +83,7 @@ class Sccl:
 
     def synthesize(self, problem: Problem, *, time_limit: float, seed: int,
                    on_incumbent: Callable[[Algorithm], None] | None = None, mode: str = "instance",
-                   steps: int | None = None, rounds: int | None = None, k: int = 0, backend: str = "z3",
+                   steps: int | None = None, rounds: int | None = None, k: int = 0, backend: str = "race",
                    max_steps: int | None = None, max_chunks: int = 64, groups: list | None = None,
                    call_limit: float | None = None, **params: Any) -> SynthesisResult:
         if params:

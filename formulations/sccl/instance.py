@@ -122,7 +122,7 @@ def _sccl_cost(topology: Topology, steps: int, rounds: int, chunk_bytes: float) 
 
 
 def solve_instance(topology: Topology, collective: Collective, chunk_bytes: float, steps: int, rounds: int,
-                   seconds: float, backend: str = "z3", groups: list[Group] | None = None, seed: int = 0,
+                   seconds: float, backend: str = "race", groups: list[Group] | None = None, seed: int = 0,
                    bounds: tuple[int, Fraction] | None = None) -> InstanceResult:
     """One SYNCOLL instance (non-combining collective) on one backend; bound-rejected without a solve."""
     groups = groups if groups is not None else bandwidth_groups(topology)
@@ -135,6 +135,11 @@ def solve_instance(topology: Topology, collective: Collective, chunk_bytes: floa
         return InstanceResult("bound", 0.0, None, f"S = {steps} is below the step bound {a_l}")
     if Fraction(rounds, c) < b_l:
         return InstanceResult("bound", 0.0, None, f"R/C = {Fraction(rounds, c)} is below the bandwidth bound {b_l}")
+    if backend == "race":
+        from .race import race_instance
+
+        return race_instance(topology, collective, chunk_bytes, steps, rounds, seconds=seconds, groups=groups,
+                             seed=seed, bounds=(a_l, b_l))
     started = time.perf_counter()
     pre, post = list(collective.pre), list(collective.post)
     if backend in ("z3", "z3-auto"):
@@ -142,7 +147,7 @@ def solve_instance(topology: Topology, collective: Collective, chunk_bytes: floa
     elif backend == "cpsat":
         model = _CpSatModel(topology.num_npus, pre, post, groups, steps, rounds, seed)
     else:
-        raise ValueError(f"sccl: backend must be 'z3', 'z3-auto' or 'cpsat', got {backend!r}")
+        raise ValueError(f"sccl: backend must be 'race', 'z3', 'z3-auto' or 'cpsat', got {backend!r}")
     remaining = max(0.05, seconds - (time.perf_counter() - started))
     answer, solution = model.solve(remaining)
     elapsed = time.perf_counter() - started
