@@ -154,7 +154,7 @@ def solve_instance(topology: Topology, collective: Collective, chunk_bytes: floa
     if answer != "sat":
         return InstanceResult(answer, elapsed, None)
     algorithm = _decode(topology, collective, chunk_bytes, solution, steps)
-    algorithm.meta.update(steps=steps, rounds=rounds, sccl_chunks=c,
+    algorithm.meta.update(steps=steps, rounds=rounds, sccl_chunks=c, engine=backend,
                           claimed_time=_sccl_cost(topology, steps, rounds, chunk_bytes),
                           latency_optimal=steps == a_l, bandwidth_optimal=Fraction(rounds, c) == b_l)
     return InstanceResult("sat", elapsed, algorithm)

@@ -27,11 +27,13 @@ _GRACE = 2.0  # seconds past the solver limit before an engine that has not answ
 
 
 def cpsat_available() -> bool:
+    """OR-Tools is installed (found, not imported: the CP-SAT process imports it while z3 starts)."""
+    from importlib.util import find_spec
+
     try:
-        import ortools.sat.python.cp_model  # noqa: F401
-    except ImportError:
+        return find_spec("ortools.sat.python.cp_model") is not None
+    except ImportError:  # the parent package is missing
         return False
-    return True
 
 
 def _die_with_parent() -> None:
@@ -91,6 +93,8 @@ def race_instance(*args: Any, seconds: float, **kwargs: Any) -> InstanceResult:
                 answers.append((backend, result))
                 if result.answer in ("sat", "unsat", "bound"):
                     result.seconds = time.perf_counter() - started
+                    if result.algorithm is not None:
+                        result.algorithm.meta["engine"] = backend
                     result.note = (result.note + "; " if result.note else "") + f"race won by {backend}"
                     return result
     finally:
