@@ -5,7 +5,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: venv test test-all bench quality clean reproduce-table5
+.PHONY: venv test test-all bench bench-sccl quality clean reproduce-table5
 
 venv: $(STAMP)
 
@@ -24,6 +24,10 @@ test-all: $(STAMP)
 
 bench: $(STAMP)
 	$(PY) -m benchmarks.run_all
+
+# SCCL Table 4 rows, default backend (race) and single engines beside msccl-tools (about 15 minutes)
+bench-sccl: $(STAMP)
+	$(PY) -m benchmarks.sccl_backends
 
 # how far every formulation is from the exact optimum on the builder zoo (results/quality/)
 quality: $(STAMP)
