@@ -15,10 +15,12 @@ then a group of automorphisms), and returns None when any check fails or the fab
 from __future__ import annotations
 
 import math
-
-import numpy as np
+from typing import TYPE_CHECKING
 
 from .topology import Topology
+
+if TYPE_CHECKING:
+    import numpy as np
 
 __all__ = ["translations", "MAX_TRANSLATED_NPUS"]
 
@@ -40,6 +42,8 @@ def translations(topology: Topology) -> np.ndarray | None:
     n = topology.num_npus
     if math.prod(sizes) != n or any(kind not in _WRAPPING for kind in kinds):
         return None
+    import numpy as np  # only for fabrics that may be symmetric (keeps start-up lean)
+
     strides = [math.prod(sizes[:k]) for k in range(len(sizes))]
     nodes = np.arange(n)
     coords = [(nodes // strides[k]) % sizes[k] for k in range(len(sizes))]
