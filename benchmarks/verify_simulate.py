@@ -84,3 +84,7 @@ def main(argv: list[str] | None = None) -> None:
               f"End to end under 5 s: {'yes' if e2e < 5.0 else 'NO'} ({e2e:.2f} s).",
               "", "Regenerate with `make bench`.", ""]
     write("verify_simulate.md", "\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()

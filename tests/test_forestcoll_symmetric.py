@@ -52,6 +52,30 @@ def test_one_slower_link_breaks_the_symmetry():
     assert translations(skewed) is None
 
 
+@pytest.mark.parametrize("spec", ["torus:4x6", "torus:3x4x2", "ring:9", "uniring:7", "fc:6"])
+def test_a_grid_read_from_a_file_is_recognised_without_its_dimensions(spec):
+    from workbench.topology import topology_from_dict
+
+    plain = topology_from_dict(build(spec).to_dict(), "file")
+    assert not plain.meta
+    table = translations(plain)
+    assert table is not None and table[:, 0].tolist() == list(range(plain.num_npus))
+    assert _is_group_of_automorphisms(plain, table)
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.sampled_from(["torus:4x4", "ring:8", "torus:2x3x2"]), st.randoms(use_true_random=False))
+def test_relabelled_grids_are_refused_or_still_symmetric(spec, rng):
+    """Whatever shape is inferred for a relabelled fabric, a returned table is a group of automorphisms."""
+    topology = build(spec)
+    order = list(range(topology.num_npus))
+    rng.shuffle(order)
+    links = [Link(order[l.src], order[l.dst], l.alpha, l.bandwidth) for l in topology.links]
+    relabelled = Topology.create(topology.num_npus, links, 0, "relabelled")
+    table = translations(relabelled)
+    assert table is None or _is_group_of_automorphisms(relabelled, table)
+
+
 @st.composite
 def _tori(draw):
     dims = draw(st.lists(st.integers(1, 5), min_size=2, max_size=3))

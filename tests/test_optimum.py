@@ -210,3 +210,21 @@ def test_no_bound_exceeds_a_verified_schedule(topo, formulation, kind, chunks, s
     for options in MODELS:
         time = simulate(algorithm, **options).collective_time
         assert bounds.best <= time * (1 + 1e-9), (formulation, kind, options, bounds.to_dict(), time)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.integers(1, 6), min_size=1, max_size=3), st.sampled_from(["torus", "uniring", "fc"]),
+       st.lists(st.sampled_from([25e9, 50e9, 100e9]), min_size=3, max_size=3))
+def test_symmetry_gives_the_same_optimum_with_one_sink(sizes, family, bandwidths):
+    """On tori, one-way rings and fully connected fabrics, one sink per ratio finds the same cut ratio."""
+    if family == "torus":
+        assume(len(sizes) >= 2)
+        spec = "torus:" + "x".join(map(str, sizes))
+    else:
+        spec = f"{family}:{sizes[0] + 1}"
+    topology = build(spec, bandwidth=bandwidths[:len(sizes)] if family == "torus" else bandwidths[0])
+    assume(topology.num_npus >= 2)
+    fast, slow = allgather_cut_ratio(topology), allgather_cut_ratio(topology, symmetry=False)
+    assert fast.ratio == slow.ratio
+    assert fast.flows <= slow.flows
+    assert reducescatter_cut_ratio(topology).ratio == allgather_cut_ratio(topology.reversed(), symmetry=False).ratio

@@ -35,6 +35,7 @@ from fractions import Fraction
 import numpy as np
 
 from workbench.maxflow import FlowNetwork, IntegerCapacities, integer_capacities
+from workbench.symmetry import is_vertex_transitive
 from workbench.topology import Topology, TopologyError
 
 __all__ = ["CutRatio", "allgather_cut_ratio", "reducescatter_cut_ratio", "broadcast_cut", "scatter_cut_ratio",
@@ -97,8 +98,13 @@ def _check_reachable(value: int, sink: int, what: str) -> None:
         raise TopologyError(f"rank {sink} cannot be reached ({what})")
 
 
-def allgather_cut_ratio(topology: Topology) -> CutRatio:
-    """The All-Gather optimum's maximising cut (see the module docstring)."""
+def allgather_cut_ratio(topology: Topology, symmetry: bool = True) -> CutRatio:
+    """The All-Gather optimum's maximising cut (see the module docstring).
+
+    On a fabric whose translations take every NPU to every other (``workbench.symmetry``: tori,
+    rings), the network (capacities and the source's equal arcs) looks the same from every NPU, so
+    the max-flow to NPU 0 stands for all of them: one sink per ratio instead of N.
+    """
     n_npus = topology.num_npus
     if n_npus < 2:
         raise TopologyError("an All-Gather bound needs at least two NPUs")
@@ -116,11 +122,12 @@ def allgather_cut_ratio(topology: Topology) -> CutRatio:
     best_cut = frozenset(set(range(n)) - {start})
     flows = iterations = 0
     passed = 0  # consecutive sinks that met the demand at the current ratio
+    sinks_needed = 1 if symmetry and is_vertex_transitive(topology) else n_npus
     sink = 0
     link_src = np.array([l.src for l in topology.links], dtype=np.int64)
     link_dst = np.array([l.dst for l in topology.links], dtype=np.int64)
     network.set_capacities(np.concatenate([best_c * cap, np.full(n_npus, best_b, dtype=np.int64)]))
-    while passed < n_npus:
+    while passed < sinks_needed:
         value, side = network.min_cut(source, sink)
         flows += 1
         if value >= n_npus * best_b:

@@ -66,42 +66,6 @@ def _show(ranks: list[int], limit: int = 12) -> str:
 def check_structure(algorithm: Algorithm) -> None:
     """The structural rules: ids are positions, deps point back, src != dst, endpoints exist and
     are connected, chunks exist, ``reduce`` only on a combining collective and never into a switch."""
-    if not _structure_holds(algorithm):
-        _check_structure_in_detail(algorithm)  # finds the first broken rule and names it
-
-
-def _structure_holds(algorithm: Algorithm) -> bool:
-    """The same rules in one lean pass that only answers yes or no (a million transfers in well
-    under a second); any doubt goes to the detailed pass, which raises the precise error."""
-    topology = algorithm.topology
-    collective = algorithm.collective
-    if collective.num_ranks > topology.num_npus:
-        return False
-    num_nodes = topology.num_nodes
-    num_chunks = collective.num_chunks
-    may_reduce = collective.combining
-    first_switch = topology.num_npus
-    pairs = set()
-    add = pairs.add
-    for position, t in enumerate(algorithm.transfers):
-        src, dst, chunks, deps = t.src, t.dst, t.chunks, t.deps
-        if t.id != position or src == dst or not (0 <= src < num_nodes and 0 <= dst < num_nodes):
-            return False
-        if deps and (min(deps) < 0 or max(deps) >= position):
-            return False
-        if len(chunks) == 1:
-            if not 0 <= chunks[0] < num_chunks:
-                return False
-        elif not chunks or min(chunks) < 0 or max(chunks) >= num_chunks or len(set(chunks)) != len(chunks):
-            return False
-        op = t.op
-        if op != "copy" and (op != "reduce" or not may_reduce or dst >= first_switch):
-            return False
-        add((src, dst))
-    return all(topology.route(u, v) is not None for u, v in pairs)
-
-
-def _check_structure_in_detail(algorithm: Algorithm) -> None:
     topology = algorithm.topology
     collective = algorithm.collective
     if collective.num_ranks > topology.num_npus:
