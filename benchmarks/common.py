@@ -26,6 +26,19 @@ def timed(func: Callable[[], object], repeats: int) -> tuple[float, list[float],
     return statistics.median(samples), samples, result
 
 
+def reference_loop() -> float:
+    """Seconds for 10^7 integer additions in a CPython loop (best of 3): how fast this machine is
+    right now, so that runs on a busy or throttled host can be compared."""
+    best = float("inf")
+    for _ in range(3):
+        started = time.perf_counter()
+        total = 0
+        for i in range(10_000_000):
+            total += i
+        best = min(best, time.perf_counter() - started)
+    return best
+
+
 def machine() -> str:
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
                             cwd=Path(__file__).parent).stdout.strip() or "uncommitted"

@@ -14,7 +14,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from benchmarks.common import machine, timed, write
+from benchmarks.common import machine, reference_loop, timed, write
 from workbench import fastjson
 from workbench.algorithm import load_algorithm
 from workbench.examples import ring_allreduce
@@ -67,7 +67,8 @@ def main(argv: list[str] | None = None) -> None:
         "",
         f"Ring all-reduce on a unidirectional ring of {n} ranks: {count:,} transfers, 1 MB chunks "
         f"(built in {build_s:.1f} s). Simulated collective time {sim.collective_time * 1e3:.3f} ms.",
-        f"Machine: {machine()}. JSON engine: {fastjson.ENGINE}. Median of {args.repeats} runs (fifo and the "
+        f"Machine: {machine()}; reference loop {reference_loop():.2f} s (10^7 additions, best of 3; "
+        f"lower is a faster machine). JSON engine: {fastjson.ENGINE}. Median of {args.repeats} runs (fifo and the "
         f"whole command: one run). "
         f"Target: verifier and default simulator each <= {TARGET_SECONDS:.0f} s.",
         "",
