@@ -5,6 +5,7 @@ import time
 import pytest
 
 from formulations.sccl import Sccl, bandwidth_bound, bandwidth_groups, solve_instance, step_bound
+from formulations.sccl.race import race_instance
 from workbench.cli import main
 from workbench.collective import make_collective
 from workbench.registry import Problem
@@ -18,6 +19,8 @@ RING = build("amd-z52")
 def instance(topology, kind, c, steps, rounds, backend="cpsat", root=0, seconds=60):
     k = c // 8 if kind == "alltoall" else c
     collective = make_collective(kind, 8, k, root if kind in ("broadcast", "gather", "scatter") else None)
+    if backend == "race":
+        return race_instance(topology, collective, 1e6, steps, rounds, seconds)
     return solve_instance(topology, collective, 1e6, steps, rounds, seconds, backend)
 
 
@@ -184,6 +187,13 @@ def test_race_times_out_as_unknown_and_kills_both_engines():
     assert result.answer == "unknown", result.note
     assert time.perf_counter() - started < 0.5 + 5.0  # the grace, never the engines' own pace
     assert multiprocessing.active_children() == []
+
+
+def test_race_answers_bound_rejections_without_starting_engines(monkeypatch):
+    from formulations.sccl import race
+
+    monkeypatch.setattr(race, "solve_instance", None)  # any engine start would fail
+    assert instance(DGX1, "allgather", 3, 3, 3, "race").answer == "bound"
 
 
 def test_race_without_ortools_is_z3_alone(monkeypatch):

@@ -51,6 +51,7 @@ from workbench.collective import Collective
 from workbench.registry import Problem, SynthesisResult
 from workbench.parameters import Parameter
 
+from .race import race_instance
 from .instance import (InstanceResult, _collective_for, _sccl_chunks, bandwidth_bound, bandwidth_groups,
                        solve_instance, step_bound)
 
@@ -154,8 +155,11 @@ class _Search:
             return InstanceResult("unknown", 0.0, None, "time budget spent")
         if self.call_limit is not None:
             remaining = min(remaining, self.call_limit)
-        result = solve_instance(self.solve_topology, collective, self._chunk_bytes(collective), steps, rounds,
-                                remaining, self.backend, self.groups, self.seed, (self.a_l, self.b_l))
+        args = (self.solve_topology, collective, self._chunk_bytes(collective), steps, rounds, remaining)
+        if self.backend == "race":
+            result = race_instance(*args, self.groups, self.seed, (self.a_l, self.b_l))
+        else:
+            result = solve_instance(*args, self.backend, self.groups, self.seed, (self.a_l, self.b_l))
         self.calls.append({"C": c, "S": steps, "R": rounds, "answer": result.answer,
                            "seconds": round(result.seconds, 4), "note": result.note})
         if result.algorithm is not None:

@@ -13,7 +13,8 @@ from workbench.topology import Topology
 
 from .encoding import Group, _CpSatModel, _Z3Model
 
-__all__ = ["bandwidth_groups", "step_bound", "bandwidth_bound", "solve_instance", "InstanceResult", "Group"]
+__all__ = ["bandwidth_groups", "step_bound", "bandwidth_bound", "solve_instance", "reject_by_bounds", "InstanceResult",
+           "Group"]
 
 
 # ----------------------------------------------------------------------------------- the instance
@@ -121,25 +122,31 @@ def _sccl_cost(topology: Topology, steps: int, rounds: int, chunk_bytes: float) 
     return steps * alpha + rounds * chunk_bytes / slowest
 
 
-def solve_instance(topology: Topology, collective: Collective, chunk_bytes: float, steps: int, rounds: int,
-                   seconds: float, backend: str = "race", groups: list[Group] | None = None, seed: int = 0,
-                   bounds: tuple[int, Fraction] | None = None) -> InstanceResult:
-    """One SYNCOLL instance (non-combining collective) on one backend; bound-rejected without a solve."""
-    groups = groups if groups is not None else bandwidth_groups(topology)
-    if rounds < steps:
-        return InstanceResult("bound", 0.0, None, f"R = {rounds} < S = {steps}: every step needs a round")
+def reject_by_bounds(topology: Topology, collective: Collective, steps: int, rounds: int, groups: list[Group],
+                     bounds: tuple[int, Fraction] | None = None) -> tuple[InstanceResult | None, int, Fraction]:
+    """An instance the step or bandwidth bound rules out ("bound", no solver call), else None; with the bounds."""
     a_l, b_l = bounds if bounds is not None else (step_bound(topology, collective),
                                                   bandwidth_bound(topology, collective, groups))
     c = _sccl_chunks(collective)
+    if rounds < steps:
+        return InstanceResult("bound", 0.0, None, f"R = {rounds} < S = {steps}: every step needs a round"), a_l, b_l
     if steps < a_l:
-        return InstanceResult("bound", 0.0, None, f"S = {steps} is below the step bound {a_l}")
+        return InstanceResult("bound", 0.0, None, f"S = {steps} is below the step bound {a_l}"), a_l, b_l
     if Fraction(rounds, c) < b_l:
-        return InstanceResult("bound", 0.0, None, f"R/C = {Fraction(rounds, c)} is below the bandwidth bound {b_l}")
-    if backend == "race":
-        from .race import race_instance
+        return (InstanceResult("bound", 0.0, None, f"R/C = {Fraction(rounds, c)} is below the bandwidth bound {b_l}"),
+                a_l, b_l)
+    return None, a_l, b_l
 
-        return race_instance(topology, collective, chunk_bytes, steps, rounds, seconds=seconds, groups=groups,
-                             seed=seed, bounds=(a_l, b_l))
+
+def solve_instance(topology: Topology, collective: Collective, chunk_bytes: float, steps: int, rounds: int,
+                   seconds: float, backend: str = "z3", groups: list[Group] | None = None, seed: int = 0,
+                   bounds: tuple[int, Fraction] | None = None) -> InstanceResult:
+    """One SYNCOLL instance (non-combining collective) on one backend; bound-rejected without a solve."""
+    groups = groups if groups is not None else bandwidth_groups(topology)
+    rejected, a_l, b_l = reject_by_bounds(topology, collective, steps, rounds, groups, bounds)
+    if rejected is not None:
+        return rejected
+    c = _sccl_chunks(collective)
     started = time.perf_counter()
     pre, post = list(collective.pre), list(collective.post)
     if backend in ("z3", "z3-auto"):
@@ -147,7 +154,8 @@ def solve_instance(topology: Topology, collective: Collective, chunk_bytes: floa
     elif backend == "cpsat":
         model = _CpSatModel(topology.num_npus, pre, post, groups, steps, rounds, seed)
     else:
-        raise ValueError(f"sccl: backend must be 'race', 'z3', 'z3-auto' or 'cpsat', got {backend!r}")
+        raise ValueError(f"sccl: backend must be 'z3', 'z3-auto' or 'cpsat' ('race' is race.race_instance), "
+                         f"got {backend!r}")
     remaining = max(0.05, seconds - (time.perf_counter() - started))
     answer, solution = model.solve(remaining)
     elapsed = time.perf_counter() - started

@@ -18,7 +18,10 @@ import time
 from multiprocessing.connection import wait
 from typing import Any
 
-from .instance import InstanceResult, solve_instance
+from workbench.collective import Collective
+from workbench.topology import Topology
+
+from .instance import InstanceResult, bandwidth_groups, reject_by_bounds, solve_instance
 
 __all__ = ["race_instance", "ENGINES", "cpsat_available"]
 
@@ -58,8 +61,16 @@ def _engine(conn, backend: str, args: tuple, kwargs: dict[str, Any]) -> None:
         os._exit(0)  # skip the parent's atexit handlers and buffers inherited through fork
 
 
-def race_instance(*args: Any, seconds: float, **kwargs: Any) -> InstanceResult:
-    """``solve_instance(*args, seconds=seconds, backend=..., **kwargs)`` on every engine at once."""
+def race_instance(topology: Topology, collective: Collective, chunk_bytes: float, steps: int, rounds: int,
+                  seconds: float, groups: list | None = None, seed: int = 0, bounds=None) -> InstanceResult:
+    """``solve_instance`` on every engine at once (same arguments, no ``backend``); an instance the
+    bounds rule out is answered here, before any process starts."""
+    groups = groups if groups is not None else bandwidth_groups(topology)
+    rejected, a_l, b_l = reject_by_bounds(topology, collective, steps, rounds, groups, bounds)
+    if rejected is not None:
+        return rejected
+    args = (topology, collective, chunk_bytes, steps, rounds)
+    kwargs = {"groups": groups, "seed": seed, "bounds": (a_l, b_l)}
     engines = ENGINES if cpsat_available() else ("z3-auto",)
     if len(engines) == 1:
         result = solve_instance(*args, seconds=seconds, backend=engines[0], **kwargs)
