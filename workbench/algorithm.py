@@ -222,9 +222,8 @@ def _load(path: Path) -> Algorithm:
         raise AlgorithmFormatError(f"{path}: cannot read: {exc.strerror}") from None
     try:
         data = fastjson.loads(text)
-    except (fastjson.JSONDecodeError, UnicodeDecodeError) as exc:
-        if isinstance(exc, UnicodeDecodeError):
-            raise AlgorithmFormatError(f"{path}: not valid JSON (not UTF-8 text)") from None
+    except fastjson.JSONDecodeError as exc:
+        text.decode("utf-8")  # a binary file: UnicodeDecodeError, which callers report as "not a text file"
         raise AlgorithmFormatError(f"{path}: not valid JSON (line {exc.lineno}: {exc.msg})") from None
     return _parse(data, str(path))
 
