@@ -65,3 +65,22 @@ def test_both_engines_round_trip_an_algorithm(tmp_path, monkeypatch, engine):
     binary.write_bytes(b"\xff\xfe{}")
     with pytest.raises(UnicodeDecodeError):  # the CLI names it "not a text file"
         load_algorithm(binary)
+
+
+@pytest.mark.parametrize("engine", ["orjson", "json"])
+def test_numpy_scalars_and_infinities_in_meta_survive_a_round_trip(tmp_path, monkeypatch, engine):
+    import math
+
+    import numpy as np
+
+    if engine == "orjson" and fastjson._orjson is None:
+        pytest.skip("orjson is not installed")
+    monkeypatch.setattr(fastjson, "ENGINE", engine)
+    algorithm = ring_allreduce(4, 1e6)
+    algorithm.meta.update(big_m=np.float64(2.5), count=np.int64(3), nested={"1": [np.float32(0.5)]})
+    algorithm.save(tmp_path / "numpy.json")
+    meta = load_algorithm(tmp_path / "numpy.json").meta
+    assert (meta["big_m"], meta["count"], meta["nested"]) == (2.5, 3, {"1": [0.5]})
+    algorithm.meta["gap"] = float("inf")
+    algorithm.save(tmp_path / "inf.json")
+    assert math.isinf(load_algorithm(tmp_path / "inf.json").meta["gap"])

@@ -131,3 +131,17 @@ def test_stacking_single_link_items_equals_the_earliest_fit_placement(raw):
     makespan, placed = _place(items, order, max(load.values()))
     assert makespan == max(load.values())
     assert _stack(items, order) == placed
+
+
+def test_auto_falls_back_to_the_general_packer_when_the_symmetric_one_is_stuck(monkeypatch):
+    import formulations.forestcoll as forestcoll
+    from formulations.forestcoll.packing import PackingError
+
+    def stuck(*args, **kwargs):
+        raise PackingError("stuck")
+
+    monkeypatch.setattr(forestcoll, "pack_symmetric", stuck)
+    forest = build_forest(build("torus:4x4"), "allgather")
+    assert forest.packing == "levels"
+    with pytest.raises(PackingError):
+        build_forest(build("torus:4x4"), "allgather", packing="symmetric")

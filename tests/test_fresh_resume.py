@@ -18,8 +18,9 @@ def test_an_interrupted_fresh_run_is_resumed_by_the_same_command(tmp_path):
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(tmp_path)] + sys.path))
     command = [sys.executable, "-m", "workbench", "run", "spin.yaml", "--fresh", "--no-figures",
                "--results-dir", "results"]
+    # a background shell starts its jobs with SIGINT ignored, and children inherit that: restore it
     first = subprocess.Popen(command, cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                             text=True)
+                             text=True, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     runs = tmp_path / "results" / "runs"
     deadline = time.monotonic() + 90
     rows: list[str] = []

@@ -192,7 +192,9 @@ class Algorithm:
         collecting = gc.isenabled()
         gc.disable()  # the document is millions of fresh objects (see load_algorithm)
         try:
-            text = fastjson.dumps(self.to_dict())
+            document = self.to_dict()
+            # meta is small: an infinity there (a solver's bound) is written as json always wrote it
+            text = fastjson.dumps(document, non_finite=fastjson.has_non_finite(document["meta"]))
         finally:
             if collecting:
                 gc.enable()

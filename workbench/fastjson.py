@@ -1,13 +1,17 @@
-"""JSON for large files: orjson when it is installed (a compiled parser, ~8x faster on a
+"""JSON for large files: orjson when it is installed (a compiled parser, several times faster on a
 million-transfer algorithm), the standard library otherwise; the bytes on disk are JSON either way.
 
-``JSONDecodeError`` is the standard library's: orjson's error derives from it and carries the
-same ``lineno`` / ``msg``, so callers name the line whichever parser ran.
+Whatever orjson refuses falls back to the standard library, so nothing that used to be written or
+read stops working: values it cannot serialise (numpy scalars are converted; other objects, ints
+beyond 64 bits) are written by ``json``, and text it will not parse (``NaN`` / ``Infinity``, which
+``json`` writes for non-finite floats) is read by ``json``. ``JSONDecodeError`` is the standard
+library's, with its ``lineno`` and ``msg``.
 """
 
 from __future__ import annotations
 
 import json
+import math
 from json import JSONDecodeError
 from typing import Any
 
@@ -16,20 +20,51 @@ try:
 except ImportError:  # pragma: no cover - the fallback is exercised by tests through ENGINE
     _orjson = None
 
-__all__ = ["loads", "dumps", "JSONDecodeError", "ENGINE"]
+__all__ = ["loads", "dumps", "JSONDecodeError", "ENGINE", "has_non_finite"]
 
 ENGINE = "orjson" if _orjson is not None else "json"
 
 
 def loads(data: bytes | str) -> Any:
     if _orjson is not None and ENGINE == "orjson":
-        return _orjson.loads(data)
+        try:
+            return _orjson.loads(data)
+        except _orjson.JSONDecodeError:
+            pass  # NaN / Infinity tokens, or a real error: json decides, and names the line
     return json.loads(data)
 
 
-def dumps(value: Any) -> bytes:
-    """Compact JSON (no spaces), UTF-8. Floats are written shortest-first by either engine, so the
-    text may differ ("1e-6" against "1e-06") but parses to the same numbers."""
-    if _orjson is not None and ENGINE == "orjson":
-        return _orjson.dumps(value)
-    return json.dumps(value, separators=(",", ":")).encode()
+def _default(value: Any) -> Any:
+    item = getattr(value, "item", None)  # numpy scalars (TACCL records numpy floats in meta)
+    if callable(item):
+        return item()
+    raise TypeError(f"{type(value).__name__} is not JSON serialisable")
+
+
+def dumps(value: Any, non_finite: bool = False) -> bytes:
+    """Compact JSON (no spaces), UTF-8. ``non_finite``: the value may hold NaN or infinities, which
+    orjson would write as null; ``json`` writes them as it always has. Floats are written
+    shortest-first by either engine, so the text may differ ("1e-6" against "1e-06") but parses to
+    the same numbers."""
+    if _orjson is not None and ENGINE == "orjson" and not non_finite:
+        try:
+            return _orjson.dumps(value, default=_default,
+                                 option=_orjson.OPT_SERIALIZE_NUMPY | _orjson.OPT_NON_STR_KEYS)
+        except TypeError:
+            pass
+    return json.dumps(value, separators=(",", ":"), default=_default).encode()
+
+
+def has_non_finite(value: Any) -> bool:
+    """True if a (small) nested value holds a NaN or an infinity."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, float):
+            if not math.isfinite(item):
+                return True
+        elif isinstance(item, dict):
+            stack.extend(item.values())
+        elif isinstance(item, (list, tuple)):
+            stack.extend(item)
+    return False

@@ -69,7 +69,7 @@ from workbench.symmetry import translations
 from .mapping import PathGroup, check_link_budgets, map_to_paths
 from .optimum import Timeout, TreeUnits, auto_units, broadcast_units, fixed_k_units
 from .reverse import reverse_serialised
-from .packing import TreeGroup, pack_arborescences, validate_forest
+from .packing import PackingError, TreeGroup, pack_arborescences, validate_forest
 from .symmetric import pack_symmetric
 from .schedule import (EdgePlan, SharedEdge, emit_schedule, pipeline_height, plan_edges, round_slots, share_edges,
                        transfers_per_batch)
@@ -164,9 +164,15 @@ def build_forest(topology: Topology, kind: str, root: int | None = None, k: int 
         split = split_switches(topology, units, deadline, spread=(mode != "greedy"))
         supply = [int(c) for c in units.supply]
         used = "symmetric" if table is not None else ("fifo" if packing == "fifo" else "levels")
+        trees = None
         if table is not None:
-            trees, flows = pack_symmetric(table, split.capacity, supply[0], seed, deadline)
-        else:
+            try:
+                trees, flows = pack_symmetric(table, split.capacity, supply[0], seed, deadline)
+            except PackingError:
+                if packing == "symmetric":
+                    raise
+                used = "levels"  # the symmetric greedy got stuck: the general packer decides
+        if trees is None:
             trees, flows = pack_arborescences(topology.num_npus, split.capacity, supply, seed, deadline,
                                               levels=(packing != "fifo"))
         validate_forest(trees, topology.num_npus, supply, split.capacity)

@@ -94,11 +94,12 @@ def race_instance(topology: Topology, collective: Collective, chunk_bytes: float
             if not ready:
                 break
             for conn in ready:
-                backend, process = running.pop(conn)
+                backend, process = running[conn]  # stays listed (and killed by the finally) until read
                 try:
                     result = conn.recv()
                 except (EOFError, OSError):
                     result = InstanceResult("error", 0.0, None, f"{backend}: the engine process died")
+                del running[conn]
                 conn.close()
                 process.join(timeout=1.0)
                 answers.append((backend, result))
