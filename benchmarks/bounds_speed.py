@@ -1,8 +1,9 @@
 """Speed of the exact bounds: All-Gather optimum by max-flow (Newton's method) and the All-to-All flow LP.
 
 All-Gather: ``workbench.optimum.allgather_cut_ratio`` on 2D tori, 2D meshes and 3D-RFS from 64 to
-4,096 NPUs (one max-flow per NPU per Newton step; the start, the best single-NPU cut, is already
-optimal on these fabrics, so one step suffices). Targets (issue "Exact yardsticks"): 1,024 NPUs
+4,096 NPUs (one max-flow per NPU per Newton step, or a single one on tori, whose translations make
+every NPU alike; the start, the best single-NPU cut, is already optimal on these fabrics, so one
+step suffices). Targets (issue "Exact yardsticks"): 1,024 NPUs
 under 10 s, 4,096 under 5 minutes. All-to-All: the max-concurrent-flow LP on HiGHS (interior
 point with crossover) on 2D tori up to 256 NPUs, beyond which the sweep-cut bound is used.
 """
