@@ -45,11 +45,16 @@ def test_malformed_entries_keep_their_messages(entry, message):
         _parse_transfers([good, entry], "file.json")
 
 
-@pytest.mark.parametrize("engine", ["orjson", "json"])
-def test_both_engines_round_trip_an_algorithm(tmp_path, monkeypatch, engine):
-    if engine == "orjson" and fastjson._orjson is None:
+@pytest.fixture(params=["orjson", "json"])
+def engine(request, monkeypatch):
+    """Each test once per JSON engine (orjson only where it is installed)."""
+    if request.param == "orjson" and fastjson._orjson is None:
         pytest.skip("orjson is not installed")
-    monkeypatch.setattr(fastjson, "ENGINE", engine)
+    monkeypatch.setattr(fastjson, "ENGINE", request.param)
+    return request.param
+
+
+def test_both_engines_round_trip_an_algorithm(tmp_path, engine):
     algorithm = ring_allreduce(6, 1e6)
     path = tmp_path / "ar.json"
     algorithm.save(path)
@@ -67,15 +72,11 @@ def test_both_engines_round_trip_an_algorithm(tmp_path, monkeypatch, engine):
         load_algorithm(binary)
 
 
-@pytest.mark.parametrize("engine", ["orjson", "json"])
-def test_numpy_scalars_and_infinities_in_meta_survive_a_round_trip(tmp_path, monkeypatch, engine):
+def test_numpy_scalars_and_infinities_in_meta_survive_a_round_trip(tmp_path, engine):
     import math
 
     import numpy as np
 
-    if engine == "orjson" and fastjson._orjson is None:
-        pytest.skip("orjson is not installed")
-    monkeypatch.setattr(fastjson, "ENGINE", engine)
     algorithm = ring_allreduce(4, 1e6)
     algorithm.meta.update(big_m=np.float64(2.5), count=np.int64(3), nested={"1": [np.float32(0.5)]})
     algorithm.save(tmp_path / "numpy.json")

@@ -11,6 +11,7 @@ from __future__ import annotations
 import gc
 import math
 from collections import defaultdict
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
@@ -189,15 +190,10 @@ class Algorithm:
 
     def save(self, path: str | Path) -> None:
         """Write atomically, so a reader never sees half a file."""
-        collecting = gc.isenabled()
-        gc.disable()  # the document is millions of fresh objects (see load_algorithm)
-        try:
+        with _no_cyclic_gc():
             document = self.to_dict()
             # meta is small: an infinity there (a solver's bound) is written as json always wrote it
             text = fastjson.dumps(document, non_finite=fastjson.has_non_finite(document["meta"]))
-        finally:
-            if collecting:
-                gc.enable()
         write_atomic(path, text)
 
     @classmethod
@@ -207,11 +203,18 @@ class Algorithm:
 
 def load_algorithm(path: str | Path) -> Algorithm:
     """Read a ``workbench.algorithm/1`` JSON file; ``AlgorithmFormatError`` names what is wrong."""
-    path = Path(path)
+    with _no_cyclic_gc():
+        return _load(Path(path))
+
+
+@contextmanager
+def _no_cyclic_gc():
+    """No cyclic collection while a document is built or read: a million transfers are millions of
+    new objects, which each collection would rescan (most of a large load's time)."""
     collecting = gc.isenabled()
-    gc.disable()  # a million transfers are millions of new objects: cyclic collection would rescan them repeatedly
+    gc.disable()
     try:
-        return _load(path)
+        yield
     finally:
         if collecting:
             gc.enable()

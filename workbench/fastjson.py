@@ -26,7 +26,7 @@ ENGINE = "orjson" if _orjson is not None else "json"
 
 
 def loads(data: bytes | str) -> Any:
-    if _orjson is not None and ENGINE == "orjson":
+    if ENGINE == "orjson":
         try:
             return _orjson.loads(data)
         except _orjson.JSONDecodeError:
@@ -46,7 +46,7 @@ def dumps(value: Any, non_finite: bool = False) -> bytes:
     orjson would write as null; ``json`` writes them as it always has. Floats are written
     shortest-first by either engine, so the text may differ ("1e-6" against "1e-06") but parses to
     the same numbers."""
-    if _orjson is not None and ENGINE == "orjson" and not non_finite:
+    if ENGINE == "orjson" and not non_finite:
         try:
             return _orjson.dumps(value, default=_default,
                                  option=_orjson.OPT_SERIALIZE_NUMPY | _orjson.OPT_NON_STR_KEYS)

@@ -160,21 +160,10 @@ def build_forest(topology: Topology, kind: str, root: int | None = None, k: int 
     else:
         variants = [bool(cut_through)]
     best: tuple[tuple[int, float], Forest] | None = None
+    supply = [int(c) for c in units.supply]
     for mode in modes:
         split = split_switches(topology, units, deadline, spread=(mode != "greedy"))
-        supply = [int(c) for c in units.supply]
-        used = "symmetric" if table is not None else ("fifo" if packing == "fifo" else "levels")
-        trees = None
-        if table is not None:
-            try:
-                trees, flows = pack_symmetric(table, split.capacity, supply[0], seed, deadline)
-            except PackingError:
-                if packing == "symmetric":
-                    raise
-                used = "levels"  # the symmetric greedy got stuck: the general packer decides
-        if trees is None:
-            trees, flows = pack_arborescences(topology.num_npus, split.capacity, supply, seed, deadline,
-                                              levels=(packing != "fifo"))
+        trees, flows, used = _pack(topology.num_npus, table, split, supply, packing, seed, deadline)
         validate_forest(trees, topology.num_npus, supply, split.capacity)
         groups = map_to_paths(trees, split)
         check_link_budgets(groups, split.physical)
@@ -199,6 +188,22 @@ def build_forest(topology: Topology, kind: str, root: int | None = None, k: int 
     forest = best[1]
     forest.seconds = time.perf_counter() - started
     return forest
+
+
+def _pack(num_npus: int, table, split: SplitResult, supply: list[int], packing: str, seed: int,
+          deadline: float | None) -> tuple[list[TreeGroup], int, str]:
+    """Trees, max-flows used and the packing that grew them: the symmetric packer where ``table``
+    (the fabric's translations) allows, else the general one, which also decides when the
+    symmetric greedy gets stuck unless ``packing`` forces "symmetric"."""
+    if table is not None:
+        try:
+            trees, flows = pack_symmetric(table, split.capacity, supply[0], seed, deadline)
+            return trees, flows, "symmetric"
+        except PackingError:
+            if packing == "symmetric":
+                raise
+    trees, flows = pack_arborescences(num_npus, split.capacity, supply, seed, deadline, levels=(packing != "fifo"))
+    return trees, flows, "fifo" if packing == "fifo" else "levels"
 
 
 def _check_params(params: dict[str, Any]) -> tuple[int | None, int | str, int]:

@@ -80,15 +80,7 @@ def _zip(left: list[tuple[Path, int]], right: list[tuple[Path, int]]) -> list[tu
 
 def map_to_paths(groups: list[TreeGroup], split: SplitResult) -> list[PathGroup]:
     """Physical path groups for the logical groups (order kept; a group may become several)."""
-    if not split.edge_map:  # no switch was split: every logical arc is its physical link
-        used: dict[tuple[int, int], int] = {}
-        for group in groups:
-            for arc in group.edges:
-                used[arc] = used.get(arc, 0) + group.multiplicity
-        for arc, amount in used.items():
-            if amount > split.physical.get(arc, 0):
-                raise ValueError(f"forestcoll: mapping needs {amount} units of link {arc[0]}->{arc[1]}, "
-                                 f"{split.physical.get(arc, 0)} available")
+    if not split.edge_map:  # no switch was split: each logical arc is its link (check_link_budgets checks budgets)
         return [PathGroup(g.root, list(g.edges), list(g.edges), g.multiplicity) for g in groups]
     expander = _Expander(split)
     result: list[PathGroup] = []
