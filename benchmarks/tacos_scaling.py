@@ -17,7 +17,7 @@ import time
 import numpy as np
 
 from benchmarks.common import RESULTS, machine, write
-from formulations.tacos import Tacos, _to_algorithm, greedy_all_gather
+from formulations.tacos import Tacos, greedy_all_gather, to_algorithm
 from workbench.collective import make_collective
 from workbench.optimum import allgather_cut_ratio
 from workbench.registry import Problem
@@ -50,11 +50,11 @@ def measure(spec: str, ir_max: int) -> dict:
     with_ir = None
     if n <= ir_max:
         started = time.perf_counter()
-        _to_algorithm(topology, collective, GiB / n, result, {})
+        to_algorithm(topology, collective, GiB / n, result, {})
         with_ir = engine + time.perf_counter() - started
     cut = allgather_cut_ratio(topology)  # the exact All-Gather optimum (not timed)
     optimum = GiB / n * cut.seconds_per_byte + cut.alpha
-    return {"spec": spec, "npus": n, "engine": engine, "with_ir": with_ir, "transfers": len(result.matches),
+    return {"spec": spec, "npus": n, "engine": engine, "with_ir": with_ir, "transfers": result.deliveries,
             "events": result.events, "claimed": result.claimed_time, "optimum": optimum}
 
 

@@ -190,7 +190,7 @@ class Algorithm:
 
     def save(self, path: str | Path) -> None:
         """Write atomically, so a reader never sees half a file."""
-        with _no_cyclic_gc():
+        with no_cyclic_gc():
             document = self.to_dict()
             # meta is small: an infinity there (a solver's bound) is written as json always wrote it
             text = fastjson.dumps(document, non_finite=fastjson.has_non_finite(document["meta"]))
@@ -203,12 +203,12 @@ class Algorithm:
 
 def load_algorithm(path: str | Path) -> Algorithm:
     """Read a ``workbench.algorithm/1`` JSON file; ``AlgorithmFormatError`` names what is wrong."""
-    with _no_cyclic_gc():
+    with no_cyclic_gc():
         return _load(Path(path))
 
 
 @contextmanager
-def _no_cyclic_gc():
+def no_cyclic_gc():
     """No cyclic collection while a document is built or read: a million transfers are millions of
     new objects, which each collection would rescan (most of a large load's time)."""
     collecting = gc.isenabled()

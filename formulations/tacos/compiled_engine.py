@@ -1,0 +1,498 @@
+"""TACOS matching compiled with numba: ``python_engine``'s loop over word-array bitsets.
+
+Every random draw happens in the same order as in ``python_engine`` and comes from the same
+Mersenne Twister stream: ``random.Random(seed)``'s state is copied into ``rng`` (624 words and
+the position) and advanced here with CPython's own recurrence, tempering, ``random()`` (53 bits
+from two words) and ``randrange`` (rejection over ``getrandbits``). Both engines therefore give
+the same schedule for the same seed; the tests hold them to it.
+
+Chunk sets are rows of 64-bit words (``held[v]``, ``need[v]``); ``need_count[v]`` saves scanning
+a row to learn that ``v`` is done. Links ending at the same time are retired together, in link
+order, from a binary heap of (end time, link). The loop runs a bounded number of events per call,
+so the caller can watch the deadline between calls.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+
+import numpy as np
+from llvmlite import ir
+from numba import njit, types
+from numba.core.extending import intrinsic
+
+from formulations.tacos.matching import TIE, Fabric, MatchResult, OutOfTime, unreachable
+
+_CAUSAL, _REFERENCE, _OFF = 0, 1, 2
+_NEVER = np.iinfo(np.int32).max
+_ONE = np.uint64(1)
+_ZERO = np.uint64(0)
+
+# slots of the integer state vector ``counters``
+_HEAP_SIZE, _EVENTS, _WASTED, _DELIVERIES, _RECORD, _DIRTY, _FREE, _TOUCHED = 0, 1, 2, 3, 4, 5, 6, 7
+
+
+@intrinsic
+def _popcount(typingctx, word):
+    if not isinstance(word, types.Integer):
+        return None
+
+    def codegen(context, builder, signature, args):
+        return builder.ctpop(args[0])
+    return word(word), codegen
+
+
+@intrinsic
+def _leading_zeros(typingctx, word):
+    if not isinstance(word, types.Integer):
+        return None
+
+    def codegen(context, builder, signature, args):
+        return builder.ctlz(args[0], ir.Constant(ir.IntType(1), 0))
+    return word(word), codegen
+
+
+@intrinsic
+def _trailing_zeros(typingctx, word):
+    if not isinstance(word, types.Integer):
+        return None
+
+    def codegen(context, builder, signature, args):
+        return builder.cttz(args[0], ir.Constant(ir.IntType(1), 0))
+    return word(word), codegen
+
+
+# ---------------------------------------------------------------- CPython's Mersenne Twister
+@njit(cache=True, inline="always")
+def _next_word(rng):
+    """genrand_uint32 of CPython's _randommodule.c; ``rng[624]`` is the position."""
+    if rng[624] >= 624:
+        for i in range(624):
+            y = (rng[i] & 0x80000000) | (rng[(i + 1) % 624] & 0x7FFFFFFF)
+            value = rng[(i + 397) % 624] ^ (y >> 1)
+            if y & 1:
+                value ^= 0x9908B0DF
+            rng[i] = value
+        rng[624] = 0
+    y = rng[rng[624]]
+    rng[624] += 1
+    y ^= y >> 11
+    y ^= (y << 7) & 0x9D2C5680
+    y ^= (y << 15) & 0xEFC60000
+    y ^= y >> 18
+    return y
+
+
+@njit(cache=True, inline="always")
+def _random(rng):
+    """random.random(): 53 bits from two words."""
+    a = _next_word(rng) >> 5
+    b = _next_word(rng) >> 6
+    return (a * 67108864.0 + b) * (1.0 / 9007199254740992.0)
+
+
+@njit(cache=True, inline="always")
+def _randbelow(rng, n):
+    """random.randrange(n) for 0 < n < 2**32 (CPython 3.11's _randbelow_with_getrandbits)."""
+    k = 64 - _leading_zeros(np.int64(n))
+    r = _next_word(rng) >> (32 - k)
+    while r >= n:
+        r = _next_word(rng) >> (32 - k)
+    return r
+
+
+# ---------------------------------------------------------------- bit rows
+@njit(cache=True)
+def _row_count(row):
+    count = 0
+    for w in range(row.shape[0]):
+        count += _popcount(row[w])
+    return count
+
+
+@njit(cache=True)
+def _row_bit_length(row):
+    for w in range(row.shape[0] - 1, -1, -1):
+        if row[w] != _ZERO:
+            return w * 64 + 64 - np.int64(_leading_zeros(row[w]))
+    return 0
+
+
+@njit(cache=True, inline="always")
+def _has(row, bit):
+    return (row[bit >> 6] >> np.uint64(bit & 63)) & _ONE != _ZERO
+
+
+@njit(cache=True, inline="always")
+def _nth_bit(row, target):
+    """The target-th set bit, lowest first."""
+    for w in range(row.shape[0]):
+        word = row[w]
+        here = np.int64(_popcount(word))
+        if target < here:
+            for _ in range(target):
+                word &= word - _ONE
+            return w * 64 + np.int64(_trailing_zeros(word))
+        target -= here
+    return -1
+
+
+@njit(cache=True, inline="always")
+def _random_bit_of(row, count, length, rng):
+    """python_engine.random_bit over a word row with ``count`` set bits, the highest at ``length - 1``."""
+    if count == 1:
+        return length - 1
+    if count * 8 >= length:
+        while True:
+            position = np.int64(_random(rng) * length)
+            if _has(row, position):
+                return position
+    return _nth_bit(row, np.int64(_random(rng) * count))
+
+
+@njit(cache=True)
+def _random_bit(row, rng):
+    return _random_bit_of(row, _row_count(row), _row_bit_length(row), rng)
+
+
+# ---------------------------------------------------------------- the calendar of link ends
+# Links ending at the same time share a bucket; a binary heap orders the buckets by time. Links
+# that start together over links of one cost class end together, so a bucket is found without a
+# search: ``class_bucket[class]`` during the event that fills it. Buckets of different events or
+# classes may still end at the same time; popping takes them all.
+@njit(cache=True, inline="always")
+def _heap_push(heap, bucket_time, counters, bucket):
+    i = counters[_HEAP_SIZE]
+    counters[_HEAP_SIZE] += 1
+    t = bucket_time[bucket]
+    while i > 0:
+        parent = (i - 1) >> 1
+        if bucket_time[heap[parent]] <= t:
+            break
+        heap[i] = heap[parent]
+        i = parent
+    heap[i] = bucket
+
+
+@njit(cache=True, inline="always")
+def _heap_pop(heap, bucket_time, counters):
+    top = heap[0]
+    size = counters[_HEAP_SIZE] - 1
+    counters[_HEAP_SIZE] = size
+    last = heap[size]
+    t = bucket_time[last]
+    i = 0
+    while True:
+        child = 2 * i + 1
+        if child >= size:
+            break
+        if child + 1 < size and bucket_time[heap[child + 1]] < bucket_time[heap[child]]:
+            child += 1
+        if bucket_time[heap[child]] >= t:
+            break
+        heap[i] = heap[child]
+        i = child
+    if size > 0:
+        heap[i] = last
+    return top
+
+
+@njit(cache=True, inline="always")
+def _schedule_end(e, end, calendar, counters):
+    """File link e under its end time: the bucket its cost class opened in this event, or a new one."""
+    heap, bucket_time, bucket_head, free_buckets, link_next, cost_class, class_bucket, touched = calendar
+    cls = cost_class[e]
+    bucket = class_bucket[cls]
+    if bucket < 0:
+        counters[_FREE] -= 1
+        bucket = free_buckets[counters[_FREE]]
+        bucket_time[bucket] = end
+        bucket_head[bucket] = -1
+        _heap_push(heap, bucket_time, counters, bucket)
+        class_bucket[cls] = bucket
+        touched[counters[_TOUCHED]] = cls
+        counters[_TOUCHED] += 1
+    link_next[e] = bucket_head[bucket]
+    bucket_head[bucket] = e
+
+
+# ---------------------------------------------------------------- the event loop
+@njit(cache=True)
+def _replacement(u, v, started_event, mode, held, need, arrival, scratch_row, positions, rng):
+    """python_engine._Engine._replacement."""
+    if mode == _OFF:
+        return -1
+    words = held.shape[1]
+    anything = _ZERO
+    for w in range(words):
+        scratch_row[w] = need[v, w] & held[u, w]
+        anything |= scratch_row[w]
+    if anything == _ZERO:
+        return -1
+    if mode == _REFERENCE:
+        return _random_bit(scratch_row, rng)
+    count = 0
+    for w in range(words):
+        word = scratch_row[w]
+        while word != _ZERO:
+            c = w * 64 + np.int64(_trailing_zeros(word))
+            word &= word - _ONE
+            if arrival[u, c] <= started_event:
+                positions[count] = c
+                count += 1
+    if count == 0:
+        return -1
+    return positions[_randbelow(rng, count)]
+
+
+@njit(cache=True)
+def _match(v, t, event, src, cost, in_start, in_links, held, need, busy, flight_chunk, flight_start,
+           flight_event, calendar, counters, carry, carry_count, active, union, rng):
+    """python_engine._Engine._match; ``carry[i]`` is the chunk row of ``active[i]``."""
+    words = held.shape[1]
+    live = 0
+    for i in range(in_start[v], in_start[v + 1]):
+        e = in_links[i]
+        if busy[e]:
+            continue
+        u = src[e]
+        count = 0
+        for w in range(words):
+            bits = held[u, w] & need[v, w]
+            carry[live, w] = bits
+            count += _popcount(bits)
+        if count > 0:
+            active[live] = e
+            carry_count[live] = count
+            live += 1
+    while live > 0:
+        count, top = 0, -1
+        for w in range(words):
+            bits = _ZERO
+            for i in range(live):
+                bits |= carry[i, w]
+            union[w] = bits
+            if bits != _ZERO:
+                count += _popcount(bits)
+                top = w
+        length = top * 64 + 64 - np.int64(_leading_zeros(union[top]))
+        chunk = _random_bit_of(union, count, length, rng)
+        word, mask = chunk >> 6, _ONE << np.uint64(chunk & 63)
+        pick = 0
+        if live > 1:
+            holders = 0
+            best = np.inf
+            for i in range(live):
+                if carry[i, word] & mask != _ZERO:
+                    holders += 1
+                    pick = i
+                    best = min(best, cost[active[i]])
+            if holders > 1:
+                ties = 0
+                for i in range(live):
+                    if carry[i, word] & mask != _ZERO and cost[active[i]] <= best + TIE:
+                        ties += 1
+                        pick = i
+                if ties > 1:
+                    nth = np.int64(_random(rng) * ties)
+                    for i in range(live):
+                        if carry[i, word] & mask != _ZERO and cost[active[i]] <= best + TIE:
+                            if nth == 0:
+                                pick = i
+                                break
+                            nth -= 1
+        e = active[pick]
+        busy[e] = True
+        flight_chunk[e] = chunk
+        flight_start[e] = t
+        flight_event[e] = event
+        _schedule_end(e, np.rint((t + cost[e]) * 1e15) / 1e15, calendar, counters)  # matching.end_time
+        # drop the chunk from every row, then the link just used and the rows left empty (in order)
+        kept = 0
+        for i in range(live):
+            if carry[i, word] & mask != _ZERO:
+                carry[i, word] &= ~mask
+                carry_count[i] -= 1
+            if i == pick or carry_count[i] == 0:
+                continue
+            if kept != i:
+                for w in range(words):  # a loop, not a slice copy (numba copies overlapping slices)
+                    carry[kept, w] = carry[i, w]
+                active[kept] = active[i]
+                carry_count[kept] = carry_count[i]
+            kept += 1
+        live = kept
+
+
+@njit(cache=True)
+def _run_events(budget, mode, src, dst, cost, in_start, in_links, out_start, out_nodes, held, need, need_count,
+                arrival, busy, flight_chunk, flight_start, flight_event, calendar, counters, claimed,
+                dirty, dirty_list, retire, carry, carry_count, active, union, positions, rng, m_src, m_dst, m_chunk,
+                m_start, m_end):
+    """Up to ``budget`` events; returns True when no link is busy any more (the run is over)."""
+    heap, bucket_time, bucket_head, free_buckets, link_next, cost_class, class_bucket, touched = calendar
+    while counters[_HEAP_SIZE] > 0 and budget > 0:
+        budget -= 1
+        bucket = _heap_pop(heap, bucket_time, counters)
+        t = bucket_time[bucket]
+        count = 0
+        while True:
+            e = bucket_head[bucket]
+            while e >= 0:
+                retire[count] = e
+                count += 1
+                e = link_next[e]
+            free_buckets[counters[_FREE]] = bucket
+            counters[_FREE] += 1
+            if counters[_HEAP_SIZE] == 0 or bucket_time[heap[0]] != t:
+                break
+            bucket = _heap_pop(heap, bucket_time, counters)
+        retire[:count].sort()  # retire in (src, dst) order, as the reference
+        event = counters[_EVENTS]
+        counters[_EVENTS] += 1
+        eventful = False
+        for r in range(count):
+            e = retire[r]
+            u, v, chunk = src[e], dst[e], flight_chunk[e]
+            busy[e] = False
+            if not dirty[v]:
+                dirty[v] = True
+                dirty_list[counters[_DIRTY]] = v
+                counters[_DIRTY] += 1
+            if _has(held[v], chunk):
+                chunk = _replacement(u, v, flight_event[e], mode, held, need, arrival, union, positions, rng)
+                if chunk < 0:
+                    counters[_WASTED] += 1
+                    continue
+            word, mask = chunk >> 6, _ONE << np.uint64(chunk & 63)
+            held[v, word] |= mask
+            if need[v, word] & mask != _ZERO:
+                need[v, word] &= ~mask
+                need_count[v] -= 1
+            if mode == _CAUSAL:
+                arrival[v, chunk] = event
+            if counters[_RECORD]:
+                i = counters[_DELIVERIES]
+                m_src[i], m_dst[i], m_chunk[i], m_start[i], m_end[i] = u, v, chunk, flight_start[e], t
+            counters[_DELIVERIES] += 1
+            eventful = True
+            for j in range(out_start[v], out_start[v + 1]):
+                w = out_nodes[j]
+                if not dirty[w]:
+                    dirty[w] = True
+                    dirty_list[counters[_DIRTY]] = w
+                    counters[_DIRTY] += 1
+        if eventful:
+            claimed[0] = t
+        marked = np.sort(dirty_list[:counters[_DIRTY]])
+        counters[_DIRTY] = 0
+        for v in marked:
+            dirty[v] = False
+            if need_count[v] > 0:
+                _match(v, t, event, src, cost, in_start, in_links, held, need, busy, flight_chunk, flight_start,
+                       flight_event, calendar, counters, carry, carry_count, active, union, rng)
+        for i in range(counters[_TOUCHED]):  # the next event opens new buckets
+            class_bucket[touched[i]] = -1
+        counters[_TOUCHED] = 0
+    return counters[_HEAP_SIZE] == 0
+
+
+def _rows(sets: list[frozenset[int]], n: int, words: int, members: dict[int, np.ndarray]) -> np.ndarray:
+    """Per rank, the bit row of the chunks whose set holds the rank.
+
+    Collectives share one frozenset among many chunks (everyone, a single rank), so index arrays
+    are cached by identity in ``members`` (valid while the sets are alive, i.e. for one run).
+    """
+    rows = np.zeros((n, words), dtype=np.uint64)
+    block: list[int] = []
+    entries = 0
+    for chunk, ranks in enumerate(sets):  # chunks in blocks of about a million (rank, chunk) entries
+        block.append(chunk)
+        entries += len(ranks)
+        if entries >= 1 << 20 or chunk == len(sets) - 1:
+            ranks_of = [_members(sets[c], members) for c in block]
+            chunks = np.repeat(np.array(block, dtype=np.int64), [len(r) for r in ranks_of])
+            if len(chunks):
+                np.bitwise_or.at(rows, (np.concatenate(ranks_of), chunks >> 6),
+                                 np.left_shift(np.uint64(1), (chunks & 63).astype(np.uint64)))
+            block, entries = [], 0
+    return rows
+
+
+def _members(ranks: frozenset[int], members: dict[int, np.ndarray]) -> np.ndarray:
+    found = members.get(id(ranks))
+    if found is None:
+        found = members[id(ranks)] = np.fromiter(ranks, dtype=np.int64, count=len(ranks))
+    return found
+
+
+def _csr(rows: list[list[int]]) -> tuple[np.ndarray, np.ndarray]:
+    start = np.zeros(len(rows) + 1, dtype=np.int64)
+    start[1:] = np.cumsum([len(row) for row in rows])
+    flat = np.fromiter((x for row in rows for x in row), dtype=np.int64, count=int(start[-1]))
+    return start, flat
+
+
+def run_compiled(fabric: Fabric, rng: random.Random, replacement: str, deadline: float,
+                 record: bool) -> MatchResult:
+    n, num_chunks, num_links = fabric.num_npus, fabric.num_chunks, len(fabric.src)
+    words = max(1, (num_chunks + 63) // 64)
+    members: dict[int, np.ndarray] = {}
+    held = _rows(fabric.pre, n, words, members)
+    need = _rows(fabric.post, n, words, members) & ~held
+    need_count = np.bitwise_count(need).sum(axis=1, dtype=np.int64)
+    causal = replacement == "causal"
+    # event index of each arrival (-1: held from the start); int32 keeps N x chunks affordable
+    arrival = np.full((n, num_chunks) if causal else (1, 1), _NEVER, dtype=np.int32)
+    if causal:
+        for chunk, holders in enumerate(fabric.pre):
+            arrival[_members(holders, members), chunk] = -1
+    in_start, in_links = _csr(fabric.in_links)
+    out_start, out_nodes = _csr(fabric.out_nodes)
+    max_in = max(1, max((len(row) for row in fabric.in_links), default=0))
+    capacity = fabric.deliveries if record else 0
+    m_src, m_dst, m_chunk = (np.zeros(capacity, dtype=np.int64) for _ in range(3))
+    m_start, m_end = np.zeros(capacity), np.zeros(capacity)
+    counters = np.zeros(8, dtype=np.int64)
+    counters[_RECORD] = int(record)
+    cost = np.array(fabric.cost, dtype=np.float64)
+    classes, cost_class = np.unique(cost, return_inverse=True)
+    buckets = num_links + 1  # at most one per busy link, and the first event's
+    calendar = (np.zeros(buckets, dtype=np.int64), np.zeros(buckets), np.full(buckets, -1, dtype=np.int64),
+                np.arange(buckets - 1, -1, -1, dtype=np.int64), np.zeros(max(1, num_links), dtype=np.int64),
+                cost_class.astype(np.int64).reshape(-1), np.full(len(classes), -1, dtype=np.int64),
+                np.zeros(len(classes), dtype=np.int64))
+    # heap, bucket_time, bucket_head, free_buckets, link_next, cost_class, class_bucket, touched
+    counters[_FREE] = buckets - 1  # bucket 0 (the top of the free stack) is the first event, at t = 0:
+    counters[_HEAP_SIZE] = 1       # heap[0] = 0, bucket_time[0] = 0.0, no links
+    dirty, dirty_list = np.ones(n, dtype=np.bool_), np.arange(n, dtype=np.int64)
+    counters[_DIRTY] = n  # every rank is matched at t = 0
+    claimed = np.zeros(1)
+    links = (np.array(fabric.src, dtype=np.int64), np.array(fabric.dst, dtype=np.int64),
+             cost, in_start, in_links, out_start, out_nodes)
+    flights = (np.zeros(num_links, dtype=np.bool_), np.zeros(num_links, dtype=np.int64), np.zeros(num_links),
+               np.zeros(num_links, dtype=np.int64))  # busy, chunk, start time, start event
+    scratch = (np.zeros(num_links + 1, dtype=np.int64), np.zeros((max_in, words), dtype=np.uint64),
+               np.zeros(max_in, dtype=np.int64), np.zeros(max_in, dtype=np.int64), np.zeros(words, dtype=np.uint64),
+               np.zeros(max(1, num_chunks), dtype=np.int64))  # retire, carry, carry_count, active, union, positions
+    rng_state = np.array(rng.getstate()[1], dtype=np.int64)
+    arrays = (*links, held, need, need_count, arrival, *flights, calendar, counters, claimed, dirty,
+              dirty_list, *scratch, rng_state, m_src, m_dst, m_chunk, m_start, m_end)
+    mode = {"causal": _CAUSAL, "reference": _REFERENCE, "off": _OFF}[replacement]
+    budget = 16
+    while True:  # a growing number of events per call, with the deadline checked in between
+        started = time.perf_counter()
+        if _run_events(budget, mode, *arrays):
+            break
+        now = time.perf_counter()
+        if now > deadline:
+            raise OutOfTime()
+        if now - started < 0.05:
+            budget *= 2
+    if need_count.any():
+        v = int(np.flatnonzero(need_count)[0])
+        chunk = next(c for c in range(num_chunks) if (int(need[v, c >> 6]) >> (c & 63)) & 1)
+        raise unreachable(v, chunk)
+    return MatchResult(float(claimed[0]), m_src, m_dst, m_chunk, m_start, m_end, int(counters[_DELIVERIES]),
+                       int(counters[_WASTED]), int(counters[_EVENTS]), "compiled")

@@ -1,0 +1,194 @@
+"""TACOS matching in plain Python: Python-int bitsets over chunks (spec 2.4).
+
+The reference loop; ``compiled_engine`` is the same loop compiled and must stay in step with it
+(every random draw in the same order). State, per NPU ``v``:
+
+* ``held[v]`` / ``need[v]``: precond / postcond bitsets (``need`` keeps chunks still in flight to
+  ``v``, as in the released code, so a second copy can be sent; its arrival is a duplicate);
+* ``arrival[v][c]``: the index of the event at which ``c`` reached ``v`` (-1 if ``v`` started
+  with it); events happen at strictly increasing times, so comparing indices compares times.
+"""
+
+from __future__ import annotations
+
+import heapq
+import random
+import time
+
+import numpy as np
+
+from formulations.tacos.matching import (TIE, Fabric, MatchResult, OutOfTime, empty_matches, end_time,
+                                         unreachable)
+
+
+def random_bit(x: int, rng: random.Random) -> int:
+    """A uniformly random set bit of ``x`` (non-zero)."""
+    count = x.bit_count()
+    if count == 1:
+        return x.bit_length() - 1
+    length = x.bit_length()
+    if count * 8 >= length:  # dense: rejection sampling, at most ~8 tries on average
+        draw = rng.random
+        while True:
+            position = int(draw() * length)
+            if (x >> position) & 1:
+                return position
+    target = int(rng.random() * count)  # sparse: the target-th set bit, lowest first
+    if count <= 24:
+        while True:
+            low = x & -x
+            if target == 0:
+                return low.bit_length() - 1
+            x ^= low
+            target -= 1
+    bits = np.unpackbits(np.frombuffer(x.to_bytes((length + 7) // 8, "little"), dtype=np.uint8), bitorder="little")
+    return int(np.flatnonzero(bits)[target])
+
+
+def bit_positions(x: int) -> list[int]:
+    positions = []
+    while x:
+        low = x & -x
+        positions.append(low.bit_length() - 1)
+        x ^= low
+    return positions
+
+
+class _Engine:
+    def __init__(self, fabric: Fabric, rng: random.Random, replacement: str, deadline: float) -> None:
+        self.fabric = fabric
+        self.rng = rng
+        self.replacement = replacement
+        self.deadline = deadline
+        n = fabric.num_npus
+        self.held = [0] * n
+        self.need = [0] * n
+        self.arrival = np.full((n, fabric.num_chunks), np.iinfo(np.int64).max, dtype=np.int64)
+        for chunk, holders in enumerate(fabric.pre):
+            for v in holders:
+                self.held[v] |= 1 << chunk
+                self.arrival[v, chunk] = -1
+        for chunk, needers in enumerate(fabric.post):
+            for v in needers:
+                if v not in fabric.pre[chunk]:
+                    self.need[v] |= 1 << chunk
+
+    def run(self, record: bool) -> MatchResult:
+        fabric = self.fabric
+        src, dst, out_nodes = fabric.src, fabric.dst, fabric.out_nodes
+        inflight: list[tuple[int, float, int] | None] = [None] * len(src)
+        busy = [False] * len(src)
+        ending: dict[float, list[int]] = {}
+        heap = [0.0]
+        matches: list[tuple[int, int, int, float, float]] = []
+        dirty = set(range(fabric.num_npus))
+        claimed = 0.0
+        deliveries = wasted = events = 0
+        held, need, arrival = self.held, self.need, self.arrival
+        while heap:
+            t = heapq.heappop(heap)
+            event = events
+            events += 1
+            if events % 64 == 0 and time.perf_counter() > self.deadline:
+                raise OutOfTime()
+            eventful = False
+            for e in sorted(ending.pop(t, ())):  # retire in (src, dst) order, as the reference
+                u, v = src[e], dst[e]
+                chunk, started, started_event = inflight[e]
+                inflight[e] = None
+                busy[e] = False
+                dirty.add(v)
+                if (held[v] >> chunk) & 1:
+                    chunk = self._replacement(u, v, started_event)
+                    if chunk < 0:
+                        wasted += 1
+                        continue
+                bit = 1 << chunk
+                held[v] |= bit
+                need[v] &= ~bit
+                arrival[v, chunk] = event
+                deliveries += 1
+                if record:
+                    matches.append((u, v, chunk, started, t))
+                eventful = True
+                dirty.update(out_nodes[v])
+            if eventful:
+                claimed = t
+            for v in sorted(dirty):
+                if need[v]:
+                    self._match(v, t, event, busy, inflight, ending, heap)
+            dirty = set()
+        if any(need):
+            v = next(i for i, bits in enumerate(need) if bits)
+            raise unreachable(v, bit_positions(need[v])[0])
+        columns = empty_matches()
+        if matches:
+            u, v, c, s, e = zip(*matches)
+            columns = {"src": np.array(u, np.int64), "dst": np.array(v, np.int64), "chunk": np.array(c, np.int64),
+                       "started": np.array(s, np.float64), "ended": np.array(e, np.float64)}
+        return MatchResult(claimed, **columns, deliveries=deliveries, wasted=wasted, events=events, engine="python")
+
+    def _replacement(self, u: int, v: int, started_event: int) -> int:
+        """A chunk to relabel a redundant arrival with, or -1 to drop it (spec 2.3, A5)."""
+        if self.replacement == "off":
+            return -1
+        candidates = self.need[v] & self.held[u]
+        if not candidates:
+            return -1
+        if self.replacement == "causal":
+            arrived = self.arrival[u]
+            positions = [c for c in bit_positions(candidates) if arrived[c] <= started_event]
+            if not positions:
+                return -1
+            return positions[self.rng.randrange(len(positions))]
+        return random_bit(candidates, self.rng)
+
+    def _match(self, v: int, t: float, event: int, busy, inflight, ending, heap) -> None:
+        """Greedy matching of destination v's free in-links at time t (Alg. 1 restricted to v)."""
+        fabric = self.fabric
+        need_v = self.need[v]
+        held, src, cost = self.held, fabric.src, fabric.cost
+        carry = {}
+        for e in fabric.in_links[v]:
+            if not busy[e]:
+                bits = held[src[e]] & need_v
+                if bits:
+                    carry[e] = bits
+        if not carry:
+            return
+        rng = self.rng
+        active = list(carry)
+        picked = 0
+        while active:
+            union = 0
+            for e in active:
+                union |= carry[e]
+            union &= ~picked
+            if not union:
+                return
+            chunk = random_bit(union, rng)
+            picked |= 1 << chunk
+            if len(active) == 1:
+                e = active[0]
+            else:
+                holders = [e for e in active if (carry[e] >> chunk) & 1]
+                if len(holders) == 1:
+                    e = holders[0]
+                else:
+                    best = min(cost[x] for x in holders)
+                    ties = [x for x in holders if cost[x] <= best + TIE]
+                    e = ties[int(rng.random() * len(ties))] if len(ties) > 1 else ties[0]
+            busy[e] = True
+            inflight[e] = (chunk, t, event)
+            end = end_time(t, cost[e])
+            slot = ending.get(end)
+            if slot is None:
+                ending[end] = [e]
+                heapq.heappush(heap, end)
+            else:
+                slot.append(e)
+            active = [x for x in active if x != e and carry[x] & ~picked]
+
+
+def run_python(fabric: Fabric, rng: random.Random, replacement: str, deadline: float, record: bool) -> MatchResult:
+    return _Engine(fabric, rng, replacement, deadline).run(record)

@@ -1,0 +1,129 @@
+"""TACOS's two engines: the compiled one gives exactly the Python one's schedule for every seed."""
+
+import random
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from formulations.tacos import Tacos, choose_engine, greedy_all_gather, to_algorithm
+from formulations.tacos import matching
+from workbench.collective import make_collective
+from workbench.registry import Problem
+from workbench.topology import Link, Topology, TopologyError, build
+
+pytest.importorskip("numba")
+from formulations.tacos import compiled_engine  # noqa: E402
+
+GB = 1e9
+COLUMNS = ("src", "dst", "chunk", "started", "ended")
+
+
+@st.composite
+def switchless_fabrics(draw, max_npus: int = 9) -> Topology:
+    """Strongly connected switchless fabrics; links from a few costs, so ties and cost classes occur."""
+    n = draw(st.integers(2, max_npus))
+    order = draw(st.permutations(list(range(n))))
+    costs = st.tuples(st.sampled_from([0.0, 0.5e-6, 1e-6]), st.sampled_from([10 * GB, 25 * GB, 50 * GB, 75 * GB]))
+    links = {}
+    for i in range(n):  # a cycle through every rank keeps it strongly connected
+        u, v = order[i], order[(i + 1) % n]
+        alpha, bandwidth = draw(costs)
+        links[(u, v)] = Link(u, v, alpha, bandwidth)
+    for u, v, (alpha, bandwidth) in draw(st.lists(st.tuples(st.integers(0, n - 1), st.integers(0, n - 1), costs),
+                                                  max_size=3 * n)):
+        if u != v:
+            links.setdefault((u, v), Link(u, v, alpha, bandwidth))
+    return Topology.create(n, links.values(), name="drawn")
+
+
+def _run(view, collective, seed, replacement, engine):
+    try:
+        return greedy_all_gather(view, collective, 1e6, seed, replacement, engine=engine)
+    except TopologyError as error:
+        return str(error)
+
+
+def _same(a, b) -> bool:
+    if isinstance(a, str) or isinstance(b, str):
+        return a == b
+    return (a.claimed_time == b.claimed_time and (a.deliveries, a.wasted, a.events) == (b.deliveries, b.wasted, b.events)
+            and all(np.array_equal(getattr(a, c), getattr(b, c)) for c in COLUMNS))
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(topo=switchless_fabrics(), kind=st.sampled_from(["allgather", "broadcast", "gather", "scatter", "alltoall"]),
+       k=st.sampled_from([1, 2, 3, 9]), replacement=st.sampled_from(matching.REPLACEMENT_MODES),
+       seed=st.integers(0, 2**32 - 1))
+def test_compiled_engine_gives_the_python_schedule(topo, kind, k, replacement, seed):
+    collective = make_collective(kind, topo.num_npus, k, 0 if kind in ("broadcast", "gather", "scatter") else None)
+    python = _run(topo, collective, seed, replacement, "python")
+    compiled = _run(topo, collective, seed, replacement, "compiled")
+    assert _same(python, compiled)
+
+
+@pytest.mark.parametrize("spec, k", [("mesh:5x5", 3), ("torus:3x3x3", 3), ("dgx1", 9), ("fc:6", 12)])
+@pytest.mark.parametrize("replacement", matching.REPLACEMENT_MODES)
+def test_engines_agree_with_several_words_of_chunks(spec, k, replacement):
+    topo = build(spec, alpha=0.5e-6, bandwidth=50 * GB)  # 75 to 81 chunks: two 64-bit words per row
+    collective = make_collective("allgather", topo.num_npus, k)
+    for seed in range(3):
+        python = _run(topo, collective, seed, replacement, "python")
+        assert not isinstance(python, str) and python.wasted + python.deliveries > 0
+        assert _same(python, _run(topo, collective, seed, replacement, "compiled"))
+
+
+def test_switch_views_and_reductions_agree_end_to_end():
+    for spec, kind in [("switch:6", "allgather"), ("rfs:2x2x2", "allreduce"), ("dgx1", "reducescatter")]:
+        problem = Problem(build(spec), make_collective(kind, build(spec).num_npus, 2), 2**26)
+        python, compiled = (Tacos().synthesize(problem, time_limit=60, seed=4, engine=engine, switch_degree="full")
+                            .algorithms[0] for engine in ("python", "compiled"))
+        assert python.meta["claimed_time"] == compiled.meta["claimed_time"]
+        assert python.transfers == compiled.transfers
+        assert (python.meta["engine"], compiled.meta["engine"]) == ("python", "compiled")
+
+
+@settings(max_examples=40, deadline=None)
+@given(seed=st.integers(0, 2**64), bounds=st.lists(st.integers(1, 2**32 - 1), min_size=1, max_size=20))
+def test_the_compiled_mersenne_twister_is_cpythons(seed, bounds):
+    reference = random.Random(seed)
+    state = np.array(reference.getstate()[1], dtype=np.int64)
+    for bound in bounds:  # interleaved as the engines interleave them
+        assert compiled_engine._random(state) == reference.random()
+        assert compiled_engine._randbelow(state, bound) == reference.randrange(bound)
+
+
+def test_a_run_that_does_not_record_keeps_only_counts():
+    topo = build("mesh:4x4")
+    collective = make_collective("allgather", 16, 1)
+    full = greedy_all_gather(topo, collective, 1e6, 0, engine="compiled")
+    bare = greedy_all_gather(topo, collective, 1e6, 0, engine="compiled", record=False)
+    assert bare.claimed_time == full.claimed_time and bare.deliveries == full.deliveries == 16 * 15
+    assert len(bare.src) == 0
+    with pytest.raises(ValueError, match="record=False"):
+        to_algorithm(topo, collective, 1e6, bare, {})
+
+
+def test_the_compiled_engine_stops_at_the_deadline():
+    topo = build("mesh:8x8")  # 33 events: more than the first batch of 16
+    with pytest.raises(matching.OutOfTime):
+        greedy_all_gather(topo, make_collective("allgather", 64, 1), 1e6, 0, engine="compiled", deadline=0.0)
+    result = Tacos().synthesize(Problem(topo, make_collective("allgather", 64, 1), 2**26), time_limit=0.0, seed=0,
+                                engine="compiled")
+    assert result.status == "timeout" and not result.algorithms
+
+
+def test_engine_choice():
+    assert choose_engine("python", 10**9) == "python"
+    assert choose_engine("compiled", 1) == "compiled"
+    assert choose_engine("auto", matching.COMPILED_FROM) == "compiled"
+    with pytest.raises(ValueError, match="engine must be one of"):
+        choose_engine("fast", 1)
+
+
+def test_without_numba_auto_falls_back_and_compiled_is_refused(monkeypatch):
+    monkeypatch.setattr(matching, "compiled_available", lambda: False)
+    assert choose_engine("auto", 10**9) == "python"
+    with pytest.raises(ValueError, match="needs numba"):
+        choose_engine("compiled", 1)
