@@ -5,7 +5,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: venv test test-all bench bench-sccl quality clean reproduce-table5
+.PHONY: venv test test-all bench bench-tacos bench-tacos-large bench-sccl quality clean reproduce-table5
 
 venv: $(STAMP)
 
@@ -24,6 +24,14 @@ test-all: $(STAMP)
 
 bench: $(STAMP)
 	$(PY) -m benchmarks.run_all
+
+# TACOS beside its C++ reference, 16 to 4,096 NPUs (about 5 minutes; part of make bench)
+bench-tacos: $(STAMP)
+	$(PY) -m benchmarks.tacos_scaling
+
+# TACOS at 4,096 to 40,000 NPUs, matching only (hours: up to one hour per case)
+bench-tacos-large: $(STAMP)
+	$(PY) -m benchmarks.tacos_large
 
 # SCCL Table 4 rows, default backend (race) and single engines beside msccl-tools (about 15 minutes)
 bench-sccl: $(STAMP)

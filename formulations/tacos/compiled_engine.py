@@ -256,26 +256,27 @@ def _match(v, t, event, src, cost, in_start, in_links, held, need, busy, flight_
         e = in_links[i]
         if busy[e]:
             continue
-        u = src[e]
+        sender, needed, row = held[src[e]], need[v], carry[live]
         count = 0
         for w in range(words):
-            bits = held[u, w] & need[v, w]
-            carry[live, w] = bits
+            bits = sender[w] & needed[w]
+            row[w] = bits
             count += _popcount(bits)
         if count > 0:
             active[live] = e
             carry_count[live] = count
             live += 1
     while live > 0:
-        count, top = 0, -1
+        union[:] = carry[0]
+        for i in range(1, live):  # row by row: contiguous words, which the compiler vectorises
+            row = carry[i]
+            for w in range(words):
+                union[w] |= row[w]
+        count, top = 0, words - 1
         for w in range(words):
-            bits = _ZERO
-            for i in range(live):
-                bits |= carry[i, w]
-            union[w] = bits
-            if bits != _ZERO:
-                count += _popcount(bits)
-                top = w
+            count += _popcount(union[w])
+        while union[top] == _ZERO:
+            top -= 1
         length = top * 64 + 64 - np.int64(_leading_zeros(union[top]))
         chunk = _random_bit_of(union, count, length, rng)
         word, mask = chunk >> 6, _ONE << np.uint64(chunk & 63)

@@ -1,0 +1,84 @@
+"""TACOS at 4,096 to 40,000 NPUs: the matching alone (the schedule would not fit in memory).
+
+All-Gather, 1 chunk per NPU, 1 GiB, alpha 0.5 us, 50 GiB/s (3D-RFS: 200/100/50 GiB/s), seed 0,
+compiled engine, ``record=False`` (claimed time and counters only: a 40,000-NPU All-Gather has
+1.6 billion deliveries). Each case runs in its own process under a time budget (``--budget``,
+default one hour, the target); a family's larger sizes are skipped once one size ran out of it.
+The TACOS paper synthesized 40,000 NPUs in 2.52 h on 64 threads.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+
+from benchmarks.common import machine, reference_loop, write
+
+FAMILIES = {
+    "2D mesh": ["mesh:64x64", "mesh:91x90", "mesh:128x128", "mesh:200x200"],
+    "3D torus": ["torus:16x16x16", "torus:20x20x20", "torus:26x25x25", "torus:34x34x34"],
+    "3D-RFS 2x4xN": ["rfs:2x4x512", "rfs:2x4x1024", "rfs:2x4x2048", "rfs:2x4x5000"],
+}
+CHILD = """
+import json, resource, sys, time
+from benchmarks.tacos_scaling import topology_of
+from formulations.tacos import greedy_all_gather
+from formulations.tacos.matching import OutOfTime
+from workbench.collective import make_collective
+spec, budget = sys.argv[1], float(sys.argv[2])
+topology = topology_of(spec)
+view = topology.unwind_switches(1) if topology.num_switches else topology
+n = topology.num_npus
+started = time.perf_counter()
+try:
+    r = greedy_all_gather(view, make_collective("allgather", n, 1), 2**30 / n, 0, engine="compiled",
+                          record=False, deadline=started + budget)
+    row = {"seconds": time.perf_counter() - started, "claimed": r.claimed_time, "events": r.events,
+           "deliveries": r.deliveries}
+except OutOfTime:
+    row = {"seconds": None}
+row.update(spec=spec, npus=n, peak_gib=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20)
+print(json.dumps(row))
+"""
+
+
+def run_case(spec: str, budget: float) -> dict:
+    done = subprocess.run([sys.executable, "-c", CHILD, spec, str(budget)], capture_output=True, text=True,
+                          timeout=budget + 600)
+    if done.returncode != 0:
+        raise RuntimeError(f"{spec}: {done.stderr.strip().splitlines()[-1] if done.stderr.strip() else 'failed'}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="bench tacos_large")
+    parser.add_argument("--budget", type=float, default=3600.0, help="seconds per case (the target: one hour)")
+    parser.add_argument("--families", nargs="*", default=list(FAMILIES), choices=list(FAMILIES))
+    args = parser.parse_args(argv)
+    loop = reference_loop()
+    lines = ["# TACOS at 4,096 to 40,000 NPUs", "", __doc__.strip(), "",
+             f"Machine: {machine()}; reference loop (10^7 additions) {loop:.2f} s; budget {args.budget:,.0f} s "
+             "per case.", "",
+             "| family | topology | NPUs | matching (s) | claimed time (ms) | events | deliveries | peak memory (GiB) |",
+             "|---|---|---|---|---|---|---|---|"]
+    for family in args.families:
+        for spec in FAMILIES[family]:
+            print(f"  {family} {spec} ...", flush=True)
+            started = time.perf_counter()
+            row = run_case(spec, args.budget)
+            print(f"    {time.perf_counter() - started:.0f} s", flush=True)
+            if row["seconds"] is None:
+                lines.append(f"| {family} | {spec} | {row['npus']:,} | over {args.budget:,.0f} | | | | "
+                             f"{row['peak_gib']:.1f} |")
+                break
+            lines.append(f"| {family} | {spec} | {row['npus']:,} | {row['seconds']:,.1f} | {row['claimed'] * 1e3:.3f} "
+                         f"| {row['events']:,} | {row['deliveries']:,} | {row['peak_gib']:.1f} |")
+    lines += ["", "Regenerate with `make bench-tacos-large` (hours: up to the budget per case).", ""]
+    write("tacos_large.md", "\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()
