@@ -29,14 +29,15 @@ import math
 import time
 from typing import Any, Callable
 
-import numpy as np
-
+from workbench.lazy import lazy_module
 from workbench.network_design import (Layer, Network, Workload, kappa, load_communicator, load_cost_model,
                                       load_network, load_workload, workload_volumes)
 from workbench.registry import DesignProblem, DesignResult
 from workbench.solvers import solve_lp
 from workbench.units import parse_bandwidth
 from workbench.parameters import Parameter
+
+np = lazy_module("numpy")  # imported on first use (workbench.lazy)
 
 __all__ = ["Libra", "LibraModel", "build_model"]
 

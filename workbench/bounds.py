@@ -40,11 +40,12 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
-
+from workbench.lazy import lazy_module
 from workbench.collective import Collective, bus_factor
 from workbench.flow_lp import flow_lp_bound, flow_lp_size
 from workbench.topology import Topology
+
+np = lazy_module("numpy")  # imported on first use (workbench.lazy)
 
 __all__ = [
     "Bounds",

@@ -19,10 +19,11 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
-
+from workbench.lazy import lazy_module
 from workbench.collective import Collective
 from workbench.topology import Topology
+
+np = lazy_module("numpy")  # imported on first use (workbench.lazy)
 
 __all__ = ["flow_lp_bound", "flow_lp_size"]
 

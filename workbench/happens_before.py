@@ -12,7 +12,9 @@ from __future__ import annotations
 from collections import defaultdict, deque
 from typing import Callable, Hashable, Sequence
 
-import numpy as np
+from workbench.lazy import lazy_module
+
+np = lazy_module("numpy")  # imported on first use (workbench.lazy)
 
 __all__ = ["first_race", "MAX_CLOCK_CELLS"]
 

@@ -16,7 +16,9 @@ import math
 from dataclasses import dataclass
 from typing import Sequence
 
-import numpy as np
+from workbench.lazy import lazy_module
+
+np = lazy_module("numpy")  # imported on first use (workbench.lazy)
 
 __all__ = ["IntegerCapacities", "integer_capacities", "FlowNetwork", "INT32_SAFE"]
 

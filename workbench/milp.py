@@ -20,9 +20,10 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
-import numpy as np
-
+from workbench.lazy import lazy_module
 from workbench.solvers import pulp_status, solve_lp
+
+np = lazy_module("numpy")  # imported on first use (workbench.lazy)
 
 __all__ = ["MilpModel", "MilpOutcome", "INF", "BACKENDS"]
 

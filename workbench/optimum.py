@@ -32,11 +32,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from fractions import Fraction
 
-import numpy as np
-
+from workbench.lazy import lazy_module
 from workbench.maxflow import FlowNetwork, IntegerCapacities, integer_capacities
 from workbench.symmetry import is_vertex_transitive
 from workbench.topology import Topology, TopologyError
+
+np = lazy_module("numpy")  # imported on first use (workbench.lazy)
 
 __all__ = ["CutRatio", "allgather_cut_ratio", "reducescatter_cut_ratio", "broadcast_cut", "scatter_cut_ratio",
            "smallest_splitting_cut", "cut_capacity"]

@@ -18,11 +18,12 @@ import heapq
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-import numpy as np
-
+from workbench.lazy import lazy_module
 from workbench.algorithm import Algorithm
 from workbench.collective import bus_factor
 from workbench.topology import Topology
+
+np = lazy_module("numpy")  # imported on first use (workbench.lazy)
 
 __all__ = ["SimulationResult", "SimulationError", "simulate", "route_segments", "LINK_MODELS", "ORDERS", "SWITCH_MODELS"]
 

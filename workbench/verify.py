@@ -16,10 +16,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
-
+from workbench.lazy import lazy_module
 from workbench.algorithm import Algorithm
 from workbench.simulate import SimulationError, SimulationResult, simulate
+
+np = lazy_module("numpy")  # imported on first use (workbench.lazy)
 
 __all__ = ["InvalidAlgorithm", "VerifyReport", "verify", "check_structure"]
 

@@ -23,13 +23,14 @@ import time
 from dataclasses import dataclass
 from fractions import Fraction
 
-import numpy as np
-
+from workbench.lazy import lazy_module
 from workbench.maxflow import IntegerCapacities
 from workbench.optimum import allgather_cut_ratio, broadcast_cut
 from workbench.topology import Topology
 
 from workbench.maxflow import FlowNetwork
+
+np = lazy_module("numpy")  # imported on first use (workbench.lazy)
 
 __all__ = ["TreeUnits", "auto_units", "fixed_k_units", "broadcast_units", "Timeout"]
 

@@ -22,10 +22,11 @@ import random
 from collections import deque
 from dataclasses import dataclass
 
-import numpy as np
-
+from workbench.lazy import lazy_module
 from workbench.maxflow import FlowNetwork
 from .optimum import check_clock
+
+np = lazy_module("numpy")  # imported on first use (workbench.lazy)
 
 __all__ = ["TreeGroup", "PackingError", "pack_arborescences", "validate_forest"]
 

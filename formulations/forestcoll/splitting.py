@@ -29,13 +29,14 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-import numpy as np
-
+from workbench.lazy import lazy_module
 from workbench.registry import FormulationError
 from workbench.topology import Topology
 
 from workbench.maxflow import FlowNetwork
 from .optimum import TreeUnits, check_clock
+
+np = lazy_module("numpy")  # imported on first use (workbench.lazy)
 
 __all__ = ["SplittingError", "SplitResult", "split_switches"]
 

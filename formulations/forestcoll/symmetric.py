@@ -25,11 +25,12 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, field
 
-import numpy as np
-
+from workbench.lazy import lazy_module
 from workbench.maxflow import FlowNetwork
 from .optimum import check_clock
 from .packing import PackingError, TreeGroup
+
+np = lazy_module("numpy")  # imported on first use (workbench.lazy)
 
 __all__ = ["pack_symmetric"]
 

@@ -13,10 +13,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import numpy as np
+from workbench.lazy import lazy_module
 
 from formulations.taccl.sketch import Sketch, SketchError
 from workbench.topology import Topology
+
+np = lazy_module("numpy")  # imported on first use (workbench.lazy)
 
 __all__ = ["LogicalLink", "LogicalTopology", "build_logical"]
 

@@ -18,13 +18,15 @@ import time as clock
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
+from workbench.lazy import lazy_module
 
 from formulations.taccl.logical import LogicalTopology
 from formulations.taccl.sketch import Sketch, SketchError
 from formulations.taccl.symmetry import Generator, propagate_labels, symmetry_generators
 from workbench.collective import Collective
 from workbench.milp import MilpModel
+
+np = lazy_module("numpy")  # imported on first use (workbench.lazy)
 
 __all__ = ["Routing", "solve_routing", "allowed_links"]
 

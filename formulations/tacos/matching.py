@@ -21,10 +21,11 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
-
+from workbench.lazy import lazy_module
 from workbench.collective import Collective
 from workbench.topology import Topology, TopologyError
+
+np = lazy_module("numpy")  # imported on first use (workbench.lazy)
 
 TIE = 1e-15  # seconds; the reference's 1e-9 us tie tolerance
 REPLACEMENT_MODES = ("causal", "reference", "off")

@@ -15,10 +15,12 @@ import heapq
 import random
 import time
 
-import numpy as np
+from workbench.lazy import lazy_module
 
 from formulations.tacos.matching import (TIE, Fabric, MatchResult, OutOfTime, empty_matches, end_time,
                                          unreachable)
+
+np = lazy_module("numpy")  # imported on first use (workbench.lazy)
 
 
 def random_bit(x: int, rng: random.Random) -> int:

@@ -10,12 +10,14 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
+from workbench.lazy import lazy_module
 
 from formulations.tacos.matching import MatchResult
 from workbench.algorithm import Algorithm, Transfer, no_cyclic_gc
 from workbench.collective import Collective
 from workbench.topology import Topology
+
+np = lazy_module("numpy")  # imported on first use (workbench.lazy)
 
 
 def to_algorithm(physical: Topology, collective: Collective, chunk_bytes: float, result: MatchResult,

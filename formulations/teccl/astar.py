@@ -18,12 +18,14 @@ from __future__ import annotations
 import time as clock
 from collections import defaultdict
 
-import numpy as np
+from workbench.lazy import lazy_module
 
 from formulations.teccl.epochs import EpochGraph
 from formulations.teccl.milp import EpochSchedule, Flow, finish_epoch, greedy_schedule, prune_flows
 from workbench.collective import Collective
 from workbench.milp import MilpModel
+
+np = lazy_module("numpy")  # imported on first use (workbench.lazy)
 
 __all__ = ["solve_astar"]
 
