@@ -185,7 +185,10 @@ class Progress:
                     self._draw(status)
                     self._flush()
                 else:
-                    self.stream.write(f"[{self.done}/{self.total}, {self.fraction():.0%}] still running: "
-                                      f"{status or 'waiting for cells'}  (ETA {duration(expected)}, "
-                                      f"at most {duration(most)})\n")
+                    try:
+                        self.stream.write(f"[{self.done}/{self.total}, {self.fraction():.0%}] still running: "
+                                          f"{status or 'waiting for cells'}  (ETA {duration(expected)}, "
+                                          f"at most {duration(most)})\n")
+                    except ValueError:  # the stream was closed under us: nobody is listening any more
+                        return
                     self._flush()

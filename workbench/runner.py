@@ -199,8 +199,9 @@ def run_experiment(
         progress.note(f"interrupted: {ran} cell(s) finished this run and are saved in {store.path}; "
                       f"run {again} to finish the other {total - ran}")
         return RunSummary(Path(folder), total + skipped, ran, skipped, True)
-    progress.close()
-    executor.shutdown()
+    finally:  # whatever ends the run, its heartbeat thread and executor end with it
+        progress.close()
+        executor.shutdown()
     return RunSummary(Path(folder), total + skipped, ran, skipped, False)
 
 

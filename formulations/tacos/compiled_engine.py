@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import random
 import time
+from itertools import chain
 
 import numpy as np
 from llvmlite import ir
@@ -399,39 +400,38 @@ def _run_events(budget, mode, src, dst, cost, in_start, in_links, out_start, out
     return counters[_HEAP_SIZE] == 0
 
 
-def _rows(sets: list[frozenset[int]], n: int, words: int, members: dict[int, np.ndarray]) -> np.ndarray:
+def _rows(sets: list[frozenset[int]], n: int, words: int) -> np.ndarray:
     """Per rank, the bit row of the chunks whose set holds the rank.
 
-    Collectives share one frozenset among many chunks (everyone, a single rank), so index arrays
-    are cached by identity in ``members`` (valid while the sets are alive, i.e. for one run).
+    Collectives share one frozenset among many chunks (everyone, a single rank), so chunks are
+    grouped by set object: each group is one word mask OR-ed into its members' rows.
     """
+    groups: dict[int, tuple[frozenset[int], list[int]]] = {}
+    for chunk, ranks in enumerate(sets):
+        if ranks:
+            groups.setdefault(id(ranks), (ranks, []))[1].append(chunk)
     rows = np.zeros((n, words), dtype=np.uint64)
-    block: list[int] = []
-    entries = 0
-    for chunk, ranks in enumerate(sets):  # chunks in blocks of about a million (rank, chunk) entries
-        block.append(chunk)
-        entries += len(ranks)
-        if entries >= 1 << 20 or chunk == len(sets) - 1:
-            ranks_of = [_members(sets[c], members) for c in block]
-            chunks = np.repeat(np.array(block, dtype=np.int64), [len(r) for r in ranks_of])
-            if len(chunks):
-                np.bitwise_or.at(rows, (np.concatenate(ranks_of), chunks >> 6),
-                                 np.left_shift(np.uint64(1), (chunks & 63).astype(np.uint64)))
-            block, entries = [], 0
+    singles: list[tuple[int, int]] = []  # (rank, chunk) of one-rank sets, done in one pass
+    for ranks, chunks in groups.values():
+        if len(ranks) == 1:
+            rank = next(iter(ranks))
+            singles.extend((rank, c) for c in chunks)
+            continue
+        mask = np.zeros(words, dtype=np.uint64)
+        chunk_ids = np.array(chunks, dtype=np.int64)
+        np.bitwise_or.at(mask, chunk_ids >> 6, np.left_shift(np.uint64(1), (chunk_ids & 63).astype(np.uint64)))
+        rows[np.fromiter(ranks, dtype=np.int64, count=len(ranks))] |= mask
+    if singles:
+        pairs = np.array(singles, dtype=np.int64)
+        np.bitwise_or.at(rows, (pairs[:, 0], pairs[:, 1] >> 6),
+                         np.left_shift(np.uint64(1), (pairs[:, 1] & 63).astype(np.uint64)))
     return rows
-
-
-def _members(ranks: frozenset[int], members: dict[int, np.ndarray]) -> np.ndarray:
-    found = members.get(id(ranks))
-    if found is None:
-        found = members[id(ranks)] = np.fromiter(ranks, dtype=np.int64, count=len(ranks))
-    return found
 
 
 def _csr(rows: list[list[int]]) -> tuple[np.ndarray, np.ndarray]:
     start = np.zeros(len(rows) + 1, dtype=np.int64)
     start[1:] = np.cumsum([len(row) for row in rows])
-    flat = np.fromiter((x for row in rows for x in row), dtype=np.int64, count=int(start[-1]))
+    flat = np.fromiter(chain.from_iterable(rows), dtype=np.int64, count=int(start[-1]))
     return start, flat
 
 
@@ -439,16 +439,16 @@ def run_compiled(fabric: Fabric, rng: random.Random, replacement: str, deadline:
                  record: bool) -> MatchResult:
     n, num_chunks, num_links = fabric.num_npus, fabric.num_chunks, len(fabric.src)
     words = max(1, (num_chunks + 63) // 64)
-    members: dict[int, np.ndarray] = {}
-    held = _rows(fabric.pre, n, words, members)
-    need = _rows(fabric.post, n, words, members) & ~held
+    held = _rows(fabric.pre, n, words)
+    need = _rows(fabric.post, n, words) & ~held
     need_count = np.bitwise_count(need).sum(axis=1, dtype=np.int64)
     causal = replacement == "causal"
     # event index of each arrival (-1: held from the start); int32 keeps N x chunks affordable
     arrival = np.full((n, num_chunks) if causal else (1, 1), _NEVER, dtype=np.int32)
     if causal:
-        for chunk, holders in enumerate(fabric.pre):
-            arrival[_members(holders, members), chunk] = -1
+        for start in range(0, n, 1024):  # rows in blocks: the unpacked bits are a byte per chunk
+            bits = np.unpackbits(held[start:start + 1024].view(np.uint8), axis=1, bitorder="little")
+            arrival[start:start + 1024][bits[:, :num_chunks].astype(bool)] = -1
     in_start, in_links = _csr(fabric.in_links)
     out_start, out_nodes = _csr(fabric.out_nodes)
     max_in = max(1, max((len(row) for row in fabric.in_links), default=0))

@@ -8,6 +8,7 @@ receiver and delivery order.
 
 from __future__ import annotations
 
+from itertools import repeat
 from typing import Any
 
 from workbench.lazy import lazy_module
@@ -40,9 +41,10 @@ def to_algorithm(physical: Topology, collective: Collective, chunk_bytes: float,
     new_id = np.empty(count, dtype=np.int64)
     new_id[order] = np.arange(count)
     dep = np.where(dep >= 0, new_id[np.maximum(dep, 0)], -1)[order]
+    single = [(c,) for c in range(num_chunks)]  # one shared 1-tuple per chunk
     with no_cyclic_gc():  # a million small objects: collection passes would find nothing to free
-        transfers = [Transfer(i, (c,), u, v, "copy", () if d < 0 else (d,), s, e)
-                     for i, (c, u, v, d, s, e) in enumerate(zip(chunk[order].tolist(), src[order].tolist(),
-                                                                 dst[order].tolist(), dep.tolist(),
-                                                                 started[order].tolist(), ended[order].tolist()))]
+        transfers = list(map(Transfer, range(count), [single[c] for c in chunk[order].tolist()],
+                             src[order].tolist(), dst[order].tolist(), repeat("copy"),
+                             [() if d < 0 else (d,) for d in dep.tolist()],
+                             started[order].tolist(), ended[order].tolist()))
     return Algorithm(physical, collective, chunk_bytes, transfers, dict(meta))
