@@ -32,7 +32,8 @@ class Spin:
 
 
 def _cells(parent: int) -> list[int]:
-    """PIDs of live cell processes whose lifeline came from ``parent`` (children of its run)."""
+    """PIDs of live cell processes of ``parent``: started as ``workbench.cell``, or forked from it
+    (``workbench synth``), in which case they run in a session of their own."""
     found = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
@@ -40,9 +41,12 @@ def _cells(parent: int) -> list[int]:
         try:
             command = (entry / "cmdline").read_bytes().split(b"\0")
             status = (entry / "status").read_text()
-        except OSError:
+            session = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[3])
+        except (OSError, IndexError, ValueError):
             continue
-        if b"workbench.cell" in command and f"PPid:\t{parent}\n" in status and "State:\tZ" not in status:
+        if f"PPid:\t{parent}\n" not in status or "State:\tZ" in status:
+            continue
+        if b"workbench.cell" in command or session == int(entry.name):
             found.append(int(entry.name))
     return found
 

@@ -58,13 +58,27 @@ def _watch_parent() -> None:
     threading.Thread(target=watch, daemon=True, name="lifeline").start()
 
 
+def _preload() -> None:
+    """What every schedule cell needs (building the problem, verifying, simulating, bounds, and
+    numpy under them), imported while the request is still on its way."""
+    import workbench.bounds  # noqa: F401
+    import workbench.builders  # noqa: F401
+    import workbench.registry  # noqa: F401
+    import workbench.simulate  # noqa: F401
+    import workbench.verify  # noqa: F401
+    from workbench.verify import np
+
+    np.ndarray  # numpy is imported on first use (workbench.lazy): use it now
+
+
 def main() -> int:
     _watch_parent()
     channel = os.fdopen(os.dup(1), "wb")
     os.dup2(2, 1)  # prints from formulations go to stderr
     sys.stdout = sys.stderr
     try:
-        from workbench import cell_work  # before the request: a pre-started cell imports while its parent checks
+        _preload()  # before the request: a pre-started cell imports while its parent checks
+        from workbench import cell_work
 
         request = pickle.load(sys.stdin.buffer)
         _limit_memory(request.get("cell", {}).get("evaluation", {}).get("memory_limit"))

@@ -72,21 +72,28 @@ def _signal_name(code: int) -> str:
 
 
 class _Child:
-    """A running cell process and the thread that reads its messages."""
+    """A running cell process and the thread that reads its messages.
 
-    def __init__(self) -> None:
+    ``fork=True`` (``workbench synth``, a single-threaded parent) forks this process instead of
+    starting a fresh interpreter: the cell starts with the stack already imported.
+    """
+
+    def __init__(self, fork: bool = False) -> None:
         self.stderr = tempfile.TemporaryFile()
         # the lifeline: the child holds the read end and takes its process group down when it reads EOF,
         # which happens however this process ends (SIGKILL, the OOM killer, a batch scheduler), since
         # the kernel closes our write end then; a signal to the child on our death would not do (it
         # fires when the creating thread exits, and cells are started from worker threads)
         lifeline, self.lifeline = os.pipe()
-        env = _child_env()
-        env[LIFELINE_ENV] = str(lifeline)
         try:
-            self.process = subprocess.Popen([sys.executable, "-m", "workbench.cell"], stdin=subprocess.PIPE,
-                                            stdout=subprocess.PIPE, stderr=self.stderr, env=env,
-                                            start_new_session=True, pass_fds=(lifeline,))
+            if fork and threading.active_count() == 1 and hasattr(os, "fork"):
+                self.process: Any = _ForkedCell(self.stderr, lifeline, self.lifeline)
+            else:
+                env = _child_env()
+                env[LIFELINE_ENV] = str(lifeline)
+                self.process = subprocess.Popen([sys.executable, "-m", "workbench.cell"], stdin=subprocess.PIPE,
+                                                stdout=subprocess.PIPE, stderr=self.stderr, env=env,
+                                                start_new_session=True, pass_fds=(lifeline,))
         finally:
             os.close(lifeline)
         self.messages: queue.Queue = queue.Queue()
@@ -137,10 +144,71 @@ class _Child:
             self.lifeline = -1
 
 
+class _ForkedCell:
+    """The few ``subprocess.Popen`` members ``_Child`` uses, for a cell forked from this process.
+
+    The fork runs ``workbench.cell.main`` in a session of its own with the request pipe as stdin,
+    the message pipe as stdout and ``stderr`` as stderr, exactly as a started interpreter would,
+    and leaves with ``os._exit`` (none of this process's exit handlers run twice).
+    """
+
+    def __init__(self, stderr: Any, lifeline: int, lifeline_writer: int) -> None:
+        request_in, request_out = os.pipe()
+        messages_in, messages_out = os.pipe()
+        for stream in (sys.stdout, sys.stderr):  # or the fork would write our buffered output again
+            stream.flush()
+        pid = os.fork()
+        if pid == 0:  # the cell
+            code = 1
+            try:
+                os.setsid()
+                os.dup2(request_in, 0)
+                os.dup2(messages_out, 1)
+                os.dup2(stderr.fileno(), 2)
+                for fd in (request_in, request_out, messages_in, messages_out, lifeline_writer):
+                    os.close(fd)
+                os.environ[LIFELINE_ENV] = str(lifeline)
+                os.environ.setdefault("OMP_NUM_THREADS", "1")  # numpy loads later (workbench.lazy)
+                sys.stdin = open(0, "r", closefd=False)
+                sys.stdout = open(1, "w", closefd=False)
+                sys.stderr = open(2, "w", closefd=False)
+                from workbench import cell
+
+                code = cell.main()
+            except BaseException:
+                pass
+            finally:
+                os._exit(code)
+        os.close(request_in)
+        os.close(messages_out)
+        self.pid = pid
+        self.returncode: int | None = None
+        self.stdin = os.fdopen(request_out, "wb")
+        self.stdout = os.fdopen(messages_in, "rb")
+
+    def poll(self) -> int | None:
+        if self.returncode is None:
+            pid, status = os.waitpid(self.pid, os.WNOHANG)
+            if pid:
+                self.returncode = os.waitstatus_to_exitcode(status)
+        return self.returncode
+
+    def wait(self) -> int:
+        if self.returncode is None:
+            _, status = os.waitpid(self.pid, 0)
+            self.returncode = os.waitstatus_to_exitcode(status)
+        return self.returncode
+
+    def kill(self) -> None:
+        if self.poll() is None:
+            os.kill(self.pid, signal.SIGKILL)
+
+
 def prestart() -> _Child:
     """A cell process started ahead of its request, so that its start-up overlaps the caller's
-    checks (``workbench synth``); hand it to ``execute`` or ``close()`` it."""
-    return _Child()
+    checks (``workbench synth``); hand it to ``execute`` or ``close()`` it. It is forked from this
+    process when that is safe (no other thread), which spares it importing the stack again."""
+    return _Child(fork=True)
 
 
 def execute(request: dict[str, Any], stop: threading.Event | None = None,
