@@ -61,14 +61,12 @@ def _watch_parent() -> None:
 def _preload() -> None:
     """What every schedule cell needs (building the problem, verifying, simulating, bounds, and
     numpy under them), imported while the request is still on its way."""
-    import workbench.bounds  # noqa: F401
-    import workbench.builders  # noqa: F401
-    import workbench.registry  # noqa: F401
-    import workbench.simulate  # noqa: F401
-    import workbench.verify  # noqa: F401
-    from workbench.verify import np
+    import importlib
 
-    np.ndarray  # numpy is imported on first use (workbench.lazy): use it now
+    for name in ("workbench.bounds", "workbench.builders", "workbench.registry", "workbench.simulate",
+                 "workbench.verify"):
+        importlib.import_module(name)
+    importlib.import_module("numpy").ndarray  # numpy is imported on first use (workbench.lazy): now
 
 
 def main() -> int:
