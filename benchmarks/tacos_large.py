@@ -16,6 +16,7 @@ import sys
 import time
 
 from benchmarks.common import machine, reference_loop, write
+from benchmarks.tacos_scaling import slope
 
 FAMILIES = {
     "2D mesh": ["mesh:64x64", "mesh:91x90", "mesh:128x128", "mesh:200x200"],
@@ -64,7 +65,9 @@ def main(argv: list[str] | None = None) -> None:
              "per case.", "",
              "| family | topology | NPUs | matching (s) | claimed time (ms) | events | deliveries | peak memory (GiB) |",
              "|---|---|---|---|---|---|---|---|"]
+    slopes = []
     for family in args.families:
+        done: list[tuple[int, float]] = []
         for spec in FAMILIES[family]:
             print(f"  {family} {spec} ...", flush=True)
             started = time.perf_counter()
@@ -76,6 +79,12 @@ def main(argv: list[str] | None = None) -> None:
                 break
             lines.append(f"| {family} | {spec} | {row['npus']:,} | {row['seconds']:,.1f} | {row['claimed'] * 1e3:.3f} "
                          f"| {row['events']:,} | {row['deliveries']:,} | {row['peak_gib']:.1f} |")
+            done.append((row["npus"], row["seconds"]))
+        if len(done) >= 2:
+            slopes.append(f"{family} {slope(done):.2f}")
+    if slopes:
+        lines += ["", "Fitted growth exponents (least squares on log time against log NPUs, over these rows): "
+                  + ", ".join(slopes) + "."]
     lines += ["", "Regenerate with `make bench-tacos-large` (hours: up to the budget per case).", ""]
     write("tacos_large.md", "\n".join(lines))
 
