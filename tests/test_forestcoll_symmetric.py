@@ -134,7 +134,7 @@ def test_stacking_single_link_items_equals_the_earliest_fit_placement(raw):
 
 
 def test_auto_falls_back_to_the_general_packer_when_the_symmetric_one_is_stuck(monkeypatch):
-    import formulations.forestcoll as forestcoll
+    from formulations.forestcoll import synthesis as forestcoll
     from formulations.forestcoll.packing import PackingError
 
     def stuck(*args, **kwargs):

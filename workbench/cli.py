@@ -445,6 +445,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # the reader went away (`workbench formulations | head`): stop quietly
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # the interpreter's flush at exit too
+        return 0
     except MemoryError:
         print("error: out of memory (lower the problem size or raise --max-memory only if the machine has it)",
               file=sys.stderr)

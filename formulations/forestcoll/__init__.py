@@ -53,187 +53,13 @@ are the remaining gap.
 
 from __future__ import annotations
 
-import math
-import time
-from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
-from workbench.algorithm import Algorithm
-from workbench.collective import Collective, make_collective
-from workbench.duality import by_duality
-from workbench.registry import Problem, SynthesisResult
-from workbench.topology import Topology
 from workbench.parameters import Parameter
-from workbench.symmetry import translations
 
-from .mapping import PathGroup, check_link_budgets, map_to_paths
-from .optimum import Timeout, TreeUnits, auto_units, broadcast_units, fixed_k_units
-from .reverse import reverse_serialised
-from .packing import PackingError, TreeGroup, pack_arborescences, validate_forest
-from .symmetric import pack_symmetric
-from .schedule import (EdgePlan, SharedEdge, emit_schedule, pipeline_height, plan_edges, round_slots, share_edges,
-                       transfers_per_batch)
-from .stagger import stagger_switch_visits
-from .splitting import SplitResult, split_switches
-
-__all__ = ["ForestColl", "Forest", "build_forest"]
+__all__ = ["ForestColl", "PACKINGS"]
 
 PACKINGS = ("auto", "symmetric", "levels", "fifo")
-_PARAMS = ("pieces", "k", "max_transfers", "splitting", "packing", "cut_through")
-_SUPPORTED = ("allgather", "reducescatter", "allreduce", "broadcast", "reduce")
-_PIECES_PER_LEVEL = 64  # default P = 64 * tree height: the fill (H - 1) tau stays ~1.5% of T* or less
-_MAX_DEFAULT_PIECES = 1024
-# the simulator does not wait for round boundaries, so the pipeline fill costs about half of its
-# (H - 1) rounds (measured: nvs-ib:4 All-Gather 0.42, dgx2:2 Reduce-Scatter 0.5)
-_FILL_SHARE = 0.5
-# emitting a schedule and handing it over as the incumbent runs at ~60k transfers/s on this
-# machine class; budgeting a third of that keeps a tight time limit from killing the run
-_TRANSFERS_PER_SECOND = 20_000
-
-
-@dataclass
-class Forest:
-    """The trees of one gather-like collective on one topology, with their provenance."""
-
-    units: TreeUnits
-    split: SplitResult
-    trees: list[TreeGroup]
-    groups: list[PathGroup]
-    plans: list[list[EdgePlan]]
-    shared: list[SharedEdge]
-    seconds: float
-    flows: int
-    splitting: str = "greedy"
-    slots: dict | None = None  # schedule.round_slots: order of a round's transfers
-    stretch: float = 1.0  # a round's length over the busiest link's load
-    cut_through: bool = False  # edges through switches sent as one routed transfer
-    packing: str = "levels"  # the packing that grew the trees: symmetric, levels or fifo
-
-    @property
-    def per_batch(self) -> int:
-        if self.slots is not None:  # a message may be split into pieces by the round's slot order
-            return sum(len(pieces) for pieces in self.slots.values())
-        return transfers_per_batch(self.shared)
-
-    @property
-    def height(self) -> int:
-        return pipeline_height(self.shared)
-
-
-def build_forest(topology: Topology, kind: str, root: int | None = None, k: int | str = "auto", seed: int = 0,
-                 deadline: float | None = None, splitting: str = "auto",
-                 max_transfers: int = 4_000_000, packing: str = "auto", reversible: bool = False,
-                 cut_through: bool | str = "auto") -> Forest:
-    """Optimum, splitting, packing and map-back for an all-gather (or a broadcast from ``root``).
-
-    ``splitting``: "greedy" (largest safe amount per switch pair, as the reference), "spread" (each
-    in-arc first spread evenly over the out-arcs: shallower trees, more tree groups) or "auto".
-    ``cut_through``: True, False or "auto". Every "auto" choice (on a fabric with switches) builds
-    each variant and keeps the one whose pipeline, at the transfer budget ``max_transfers``, is
-    predicted fastest: ``stretch * (1 + f (H - 1) / P)`` with the round stretch of
-    ``schedule.round_slots`` (cut-through convoys), ``(H - 1) / P`` fill rounds, P the pieces the
-    budget affords (hop by hop needs a transfer per hop) and ``f = _FILL_SHARE``. With ``reversible`` (the forest will be
-    reversed into a reduction) a hop-by-hop forest is staggered first (``stagger``), which deepens H.
-    """
-    started = time.perf_counter()
-    if kind == "broadcast":
-        if k != "auto":
-            raise ValueError("forestcoll: a fixed k applies to all-gather-like collectives, not broadcast/reduce")
-        units = broadcast_units(topology, root if root is not None else 0)
-    elif k == "auto":
-        units = auto_units(topology)
-    else:
-        units = fixed_k_units(topology, int(k), deadline)
-    if packing not in PACKINGS:
-        raise ValueError(f"forestcoll: packing must be one of {', '.join(PACKINGS)}, got {packing!r}")
-    table = None
-    if packing in ("auto", "symmetric"):
-        table = translations(topology) if kind != "broadcast" else None
-        if table is None and packing == "symmetric":
-            raise ValueError(f"forestcoll: packing 'symmetric' needs a translation-symmetric fabric "
-                             f"(a torus or ring, no switches); {topology.name} is not one")
-    if splitting not in ("auto", "greedy", "spread"):
-        raise ValueError(f"forestcoll: splitting must be auto, greedy or spread, got {splitting!r}")
-    modes = ["greedy", "spread"] if splitting == "auto" and topology.num_switches else [splitting]
-    if cut_through == "auto":
-        variants = [False, True] if topology.num_switches else [False]
-    else:
-        variants = [bool(cut_through)]
-    best: tuple[tuple[int, float], Forest] | None = None
-    supply = [int(c) for c in units.supply]
-    for mode in modes:
-        split = split_switches(topology, units, deadline, spread=(mode != "greedy"))
-        trees, flows, used = _pack(topology.num_npus, table, split, supply, packing, seed, deadline)
-        validate_forest(trees, topology.num_npus, supply, split.capacity)
-        groups = map_to_paths(trees, split)
-        check_link_budgets(groups, split.physical)
-        flows += split.flows
-        for through in variants:
-            plans = [plan_edges(topology, g, through) for g in groups]
-            shared = share_edges(groups, plans)
-            if reversible and not through:
-                stagger_switch_visits(topology, shared)  # one partial sum per switch buffer once reversed
-            slots, stretch = round_slots(topology, shared)
-            forest = Forest(units, split, trees, groups, plans, shared, 0.0, flows, mode, slots, stretch, through,
-                            used)
-            flows = 0  # counted once per splitting
-            pieces = max(1, max_transfers // max(forest.per_batch, 1))
-            predicted = stretch * (1 + _FILL_SHARE * (forest.height - 1) / pieces)
-            if best is None or predicted < best[0]:
-                if best is not None:
-                    forest.flows += best[1].flows
-                best = (predicted, forest)
-            else:
-                best[1].flows += forest.flows
-    forest = best[1]
-    forest.seconds = time.perf_counter() - started
-    return forest
-
-
-def _pack(num_npus: int, table, split: SplitResult, supply: list[int], packing: str, seed: int,
-          deadline: float | None) -> tuple[list[TreeGroup], int, str]:
-    """Trees, max-flows used and the packing that grew them: the symmetric packer where ``table``
-    (the fabric's translations) allows, else the general one, which also decides when the
-    symmetric greedy gets stuck unless ``packing`` forces "symmetric"."""
-    if table is not None:
-        try:
-            trees, flows = pack_symmetric(table, split.capacity, supply[0], seed, deadline)
-            return trees, flows, "symmetric"
-        except PackingError:
-            if packing == "symmetric":
-                raise
-    trees, flows = pack_arborescences(num_npus, split.capacity, supply, seed, deadline, levels=(packing != "fifo"))
-    return trees, flows, "fifo" if packing == "fifo" else "levels"
-
-
-def _check_params(params: dict[str, Any]) -> tuple[int | None, int | str, int]:
-    unknown = sorted(set(params) - set(_PARAMS))
-    if unknown:
-        raise ValueError(f"forestcoll: unknown parameter(s) {unknown} (known: {', '.join(_PARAMS)})")
-    pieces = params.get("pieces")
-    if pieces in (None, "auto"):
-        pieces = None
-    else:
-        pieces = int(pieces)
-        if pieces < 1:
-            raise ValueError(f"forestcoll: pieces must be >= 1, got {pieces}")
-    k = params.get("k", "auto")
-    if k != "auto":
-        k = int(k)
-        if k < 1:
-            raise ValueError(f"forestcoll: k must be 'auto' or a positive integer, got {k}")
-    max_transfers = int(params.get("max_transfers", 4_000_000))
-    if max_transfers < 1:
-        raise ValueError("forestcoll: max_transfers must be positive")
-    return pieces, k, max_transfers
-
-
-def _flag(value: Any) -> bool | str:
-    if isinstance(value, str):
-        if value.lower() not in ("auto", "true", "false", "1", "0", "yes", "no"):
-            raise ValueError(f"forestcoll: cut_through must be auto, true or false, got {value!r}")
-        return "auto" if value.lower() == "auto" else value.lower() in ("true", "1", "yes")
-    return bool(value)
 
 
 class ForestColl:
@@ -253,119 +79,18 @@ class ForestColl:
                   choices=("auto", "true", "false")),
     )
 
-    def synthesize(self, problem: Problem, *, time_limit: float, seed: int,
-                   on_incumbent: Callable[[Algorithm], None] | None = None, **params: Any) -> SynthesisResult:
-        pieces, k, max_transfers = _check_params(params)
-        started = time.perf_counter()
-        deadline = started + time_limit if time_limit and time_limit > 0 else None
-        collective = problem.collective
-        kind = collective.kind
-        if kind not in _SUPPORTED:
-            raise ValueError(f"forestcoll: {kind} is not supported (spanning-tree packing covers "
-                             f"{', '.join(_SUPPORTED)})")
-        topology = problem.topology
-        n = collective.num_ranks
-        if n != topology.num_npus:
-            raise ValueError(f"forestcoll: the collective must span every NPU ({topology.num_npus}), got {n} ranks")
-        gather_kind = "broadcast" if kind in ("broadcast", "reduce") else "allgather"
-        phases = {"reducescatter": ["reversed"], "reduce": ["reversed"], "allreduce": ["reversed", "same"]}.get(
-            kind, ["same"])
-        forests: dict[str, Forest] = {}
-        # hop by hop serves every link at its own pace (1.01x T* on NVSwitch/IB fabrics against 1.14x
-        # cut-through) but needs a transfer per hop, so fewer pieces fit the budget; "auto" weighs the two
-        cut_through = _flag(params.get("cut_through", "auto"))
-        try:
-            reversed_topology = topology.reversed()
-            for phase in phases:
-                view = reversed_topology if phase == "reversed" else topology
-                if phase == "same" and "reversed" in forests and reversed_topology.links == topology.links:
-                    forests[phase] = forests["reversed"]  # a symmetric fabric: the same forest serves both
-                    continue
-                forests[phase] = build_forest(view, gather_kind, collective.root, k, seed, deadline,
-                                              params.get("splitting", "auto"), max_transfers,
-                                              params.get("packing", "auto"), reversible=(phase == "reversed"),
-                                              cut_through=cut_through)
-        except Timeout:
-            seconds = time.perf_counter() - started
-            return SynthesisResult([], "timeout", seconds, message=f"tree construction exceeded {time_limit:g} s")
-        tree_seconds = time.perf_counter() - started
-        ks = [f.units.k for f in forests.values()]
-        common = math.lcm(*ks)
-        per_m = sum(common // f.units.k * f.per_batch for f in forests.values())
-        if deadline is not None:  # what is left of the time limit caps the schedule's size
-            rate = _TRANSFERS_PER_SECOND // (3 if collective.combining else 1)  # reversal and concat cost more
-            affordable = int(max(0.0, deadline - time.perf_counter()) * rate)
-            max_transfers = max(per_m, min(max_transfers, affordable))
-        height = max(f.height for f in forests.values())
-        if pieces is None:
-            goal = max(1, min(_MAX_DEFAULT_PIECES, _PIECES_PER_LEVEL * height))
-            m = max(1, min(goal, max_transfers // max(per_m, 1)))
-        else:
-            m = pieces
-        chunks_per_rank = common * m
-        size = problem.size_bytes
-        chunk_bytes = size / chunks_per_rank if gather_kind == "broadcast" else size / (n * chunks_per_rank)
-        by_links = {}
-        for phase, forest in forests.items():
-            by_links[reversed_topology.links if phase == "reversed" else topology.links] = forest
-        timings: list[dict] = []
+    def synthesize(self, problem: Any, **options: Any) -> Any:
+        from formulations.forestcoll.synthesis import synthesize
 
-        def gather(view: Topology, target: Collective, chunk_bytes: float) -> Algorithm:
-            forest = by_links[view.links]
-            p = target.chunks_per_rank // forest.units.k
-            algorithm, timing = emit_schedule(view, target.kind, target.num_ranks, forest.units.k, p, forest.groups,
-                                              forest.shared, chunk_bytes, target.root, forest.slots)
-            # the claim (spec 4.4) with the round stretched by the slot placement of cut-through transfers
-            timing["claimed_time"] = ((p + timing["H"] - 1) * timing["tau"] * max(1.0, forest.stretch)
-                                      + timing["H"] * timing["alpha_max"])
-            timings.append(timing)
-            return algorithm
+        return synthesize(self, problem, **options)
 
-        target = make_collective(kind, n, chunks_per_rank, collective.root)
-        try:
-            algorithm = by_duality(topology, target, chunk_bytes, gather)
-        except ValueError as exc:
-            if "multicasts" not in str(exc):
-                raise
-            # a switch forwards a chunk twice (hop-by-hop edges): reverse with serialised switch buffers
-            timings.clear()
-            dual = make_collective("broadcast" if kind == "reduce" else "allgather", n, chunks_per_rank,
-                                   collective.root)
-            algorithm = reverse_serialised(gather(reversed_topology, dual, chunk_bytes), topology)
-            if kind == "allreduce":
-                algorithm = algorithm.concat(gather(topology, make_collective("allgather", n, chunks_per_rank),
-                                                    chunk_bytes))
-        seconds = time.perf_counter() - started
-        exact = all(f.units.optimal for f in forests.values())
-        status = "optimal" if exact and kind != "allreduce" else "feasible"
-        first = next(iter(forests.values()))
-        ratio_seconds = {phase: float(f.units.ratio) / f.units.capacities.unit for phase, f in forests.items()}
-        bandwidth_term = sum(size / (1 if gather_kind == "broadcast" else n) * r for r in ratio_seconds.values())
-        meta = {
-            "formulation": self.name, "params": dict(params), "seed": seed, "status": status,
-            "synthesis_seconds": seconds, "claimed_time": sum(t["claimed_time"] for t in timings),
-            "k": first.units.k if len(forests) == 1 else {p: f.units.k for p, f in forests.items()},
-            "U": str(first.units.U) if len(forests) == 1 else {p: str(f.units.U) for p, f in forests.items()},
-            "capacity_unit": first.units.capacities.unit,
-            "P": m if len(forests) == 1 else {p: chunks_per_rank // f.units.k for p, f in forests.items()},
-            "H": height,
-            "groups": len(first.groups) if len(forests) == 1 else {p: len(f.groups) for p, f in forests.items()},
-            "trees": sum(len(f.trees) for f in forests.values()),
-            "ratio": str(first.units.ratio) if len(forests) == 1 else {p: str(f.units.ratio) for p, f in forests.items()},
-            "optimum_ratio": str(first.units.optimum_ratio),
-            "bandwidth_time": bandwidth_term,
-            "tree_seconds": tree_seconds,
-            "transfer_budget": max_transfers,
-            "max_flows": sum(f.flows for f in forests.values()),
-            "packing": {p: f.packing for p, f in forests.items()},
-            "stretch": {p: round(f.stretch, 4) for p, f in forests.items()},
-            "splitting": {p: f.splitting for p, f in forests.items()},
-            "cut_through": {p: f.cut_through for p, f in forests.items()},
-            "views": {p: ("reversed graph" if p == "reversed" else "topology") for p in forests},
-        }
-        algorithm.meta.update(meta)
-        if on_incumbent is not None:
-            on_incumbent(algorithm)
-        stats = {"transfers": len(algorithm.transfers), "max_flows": meta["max_flows"], "tree_seconds": tree_seconds,
-                 "groups": meta["groups"]}
-        return SynthesisResult([algorithm], status, seconds, stats=stats)
+
+def __getattr__(name: str) -> Any:
+    """The implementation's names (``from formulations.forestcoll import ...``), loaded on first use."""
+    import importlib
+
+    synthesis = importlib.import_module("formulations.forestcoll.synthesis")
+    try:
+        return getattr(synthesis, name)
+    except AttributeError:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None

@@ -40,38 +40,18 @@ in ``stats``).
 
 from __future__ import annotations
 
-import time
-from typing import Any, Callable
+from typing import Any
 
-from formulations.taccl.logical import LogicalTopology, build_logical
-from formulations.taccl.ordering import HEURISTICS, order_edges, pick_heuristic
-from formulations.taccl.routing import solve_routing
-from formulations.taccl.scheduling import Schedule, solve_schedule
-from formulations.taccl.sketch import Sketch, SketchError, available_sketches, load_sketch
-from workbench.algorithm import Algorithm, Transfer
-from workbench.collective import Collective, make_collective
-from workbench.registry import Problem, SynthesisResult
-from workbench.topology import Topology
 from workbench.parameters import Parameter
 
-__all__ = ["Taccl", "Sketch", "SketchError", "load_sketch", "available_sketches", "HEURISTICS"]
+__all__ = ["Taccl", "HEURISTICS"]
 
-_FORWARD = ("allgather", "alltoall", "broadcast", "gather", "scatter", "custom")
-_COMBINING = {"reducescatter": "allgather", "allreduce": "allgather", "reduce": "broadcast"}
-
-
-class _Budget:
-    def __init__(self, total: float, stage_limit: float | None) -> None:
-        self.deadline = time.perf_counter() + total
-        self.stage_limit = stage_limit
-
-    def take(self, share: float) -> float:
-        remaining = max(self.deadline - time.perf_counter(), 0.5)
-        wanted = remaining * share
-        return min(wanted, self.stage_limit) if self.stage_limit else wanted
+HEURISTICS = ("auto", "h10", "h14", "h15", "paper")  # contiguity/ordering heuristics (ordering.py)
 
 
 class Taccl:
+    """TACCL: sketch-guided routing, ordering and contiguity MILPs (see the module docstring)."""
+
     name = "taccl"
     kind = "schedule"
     parameters = (
@@ -85,231 +65,18 @@ class Taccl:
         Parameter("serialise_reductions", ("bool",), True, "order reductions into one buffer (runtime-safe)"),
     )
 
-    def synthesize(self, problem: Problem, *, time_limit: float, seed: int,
-                   on_incumbent: Callable[[Algorithm], None] | None = None, sketch: Any = None,
-                   stage_time_limit: float | None = None, backend: str = "highs", heuristic: str = "auto",
-                   max_contig: int = 6, mip_gap: float = 1e-6, threads: int = 1,
-                   serialise_reductions: bool = True, **unknown: Any) -> SynthesisResult:
-        if unknown:
-            raise ValueError(f"taccl: unknown parameter(s) {', '.join(sorted(unknown))} (known: sketch, "
-                             "stage_time_limit, backend, heuristic, max_contig, mip_gap, threads, serialise_reductions)")
-        started = time.perf_counter()
-        sk = load_sketch(sketch)
-        topology = problem.topology
-        collective = self._collective(problem.collective, sk)
-        chunk_bytes = collective.chunk_bytes(problem.size_bytes)
-        options = dict(backend=backend, heuristic=heuristic, max_contig=max_contig, mip_gap=mip_gap,
-                       threads=threads, seed=seed, serialise_reductions=serialise_reductions)
-        budget = _Budget(time_limit, _seconds(stage_time_limit))
-        stages: list[dict[str, Any]] = []
-        if collective.kind in _FORWARD:
-            algorithm, info = _forward(topology, collective, chunk_bytes, sk, budget, stages, options, share=1.0)
-            claimed = info["makespan"]
-        elif collective.kind in _COMBINING:
-            algorithm, claimed, info = _combining(topology, collective, chunk_bytes, sk, budget, stages, options)
-        else:
-            raise ValueError(f"taccl does not synthesise {collective.kind}")
-        seconds = time.perf_counter() - started
-        statuses = [s["status"] for s in stages]
-        status = "timeout" if "timeout" in statuses else "feasible"
-        stats = {"stages": stages, "sketch": sk.name, "routing_time": info.get("routing_time"),
-                 "routing_bound": info.get("routing_bound"), "chunks_per_rank": collective.chunks_per_rank,
-                 "heuristic": info.get("heuristic")}
-        for key in ("binaries", "constraints", "variables"):
-            stats[key] = sum(s.get(key, 0) for s in stages)
-        for stage in ("routing", "ordering", "contiguity", "reduce-contiguity"):  # build + solve, summed over phases
-            spent = [s.get("build_seconds", 0.0) + s.get("solve_seconds", 0.0) for s in stages if s["stage"] == stage]
-            stats[f"{stage.replace('-', '_')}_seconds"] = sum(spent) if spent else None
-            stats[f"{stage.replace('-', '_')}_status"] = ",".join(s["status"] for s in stages if s["stage"] == stage) or None
-        algorithm.meta.update(formulation="taccl", sketch=sk.name, seed=seed, status=status, claimed_time=claimed,
-                              synthesis_seconds=seconds, stages=stages, routing_bound=info.get("routing_bound"),
-                              routing_time=info.get("routing_time"),
-                              params={k: v for k, v in options.items() if k != "seed"} | {"sketch": sk.name})
-        if info.get("lower_bound") is not None:
-            algorithm.meta["lower_bound"] = info["lower_bound"]
-        if on_incumbent is not None:
-            on_incumbent(algorithm)
-        message = "; ".join(f"{s['stage']}: {s['message']}" for s in stages if s.get("message"))
-        return SynthesisResult([algorithm], status, seconds, stats, [claimed], message)
+    def synthesize(self, problem: Any, **options: Any) -> Any:
+        from formulations.taccl.synthesis import synthesize
 
-    @staticmethod
-    def _collective(collective: Collective, sketch: Sketch) -> Collective:
-        k = sketch.chunkup or collective.chunks_per_rank
-        if k == collective.chunks_per_rank:
-            return collective
-        if collective.kind == "custom":
-            raise SketchError(f"sketch {sketch.source}: field hyperparameters.input_chunkup: cannot re-chunk a custom collective")
-        return make_collective(collective.kind, collective.num_ranks, k, collective.root)
+        return synthesize(self, problem, **options)
 
 
-def _seconds(value: Any) -> float | None:
-    if value is None:
-        return None
-    if isinstance(value, (int, float)):
-        return float(value)
-    from workbench.units import parse_time
+def __getattr__(name: str) -> Any:
+    """The implementation's names (``from formulations.taccl import ...``), loaded on first use."""
+    import importlib
 
-    return parse_time(str(value))
-
-
-# --------------------------------------------------------------------------- pipelines
-def _record(stages: list, name: str, stats: dict[str, Any], message: str = "") -> None:
-    entry = {"stage": name, **stats}
-    if message and stats.get("status") != "optimal":
-        entry["message"] = message
-    stages.append(entry)
-
-
-def _forward(topology: Topology, collective: Collective, chunk_bytes: float, sketch: Sketch, budget: _Budget,
-             stages: list, options: dict, share: float) -> tuple[Algorithm, dict[str, Any]]:
-    logical, trees, routing_info = _route(topology, collective, chunk_bytes, sketch, budget, stages, options, share)
-    edges = [(c, l) for c, tree in enumerate(trees) for l in sorted(tree.values())]
-    heuristic = pick_heuristic(options["heuristic"], logical)
-    lat = [l.lat(chunk_bytes) for l in logical.links]
-    began = time.perf_counter()
-    orders = order_edges(logical, trees, collective.pre, lat, heuristic, routing_info["send_time"])
-    _record(stages, "ordering", {"status": "feasible", "solve_seconds": time.perf_counter() - began,
-                                 "build_seconds": 0.0, "heuristic": heuristic})
-    schedule = solve_schedule(logical, edges, orders.per_physical, orders.rank, collective.pre, collective.post,
-                              chunk_bytes, max_contig=options["max_contig"], time_limit=budget.take(1.0),
-                              seed=options["seed"], backend=options["backend"], mip_gap=options["mip_gap"],
-                              threads=options["threads"])
-    _record(stages, "contiguity", schedule.stats, schedule.message)
-    algorithm = _emit(topology, collective, chunk_bytes, logical, schedule, "copy")
-    info = dict(routing_info, makespan=schedule.makespan, heuristic=heuristic, schedule=schedule, trees=trees,
-                logical=logical, orders=orders)
-    info["lower_bound"] = _lower_bound(topology, logical, sketch, collective, routing_info)
-    return algorithm, info
-
-
-def _route(topology: Topology, collective: Collective, chunk_bytes: float, sketch: Sketch, budget: _Budget,
-           stages: list, options: dict, share: float):
-    logical = build_logical(topology, sketch)
-    routing = solve_routing(logical, collective, chunk_bytes, sketch, time_limit=budget.take(0.5 * share),
-                            seed=options["seed"], backend=options["backend"], mip_gap=options["mip_gap"],
-                            threads=options["threads"])
-    _record(stages, "routing", dict(routing.stats, objective=routing.objective, bound=routing.bound), routing.message)
-    if not routing.parents:
-        raise RuntimeError(f"taccl routing MILP ended {routing.status} without a solution ({routing.message}); "
-                           "raise the time limit or restrict the sketch")
-    info = {"routing_time": routing.objective, "routing_bound": routing.bound, "send_time": routing.send_time,
-            "routing_status": routing.status}
-    return logical, routing.parents, info
-
-
-def _combining(topology: Topology, collective: Collective, chunk_bytes: float, sketch: Sketch, budget: _Budget,
-               stages: list, options: dict) -> tuple[Algorithm, float, dict[str, Any]]:
-    n, k = collective.num_ranks, collective.chunks_per_rank
-    gather_kind = _COMBINING[collective.kind]
-    gather = make_collective(gather_kind, n, k, collective.root)
-    reduce_kind = "reducescatter" if gather_kind == "allgather" else "reduce"
-    reduce_coll = make_collective(reduce_kind, n, k, collective.root)
-    reversed_topology = topology.reversed()
-    symmetric = reversed_topology.links == topology.links
-    view = topology if symmetric else reversed_topology
-    view_sketch = sketch if symmetric else _transposed(sketch)
-    forward_share = 0.45 if collective.kind == "allreduce" and not symmetric else 0.6
-    inverse_alg, inverse = _forward(view, gather, chunk_bytes, view_sketch, budget, stages, options, forward_share)
-    rs_schedule, logical = _inverted_schedule(topology, reduce_coll, chunk_bytes, inverse, view_sketch, budget, stages,
-                                              options)
-    rs_alg = _emit(topology, reduce_coll, chunk_bytes, logical, rs_schedule, "reduce")
-    info = {"routing_time": inverse["routing_time"], "routing_bound": inverse["routing_bound"],
-            "heuristic": inverse["heuristic"]}
-    if collective.kind != "allreduce":
-        return rs_alg, rs_schedule.makespan, info
-    if symmetric:
-        ag_alg, ag_makespan = inverse_alg, inverse["makespan"]
-    else:
-        ag_alg, ag = _forward(topology, gather, chunk_bytes, sketch, budget, stages, options, 1.0)
-        ag_makespan = ag["makespan"]
-    combined = rs_alg.concat(ag_alg, collective)
-    return combined, rs_schedule.makespan + ag_makespan, info
-
-
-def _inverted_schedule(topology: Topology, reduce_coll: Collective, chunk_bytes: float, inverse: dict,
-                       plan_sketch: Sketch, budget: _Budget, stages: list, options: dict) -> tuple[Schedule, LogicalTopology]:
-    """Reduce-Scatter edges: every All-Gather tree edge s -> d becomes d -> s, ordered by flipped AG times.
-
-    The edges live on the original topology under the transposed sketch of the view the
-    All-Gather was planned on (its inter-node connections point the other way).
-    """
-    source_logical: LogicalTopology = inverse["logical"]
-    logical = build_logical(topology, _transposed(plan_sketch))
-    ag_schedule: Schedule = inverse["schedule"]
-    edges, rank = [], {}
-    for c, tree in enumerate(inverse["trees"]):
-        for l in tree.values():
-            link = source_logical.links[l]
-            back = logical.by_pair.get((link.dst, link.src))
-            if back is None:
-                raise RuntimeError(f"the inverted All-Gather needs a link {link.dst} -> {link.src} on {topology.name}")
-            edge = (c, back)
-            edges.append(edge)
-            finish = ag_schedule.send[(c, l)] + link.lat(chunk_bytes)
-            rank[edge] = (-round(finish, 15), c, back)
-    order: dict[int, list] = {}
-    for edge in sorted(edges, key=rank.__getitem__):
-        for p in logical.links[edge[1]].physical:
-            order.setdefault(p, []).append(edge)
-    post = reduce_coll.post
-    schedule = solve_schedule(logical, edges, order, rank, reduce_coll.pre, post, chunk_bytes, reduce=True,
-                              max_contig=options["max_contig"], merge_ok=lambda a, b: post[a] == post[b],
-                              serialise_reductions=options["serialise_reductions"], time_limit=budget.take(1.0),
-                              seed=options["seed"], backend=options["backend"], mip_gap=options["mip_gap"],
-                              threads=options["threads"])
-    _record(stages, "reduce-contiguity", schedule.stats, schedule.message)
-    return schedule, logical
-
-
-def _transposed(sketch: Sketch) -> Sketch:
-    """The sketch for planning on the reversed topology: inter-node connections transposed.
-
-    Relay maps and relay ordering describe where chunks leave a node; on the reversed graph they
-    would constrain where partial sums arrive, so they are dropped (documented deviation).
-    """
-    import copy
-
-    view = copy.copy(sketch)
-    if isinstance(sketch.conn, dict):
-        transposed: dict[int, list[int]] = {}
-        for s, dsts in sketch.conn.items():
-            for d in dsts:
-                transposed.setdefault(d, []).append(s)
-        view.conn = transposed
-    view.relay_rev_map = None
-    view.relay_affine = None
-    view.enforce_ordering = False
-    view.beta_split = {}
-    return view
-
-
-def _emit(topology: Topology, collective: Collective, chunk_bytes: float, logical: LogicalTopology,
-          schedule: Schedule, op: str) -> Algorithm:
-    """Transfers in stage-3 send order; a transfer waits for the transfers that brought its chunks to its source."""
-    links = logical.links
-    delivered: dict[tuple[int, int], list[int]] = {}
-    transfers: list[Transfer] = []
-    for group in schedule.groups:
-        link = links[group[0][1]]
-        chunks = tuple(c for c, _ in group)
-        deps: set[int] = set()
-        for c in chunks:
-            deps.update(delivered.get((c, link.src), ()))
-        start = min(schedule.send[e] for e in group)
-        end = start + link.lat(chunk_bytes, len(chunks))
-        tid = len(transfers)
-        transfers.append(Transfer(tid, chunks, link.src, link.dst, op if not topology.is_switch(link.dst) else "copy",
-                                  tuple(sorted(deps)), start, end))
-        for c in chunks:
-            delivered.setdefault((c, link.dst), []).append(tid)
-    return Algorithm(topology, collective, chunk_bytes, transfers, {})
-
-
-def _lower_bound(topology: Topology, logical: LogicalTopology, sketch: Sketch, collective: Collective,
-                 routing_info: dict) -> float | None:
-    """Stage 1's bound is a bound on every algorithm only when nothing but the physics restricted it."""
-    unrestricted = (not sketch.symmetry and not sketch.shortest_paths and sketch.conn is None
-                    and sketch.relay_rev_map is None and sketch.relay_affine is None and not sketch.beta_split
-                    and topology.num_switches == 0 and all(l.alpha == 0 for l in topology.links)
-                    and not collective.combining and len(logical.links) == len(topology.links))
-    return routing_info.get("routing_bound") if unrestricted else None
+    synthesis = importlib.import_module("formulations.taccl.synthesis")
+    try:
+        return getattr(synthesis, name)
+    except AttributeError:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None

@@ -23,11 +23,11 @@ import heapq
 from dataclasses import dataclass
 from typing import Callable
 
+from formulations.taccl import HEURISTICS  # declared with the parameters, in the package
 from formulations.taccl.logical import LogicalTopology
 
 __all__ = ["HEURISTICS", "Orders", "order_edges", "pick_heuristic"]
 
-HEURISTICS = ("auto", "h10", "h14", "h15", "paper")
 
 Edge = tuple[int, int]  # (chunk, logical link)
 
