@@ -170,7 +170,7 @@ def main(argv: list[str] | None = None) -> None:
     lines += ["", f"Fitted exponents on the 2D meshes from 64 NPUs up: ours {ours_slope:.2f}, C++ {cpp_slope:.2f}. "
               f"Loading the compiled engine costs a fresh process {load:.2f} s once (median of 5); "
               "`engine: auto` therefore takes the Python engine for small runs in a process that has not loaded "
-              "it yet (`formulations.tacos.matching.COMPILED_FROM`).", "",
+              "it yet (`formulations.tacos.engines.COMPILED_FROM`).", "",
               "## Targets", "", "| case | seconds | target | met |", "|---|---|---|---|"]
     for label, seconds, target in targets:
         lines.append(f"| {label} | {seconds:.3f} | <= {target:g} | {'yes' if seconds <= target else 'NO'} |")

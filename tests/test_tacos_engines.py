@@ -8,7 +8,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from formulations.tacos import Tacos, choose_engine, greedy_all_gather, to_algorithm
-from formulations.tacos import matching
+from formulations.tacos import engines, matching
 from workbench.collective import make_collective
 from workbench.registry import Problem
 from workbench.topology import Link, Topology, TopologyError, build
@@ -117,13 +117,13 @@ def test_the_compiled_engine_stops_at_the_deadline():
 def test_engine_choice():
     assert choose_engine("python", 10**9) == "python"
     assert choose_engine("compiled", 1) == "compiled"
-    assert choose_engine("auto", matching.COMPILED_FROM) == "compiled"
+    assert choose_engine("auto", engines.COMPILED_FROM) == "compiled"
     with pytest.raises(ValueError, match="engine must be one of"):
         choose_engine("fast", 1)
 
 
 def test_without_numba_auto_falls_back_and_compiled_is_refused(monkeypatch):
-    monkeypatch.setattr(matching, "compiled_available", lambda: False)
+    monkeypatch.setattr(engines, "compiled_available", lambda: False)
     assert choose_engine("auto", 10**9) == "python"
     with pytest.raises(ValueError, match="needs numba"):
         choose_engine("compiled", 1)

@@ -23,8 +23,7 @@ import sys
 import threading
 import traceback
 
-from workbench.cell_monitor import LIFELINE_ENV
-from workbench.messages import read_message, send
+from workbench.messages import LIFELINE_ENV, read_message, send
 
 __all__ = ["send", "read_message", "main"]
 

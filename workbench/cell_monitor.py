@@ -21,11 +21,11 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
+from workbench.messages import LIFELINE_ENV
 
 __all__ = ["execute", "prestart", "environment_info", "GRACE_SECONDS", "LIFELINE_ENV", "STARTUP_LIMIT"]
 
 GRACE_SECONDS = 2.0
-LIFELINE_ENV = "WORKBENCH_LIFELINE_FD"  # the cell's end of the pipe that closes when its parent dies
 STARTUP_LIMIT = 180.0
 
 

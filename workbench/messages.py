@@ -6,7 +6,9 @@ import pickle
 import struct
 from typing import Any, BinaryIO
 
-__all__ = ["send", "read_message"]
+LIFELINE_ENV = "WORKBENCH_LIFELINE_FD"  # the cell's end of the pipe that closes when its parent dies
+
+__all__ = ["send", "read_message", "LIFELINE_ENV"]
 
 
 def send(stream: BinaryIO, kind: str, payload: Any) -> None:

@@ -33,9 +33,9 @@ Paper symbol -> code name:
   minimum of 20 runs, A9)
 
 Engines (``engine`` parameter): ``python`` and ``compiled`` (numba) give identical schedules for the
-same seed; ``auto`` picks (``matching.choose_engine``). Layout: ``matching`` (shared pieces and the
-dispatch), ``python_engine``, ``compiled_engine``, ``schedule`` (matches -> algorithm), this file
-(the formulation).
+same seed; ``auto`` picks (``engines.choose_engine``). Layout: ``matching`` (shared pieces),
+``engines`` (the choice and the dispatch), ``python_engine``, ``compiled_engine``, ``schedule``
+(matches -> algorithm), this file (the formulation).
 
 All-Gather and Broadcast are the paper's native collectives; the engine accepts any
 non-combining pre/postcondition (gather, scatter, all-to-all, custom), which the paper does not
@@ -47,8 +47,8 @@ from __future__ import annotations
 import time
 from typing import Any, Callable
 
-from formulations.tacos.matching import (ENGINES, REPLACEMENT_MODES, MatchResult, OutOfTime, choose_engine,
-                                         greedy_all_gather)
+from formulations.tacos.engines import ENGINES, choose_engine, greedy_all_gather
+from formulations.tacos.matching import REPLACEMENT_MODES, MatchResult, OutOfTime
 from formulations.tacos.schedule import to_algorithm
 from workbench.algorithm import Algorithm
 from workbench.collective import make_collective
