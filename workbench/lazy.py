@@ -12,8 +12,9 @@ from __future__ import annotations
 import importlib.util
 import sys
 from types import ModuleType
+from typing import Any, Callable
 
-__all__ = ["lazy_module"]
+__all__ = ["lazy_module", "forward_attributes"]
 
 
 def lazy_module(name: str) -> ModuleType:
@@ -29,3 +30,20 @@ def lazy_module(name: str) -> ModuleType:
     sys.modules[name] = module
     loader.exec_module(module)
     return module
+
+
+def forward_attributes(implementation: str) -> Callable[[str], Any]:
+    """A package's ``__getattr__`` (PEP 562) that hands out the names of ``implementation``,
+    imported on first use: ``__getattr__ = forward_attributes("formulations.sccl.synthesis")``
+    keeps ``from formulations.sccl import solve_instance`` working while listing the package
+    loads only its light ``__init__``."""
+
+    def __getattr__(name: str) -> Any:
+        module = importlib.import_module(implementation)  # not ``from package import``: that would recurse
+        try:
+            return getattr(module, name)
+        except AttributeError:
+            package = implementation.rpartition(".")[0]
+            raise AttributeError(f"module {package!r} has no attribute {name!r}") from None
+
+    return __getattr__

@@ -55,6 +55,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from workbench.lazy import forward_attributes
 from workbench.parameters import Parameter
 
 __all__ = ["ForestColl", "PACKINGS"]
@@ -85,12 +86,4 @@ class ForestColl:
         return synthesize(self, problem, **options)
 
 
-def __getattr__(name: str) -> Any:
-    """The implementation's names (``from formulations.forestcoll import ...``), loaded on first use."""
-    import importlib
-
-    synthesis = importlib.import_module("formulations.forestcoll.synthesis")
-    try:
-        return getattr(synthesis, name)
-    except AttributeError:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
+__getattr__ = forward_attributes("formulations.forestcoll.synthesis")  # the implementation's names, on first use

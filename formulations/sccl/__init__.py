@@ -44,6 +44,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from workbench.lazy import forward_attributes
 from workbench.parameters import Parameter
 
 __all__ = ["Sccl"]
@@ -74,12 +75,4 @@ class Sccl:
         return synthesize(self, problem, **options)
 
 
-def __getattr__(name: str) -> Any:
-    """The implementation's names (``from formulations.sccl import ...``), loaded on first use."""
-    import importlib
-
-    synthesis = importlib.import_module("formulations.sccl.synthesis")
-    try:
-        return getattr(synthesis, name)
-    except AttributeError:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
+__getattr__ = forward_attributes("formulations.sccl.synthesis")  # the implementation's names, on first use

@@ -42,6 +42,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from workbench.lazy import forward_attributes
 from workbench.parameters import Parameter
 
 __all__ = ["Taccl", "HEURISTICS"]
@@ -71,12 +72,4 @@ class Taccl:
         return synthesize(self, problem, **options)
 
 
-def __getattr__(name: str) -> Any:
-    """The implementation's names (``from formulations.taccl import ...``), loaded on first use."""
-    import importlib
-
-    synthesis = importlib.import_module("formulations.taccl.synthesis")
-    try:
-        return getattr(synthesis, name)
-    except AttributeError:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
+__getattr__ = forward_attributes("formulations.taccl.synthesis")  # the implementation's names, on first use

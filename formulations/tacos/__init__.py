@@ -48,7 +48,7 @@ import time
 from typing import Any, Callable
 
 from formulations.tacos.engines import ENGINES, choose_engine, greedy_all_gather
-from formulations.tacos.matching import REPLACEMENT_MODES, MatchResult, OutOfTime
+from formulations.tacos.matching import REPLACEMENT_MODES, MatchResult, OutOfTime, deliveries
 from formulations.tacos.schedule import to_algorithm
 from workbench.algorithm import Algorithm
 from workbench.collective import make_collective
@@ -92,7 +92,7 @@ class Tacos:
             raise ValueError("tacos: a custom combining collective is not supported")
         # one choice for all restarts: loading the compiled engine pays off over their total work
         runs = restarts * (2 if collective.kind == "allreduce" else 1)
-        chosen = choose_engine(engine, runs * _deliveries(problem))
+        chosen = choose_engine(engine, runs * deliveries(problem.collective))
         best: Algorithm | None = None
         stats: dict[str, Any] = {"restarts_done": 0, "events": 0, "wasted_transfers": 0}
         status = "feasible"
@@ -153,15 +153,6 @@ class Tacos:
         algorithm = to_algorithm(topology, collective, chunk_bytes, result, meta)
         algorithm.meta["claimed_time"] = result.claimed_time
         return algorithm, {"events": result.events, "wasted": result.wasted, "engine": result.engine}
-
-
-def _deliveries(problem: Problem) -> int:
-    """(chunk, rank) pairs a non-combining run delivers; a reduction counts as its dual gather."""
-    collective = problem.collective
-    if collective.combining:
-        n, k = collective.num_ranks, collective.chunks_per_rank
-        return n * (n - 1) * k if collective.kind != "reduce" else (n - 1) * k
-    return sum(len(needers) - len(holders & needers) for holders, needers in zip(collective.pre, collective.post))
 
 
 def _degree(value: int | str) -> int | None:

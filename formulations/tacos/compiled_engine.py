@@ -8,8 +8,8 @@ the same schedule for the same seed; the tests hold them to it.
 
 Chunk sets are rows of 64-bit words (``held[v]``, ``need[v]``); ``need_count[v]`` saves scanning
 a row to learn that ``v`` is done. Links ending at the same time are retired together, in link
-order, from a binary heap of (end time, link). The loop runs a bounded number of events per call,
-so the caller can watch the deadline between calls.
+order, from a calendar of buckets (below). The loop runs a bounded number of events per call, so
+the caller can watch the deadline between calls.
 """
 
 from __future__ import annotations
@@ -23,45 +23,38 @@ from llvmlite import ir
 from numba import njit, types
 from numba.core.extending import intrinsic
 
-from formulations.tacos.matching import TIE, Fabric, MatchResult, OutOfTime, unreachable
+from formulations.tacos.matching import TIE, Fabric, MatchResult, OutOfTime, end_time, unreachable
 
 _CAUSAL, _REFERENCE, _OFF = 0, 1, 2
 _NEVER = np.iinfo(np.int32).max
 _ONE = np.uint64(1)
 _ZERO = np.uint64(0)
 
+_end_time = njit(cache=True, inline="always")(end_time)  # the very grid the Python engine uses
+
 # slots of the integer state vector ``counters``
 _HEAP_SIZE, _EVENTS, _WASTED, _DELIVERIES, _RECORD, _DIRTY, _FREE, _TOUCHED = 0, 1, 2, 3, 4, 5, 6, 7
 
 
-@intrinsic
-def _popcount(typingctx, word):
-    if not isinstance(word, types.Integer):
-        return None
+def _bit_intrinsic(name: str, emit):
+    """A numba intrinsic for one LLVM bit-counting instruction on an integer of any width."""
 
-    def codegen(context, builder, signature, args):
-        return builder.ctpop(args[0])
-    return word(word), codegen
+    def typer(typingctx, word):
+        if not isinstance(word, types.Integer):
+            return None
 
+        def codegen(context, builder, signature, args):
+            return emit(builder, args[0])
+        return word(word), codegen
 
-@intrinsic
-def _leading_zeros(typingctx, word):
-    if not isinstance(word, types.Integer):
-        return None
-
-    def codegen(context, builder, signature, args):
-        return builder.ctlz(args[0], ir.Constant(ir.IntType(1), 0))
-    return word(word), codegen
+    typer.__name__ = typer.__qualname__ = name
+    return intrinsic(typer)
 
 
-@intrinsic
-def _trailing_zeros(typingctx, word):
-    if not isinstance(word, types.Integer):
-        return None
-
-    def codegen(context, builder, signature, args):
-        return builder.cttz(args[0], ir.Constant(ir.IntType(1), 0))
-    return word(word), codegen
+_DEFINED_AT_ZERO = ir.Constant(ir.IntType(1), 0)  # ctlz/cttz of 0 is the word's width, not poison
+_popcount = _bit_intrinsic("_popcount", lambda builder, x: builder.ctpop(x))
+_leading_zeros = _bit_intrinsic("_leading_zeros", lambda builder, x: builder.ctlz(x, _DEFINED_AT_ZERO))
+_trailing_zeros = _bit_intrinsic("_trailing_zeros", lambda builder, x: builder.cttz(x, _DEFINED_AT_ZERO))
 
 
 # ---------------------------------------------------------------- CPython's Mersenne Twister
@@ -104,7 +97,7 @@ def _randbelow(rng, n):
 
 
 # ---------------------------------------------------------------- bit rows
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _row_count(row):
     count = 0
     for w in range(row.shape[0]):
@@ -112,7 +105,7 @@ def _row_count(row):
     return count
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _row_bit_length(row):
     for w in range(row.shape[0] - 1, -1, -1):
         if row[w] != _ZERO:
@@ -140,8 +133,10 @@ def _nth_bit(row, target):
 
 
 @njit(cache=True, inline="always")
-def _random_bit_of(row, count, length, rng):
-    """python_engine.random_bit over a word row with ``count`` set bits, the highest at ``length - 1``."""
+def _random_bit(row, rng):
+    """python_engine.random_bit over a word row (non-zero)."""
+    count = _row_count(row)
+    length = _row_bit_length(row)
     if count == 1:
         return length - 1
     if count * 8 >= length:
@@ -150,11 +145,6 @@ def _random_bit_of(row, count, length, rng):
             if _has(row, position):
                 return position
     return _nth_bit(row, np.int64(_random(rng) * count))
-
-
-@njit(cache=True)
-def _random_bit(row, rng):
-    return _random_bit_of(row, _row_count(row), _row_bit_length(row), rng)
 
 
 # ---------------------------------------------------------------- the calendar of link ends
@@ -273,13 +263,7 @@ def _match(v, t, event, src, cost, in_start, in_links, held, need, busy, flight_
             row = carry[i]
             for w in range(words):
                 union[w] |= row[w]
-        count, top = 0, words - 1
-        for w in range(words):
-            count += _popcount(union[w])
-        while union[top] == _ZERO:
-            top -= 1
-        length = top * 64 + 64 - np.int64(_leading_zeros(union[top]))
-        chunk = _random_bit_of(union, count, length, rng)
+        chunk = _random_bit(union, rng)
         word, mask = chunk >> 6, _ONE << np.uint64(chunk & 63)
         pick = 0
         if live > 1:
@@ -309,7 +293,7 @@ def _match(v, t, event, src, cost, in_start, in_links, held, need, busy, flight_
         flight_chunk[e] = chunk
         flight_start[e] = t
         flight_event[e] = event
-        _schedule_end(e, np.rint((t + cost[e]) * 1e15) / 1e15, calendar, counters)  # matching.end_time
+        _schedule_end(e, _end_time(t, cost[e]), calendar, counters)
         # drop the chunk from every row, then the link just used and the rows left empty (in order)
         kept = 0
         for i in range(live):
@@ -325,6 +309,15 @@ def _match(v, t, event, src, cost, in_start, in_links, held, need, busy, flight_
                 carry_count[kept] = carry_count[i]
             kept += 1
         live = kept
+
+
+@njit(cache=True, inline="always")
+def _mark_dirty(v, dirty, dirty_list, counters):
+    """Rank v is matched again at the end of this event (once, however many arrivals touch it)."""
+    if not dirty[v]:
+        dirty[v] = True
+        dirty_list[counters[_DIRTY]] = v
+        counters[_DIRTY] += 1
 
 
 @njit(cache=True)
@@ -358,10 +351,7 @@ def _run_events(budget, mode, src, dst, cost, in_start, in_links, out_start, out
             e = retire[r]
             u, v, chunk = src[e], dst[e], flight_chunk[e]
             busy[e] = False
-            if not dirty[v]:
-                dirty[v] = True
-                dirty_list[counters[_DIRTY]] = v
-                counters[_DIRTY] += 1
+            _mark_dirty(v, dirty, dirty_list, counters)
             if _has(held[v], chunk):
                 chunk = _replacement(u, v, flight_event[e], mode, held, need, arrival, union, positions, rng)
                 if chunk < 0:
@@ -380,11 +370,7 @@ def _run_events(budget, mode, src, dst, cost, in_start, in_links, out_start, out
             counters[_DELIVERIES] += 1
             eventful = True
             for j in range(out_start[v], out_start[v + 1]):
-                w = out_nodes[j]
-                if not dirty[w]:
-                    dirty[w] = True
-                    dirty_list[counters[_DIRTY]] = w
-                    counters[_DIRTY] += 1
+                _mark_dirty(out_nodes[j], dirty, dirty_list, counters)
         if eventful:
             claimed[0] = t
         marked = np.sort(dirty_list[:counters[_DIRTY]])
@@ -419,13 +405,17 @@ def _rows(sets: list[frozenset[int]], n: int, words: int) -> np.ndarray:
             continue
         mask = np.zeros(words, dtype=np.uint64)
         chunk_ids = np.array(chunks, dtype=np.int64)
-        np.bitwise_or.at(mask, chunk_ids >> 6, np.left_shift(np.uint64(1), (chunk_ids & 63).astype(np.uint64)))
+        np.bitwise_or.at(mask, chunk_ids >> 6, _bit_of(chunk_ids))
         rows[np.fromiter(ranks, dtype=np.int64, count=len(ranks))] |= mask
     if singles:
         pairs = np.array(singles, dtype=np.int64)
-        np.bitwise_or.at(rows, (pairs[:, 0], pairs[:, 1] >> 6),
-                         np.left_shift(np.uint64(1), (pairs[:, 1] & 63).astype(np.uint64)))
+        np.bitwise_or.at(rows, (pairs[:, 0], pairs[:, 1] >> 6), _bit_of(pairs[:, 1]))
     return rows
+
+
+def _bit_of(chunks: np.ndarray) -> np.ndarray:
+    """Each chunk's bit within its 64-bit word."""
+    return np.left_shift(np.uint64(1), (chunks & 63).astype(np.uint64))
 
 
 def _csr(rows: list[list[int]]) -> tuple[np.ndarray, np.ndarray]:

@@ -78,10 +78,21 @@ class Fabric:
         for e, link in enumerate(links):
             in_links[link.dst].append(e)  # links are sorted by (src, dst): ascending source
         pre, post = list(collective.pre), list(collective.post)
-        deliveries = sum(len(needers - holders) for holders, needers in zip(pre, post))
         return cls(n, len(pre), [l.src for l in links], [l.dst for l in links],
                    [l.alpha + chunk_bytes / l.bandwidth for l in links], in_links,
-                   [list(view.out_neighbors(u)) for u in range(n)], pre, post, deliveries)
+                   [list(view.out_neighbors(u)) for u in range(n)], pre, post, deliveries(collective))
+
+
+def deliveries(collective: Collective) -> int:
+    """(chunk, rank) pairs a run delivers: post and not pre; a reduction counts as its dual gather.
+
+    ``len(needers) - len(holders & needers)`` rather than a set difference: the intersection
+    walks the smaller set, so an All-Gather on N ranks costs O(N), not O(N^2).
+    """
+    if collective.combining:
+        n, k = collective.num_ranks, collective.chunks_per_rank
+        return (n - 1) * k if collective.kind == "reduce" else n * (n - 1) * k
+    return sum(len(needers) - len(holders & needers) for holders, needers in zip(collective.pre, collective.post))
 
 
 def unreachable(rank: int, chunk: int) -> TopologyError:
