@@ -25,11 +25,12 @@ test-all: $(STAMP)
 bench: $(STAMP)
 	$(PY) -m benchmarks.run_all
 
-# TACOS beside its C++ reference, 16 to 4,096 NPUs (about 5 minutes; part of make bench)
+# TACOS beside its C++ reference, 16 to 4,096 NPUs (about 5 minutes; part of make bench).
+# TACOS_CPP=/path/to/your/build also runs the C++ reference here, interleaved (see benchmarks/tacos_scaling.py)
 bench-tacos: $(STAMP)
 	$(PY) -m benchmarks.tacos_scaling
 
-# TACOS at 4,096 to 40,000 NPUs, matching only (hours: up to one hour per case)
+# TACOS at 4,096 to 40,000 NPUs, matching only (hours: up to one hour per case; rows kept per family)
 bench-tacos-large: $(STAMP)
 	$(PY) -m benchmarks.tacos_large
 

@@ -15,8 +15,9 @@ import subprocess
 import sys
 import time
 
-from benchmarks.common import machine, reference_loop, write
+from benchmarks.common import RESULTS, machine, reference_loop, write
 from benchmarks.tacos_scaling import slope
+from workbench.files import write_atomic
 
 FAMILIES = {
     "2D mesh": ["mesh:64x64", "mesh:91x90", "mesh:128x128", "mesh:200x200"],
@@ -54,39 +55,74 @@ def run_case(spec: str, budget: float) -> dict:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
+STORE = "tacos_large.json"
+
+
+def load_store() -> dict:
+    """Rows already measured, by family: a run of some families keeps the others' rows."""
+    path = RESULTS / STORE
+    return json.loads(path.read_text()) if path.exists() else {}
+
+
+def render(store: dict) -> str:
+    lines = ["# TACOS at 4,096 to 40,000 NPUs", "", __doc__.strip(), "",
+             "| family | topology | NPUs | matching (s) | claimed time (ms) | events | deliveries | peak memory (GiB) |",
+             "|---|---|---|---|---|---|---|---|"]
+    slopes, runs = [], []
+    for family in FAMILIES:
+        if family not in store:
+            continue
+        entry = store[family]
+        runs.append(f"- {family}: {entry['machine']}; reference loop (10^7 additions) {entry['loop']:.2f} s; "
+                    f"budget {entry['budget']:,.0f} s per case" + (f"; {entry['remark']}" if entry.get("remark") else ""))
+        done = []
+        for row in entry["rows"]:
+            if row["seconds"] is None:
+                lines.append(f"| {family} | {row['spec']} | {row['npus']:,} | over {entry['budget']:,.0f} | | | | "
+                             f"{row['peak_gib']:.1f} |")
+                continue
+            lines.append(f"| {family} | {row['spec']} | {row['npus']:,} | {row['seconds']:,.1f} "
+                         f"| {row['claimed'] * 1e3:.3f} | {row['events']:,} | {row['deliveries']:,} "
+                         f"| {row['peak_gib']:.1f} |")
+            done.append((row["npus"], row["seconds"]))
+        if len(done) >= 2:
+            slopes.append(f"{family} {slope(done):.2f}")
+    missing = [family for family in FAMILIES if family not in store]
+    if slopes:
+        lines += ["", "Fitted growth exponents (least squares on log time against log NPUs, over these rows): "
+                  + ", ".join(slopes) + "."]
+    lines += ["", "Runs:", *runs]
+    if missing:
+        lines += ["", "Not run yet: " + ", ".join(missing) + "."]
+    lines += ["", "Regenerate with `make bench-tacos-large` (hours: up to the budget per case), or one family "
+              "with `python -m benchmarks.tacos_large --families \"3D torus\"` (the other families' rows are kept "
+              f"in `results/bench/{STORE}`).", ""]
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="bench tacos_large")
     parser.add_argument("--budget", type=float, default=3600.0, help="seconds per case (the target: one hour)")
     parser.add_argument("--families", nargs="*", default=list(FAMILIES), choices=list(FAMILIES))
+    parser.add_argument("--remark", default="", help="a note on this run, shown beside its machine line")
     args = parser.parse_args(argv)
     loop = reference_loop()
-    lines = ["# TACOS at 4,096 to 40,000 NPUs", "", __doc__.strip(), "",
-             f"Machine: {machine()}; reference loop (10^7 additions) {loop:.2f} s; budget {args.budget:,.0f} s "
-             "per case.", "",
-             "| family | topology | NPUs | matching (s) | claimed time (ms) | events | deliveries | peak memory (GiB) |",
-             "|---|---|---|---|---|---|---|---|"]
-    slopes = []
     for family in args.families:
-        done: list[tuple[int, float]] = []
+        rows: list[dict] = []
         for spec in FAMILIES[family]:
             print(f"  {family} {spec} ...", flush=True)
             started = time.perf_counter()
             row = run_case(spec, args.budget)
             print(f"    {time.perf_counter() - started:.0f} s", flush=True)
+            rows.append(row)
+            # Stored after every case, re-read first: another family may be running beside this one.
+            store = load_store()
+            store[family] = {"machine": machine(), "loop": loop, "budget": args.budget, "remark": args.remark,
+                             "rows": rows}
+            write_atomic(RESULTS / STORE, json.dumps(store, indent=1) + "\n")
+            write("tacos_large.md", render(store))
             if row["seconds"] is None:
-                lines.append(f"| {family} | {spec} | {row['npus']:,} | over {args.budget:,.0f} | | | | "
-                             f"{row['peak_gib']:.1f} |")
                 break
-            lines.append(f"| {family} | {spec} | {row['npus']:,} | {row['seconds']:,.1f} | {row['claimed'] * 1e3:.3f} "
-                         f"| {row['events']:,} | {row['deliveries']:,} | {row['peak_gib']:.1f} |")
-            done.append((row["npus"], row["seconds"]))
-        if len(done) >= 2:
-            slopes.append(f"{family} {slope(done):.2f}")
-    if slopes:
-        lines += ["", "Fitted growth exponents (least squares on log time against log NPUs, over these rows): "
-                  + ", ".join(slopes) + "."]
-    lines += ["", "Regenerate with `make bench-tacos-large` (hours: up to the budget per case).", ""]
-    write("tacos_large.md", "\n".join(lines))
 
 
 if __name__ == "__main__":

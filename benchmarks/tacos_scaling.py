@@ -8,6 +8,14 @@ process a fixed amount, measured separately below. The Python engine gives the s
 and is shown beside it. The C++ column is astra-sim/tacos v1.3.0 (-O2) on this machine class,
 its own "Time to solve" (it builds no schedule), as published in the workbench's issue tracker.
 
+With ``TACOS_CPP`` naming a build of that C++ reference, the C++ is also run here, interleaved with
+ours (one run of each in turn, medians), in the column "C++ here". The workbench neither ships nor
+builds it: ``TACOS_CPP`` is an executable of your own, linked against astra-sim/tacos, called as
+``TACOS_CPP mesh|torus A B [C]`` (Mesh2D, Torus2D, Hypercube3D or Torus3D of that size, 50 GiB/s,
+0.5 us, ``AllGather(npus, 1)``, chunk 1 GiB / npus) and printing the reference's own two lines,
+"Time to solve: X ms" and "Collective Time: Y us". Its collective time is shown beside our claimed
+time, a check that both compute the same kind of schedule.
+
 Growth: the matching alone ("engine"), and with the algorithm built ("with IR") up to
 ``--ir-max`` NPUs; "optimum" is the exact All-Gather optimum (``workbench.optimum``, plus its
 cut's alpha). Exponents are least-squares slopes of log(time) against log(NPUs) from 64 NPUs up.
@@ -16,6 +24,8 @@ cut's alpha). Exponents are least-squares slopes of log(time) against log(NPUs) 
 from __future__ import annotations
 
 import argparse
+import os
+import re
 import statistics
 import subprocess
 import sys
@@ -51,10 +61,41 @@ def topology_of(spec: str):
 
 
 def synthesis_seconds(spec: str, engine: str, repeats: int) -> float:
+    return statistics.median(synthesis_sample(spec, engine)[0] for _ in range(repeats))
+
+
+def synthesis_sample(spec: str, engine: str) -> tuple[float, float]:
+    """One synthesis: (synthesis seconds, claimed collective time in seconds)."""
     topology = topology_of(spec)
     problem = Problem(topology, make_collective("allgather", topology.num_npus, 1), GiB)
-    samples = [Tacos().synthesize(problem, time_limit=3600, seed=0, engine=engine).wall_seconds for _ in range(repeats)]
-    return statistics.median(samples)
+    result = Tacos().synthesize(problem, time_limit=3600, seed=0, engine=engine)
+    return result.wall_seconds, result.claimed_times[0]
+
+
+CPP_LINES = (re.compile(r"Time to solve:\s*([0-9.eE+-]+)\s*ms"), re.compile(r"Collective Time:\s*([0-9.eE+-]+)\s*us"))
+
+
+def cpp_sample(executable: str, spec: str) -> tuple[float, float]:
+    """One run of the C++ reference (``TACOS_CPP``): (its time to solve, its collective time), seconds."""
+    kind, dims = spec.split(":")
+    done = subprocess.run([executable, kind, *dims.split("x")], capture_output=True, text=True, timeout=3600)
+    found = [pattern.search(done.stdout) for pattern in CPP_LINES]
+    if done.returncode != 0 or not all(found):
+        raise SystemExit(f"TACOS_CPP={executable} {kind} {' '.join(dims.split('x'))}: exit {done.returncode}, "
+                         "expected 'Time to solve: X ms' and 'Collective Time: Y us' in its output")
+    return float(found[0].group(1)) * 1e-3, float(found[1].group(1)) * 1e-6
+
+
+def side_by_side(spec: str, repeats: int, executable: str | None) -> dict:
+    """Ours (compiled engine) and, given ``executable``, the C++ reference, run in turn ``repeats`` times."""
+    ours, cpp = [], []
+    for _ in range(repeats):
+        ours.append(synthesis_sample(spec, "compiled"))
+        if executable:
+            cpp.append(cpp_sample(executable, spec))
+    return {"ours": statistics.median(s for s, _ in ours), "claimed": ours[0][1],
+            "cpp_here": statistics.median(s for s, _ in cpp) if cpp else None,
+            "cpp_claimed": cpp[0][1] if cpp else None}
 
 
 def load_cost(repeats: int = 5) -> float:
@@ -113,8 +154,10 @@ def plot(side: list[dict], results: dict[str, list[dict]], path) -> None:
     fig, ax = plt.subplots(figsize=(6.5, 4.5))
     meshes = [r for r in side if r["spec"].count("x") == 1 and r["spec"].startswith("mesh")]
     for key, label, marker in (("ours", "ours, compiled", "o"), ("python", "ours, Python engine", "s"),
-                               ("cpp", "C++ reference", "^")):
+                               ("cpp", "C++ reference, published", "^"), ("cpp_here", "C++ reference, run here", "v")):
         points = [(r["npus"], r[key]) for r in meshes if r[key] is not None]
+        if not points:
+            continue
         k = slope(points)
         ax.plot(*zip(*points), marker=marker, label=f"2D mesh, {label}" + (f" (slope {k:.2f})" if k else ""))
     for family, rows in results.items():
@@ -137,14 +180,17 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     loop = reference_loop()
     greedy_all_gather(build("mesh:2x2"), make_collective("allgather", 4, 1), 1.0, 0, engine="compiled")  # load
+    executable = os.environ.get("TACOS_CPP") or None
+    if executable and not os.access(executable, os.X_OK):
+        raise SystemExit(f"TACOS_CPP={executable}: not an executable file")
     side = []
     for spec, cpp in SIDE_BY_SIDE:
         npus = topology_of(spec).num_npus
         repeats = 9 if npus <= 256 else 3
         print(f"  side by side {spec} ...", flush=True)
-        ours = synthesis_seconds(spec, "compiled", repeats)
+        row = side_by_side(spec, repeats, executable)
         python = synthesis_seconds(spec, "python", 3 if npus <= 256 else 1) if npus <= args.python_max else None
-        side.append({"spec": spec, "npus": npus, "ours": ours, "python": python, "cpp": cpp})
+        side.append({"spec": spec, "npus": npus, "python": python, "cpp": cpp, **row})
     load = load_cost()
     results: dict[str, list[dict]] = {}
     for family, specs in FAMILIES.items():
@@ -158,16 +204,24 @@ def main(argv: list[str] | None = None) -> None:
     ours_slope = slope([(r["npus"], r["ours"]) for r in side if r["spec"].startswith("mesh") and r["spec"].count("x") == 1])
     cpp_slope = slope([(r["npus"], r["cpp"]) for r in side if r["cpp"] and r["spec"].count("x") == 1
                        and r["spec"].startswith("mesh")])
+    here_slope = slope([(r["npus"], r["cpp_here"]) for r in side if r["cpp_here"] and r["spec"].count("x") == 1
+                        and r["spec"].startswith("mesh")])
     lines = ["# TACOS synthesis time vs NPUs", "", __doc__.strip(), "",
              f"Machine: {machine()}; reference loop (10^7 additions) {loop:.2f} s.", "",
              "## Side by side with the C++ reference", "",
-             "| topology | NPUs | ours (ms) | C++ (ms) | ours / C++ | ours, Python engine (ms) |",
-             "|---|---|---|---|---|---|"]
+             "| topology | NPUs | ours (ms) | C++ published (ms) | ours / C++ | C++ here (ms) | ours / C++ here "
+             "| ours, Python engine (ms) | claimed time, ours / C++ (us) |",
+             "|---|---|---|---|---|---|---|---|---|"]
     for r in side:
         ratio = f"{r['ours'] / r['cpp']:.2f}" if r["cpp"] else "n/a"
+        here = f"{r['ours'] / r['cpp_here']:.2f}" if r["cpp_here"] else "n/a"
+        claimed = f"{r['claimed'] * 1e6:,.1f}" + (f" / {r['cpp_claimed'] * 1e6:,.1f}" if r["cpp_claimed"] else "")
         lines.append(f"| {r['spec']} | {r['npus']:,} | {_ms(r['ours'])} | {_ms(r['cpp'])} | {ratio} | "
-                     f"{_ms(r['python'])} |")
-    lines += ["", f"Fitted exponents on the 2D meshes from 64 NPUs up: ours {ours_slope:.2f}, C++ {cpp_slope:.2f}. "
+                     f"{_ms(r['cpp_here'])} | {here} | {_ms(r['python'])} | {claimed} |")
+    if not executable:
+        lines += ["", "The C++ was not run here (no `TACOS_CPP`): the \"C++ here\" columns are empty."]
+    lines += ["", f"Fitted exponents on the 2D meshes from 64 NPUs up: ours {ours_slope:.2f}, C++ {cpp_slope:.2f}"
+              + (f" (run here: {here_slope:.2f})" if here_slope else "") + ". "
               f"Loading the compiled engine costs a fresh process {load:.2f} s once (median of 5); "
               "`engine: auto` therefore takes the Python engine for small runs in a process that has not loaded "
               "it yet (`formulations.tacos.engines.COMPILED_FROM`).", "",
