@@ -225,6 +225,10 @@ def _load(path: Path) -> Algorithm:
         text = path.read_bytes()
     except OSError as exc:
         raise AlgorithmFormatError(f"{path}: cannot read: {exc.strerror}") from None
+    typed = _typed_decode(text)
+    if typed is not None:
+        document, transfers = typed
+        return _parse(document, str(path), transfers)
     try:
         data = fastjson.loads(text)
     except fastjson.JSONDecodeError as exc:
@@ -233,13 +237,28 @@ def _load(path: Path) -> Algorithm:
     return _parse(data, str(path))
 
 
-def _parse(data: Any, source: str) -> Algorithm:
+def _typed_decode(text: bytes) -> tuple[dict, list[Transfer]] | None:
+    """The fast reader for large well-formed files (``workbench.typed_load``), when msgspec is
+    installed and the file is big enough for it to matter; None sends the text the usual way."""
+    if len(text) < TYPED_FROM_BYTES:
+        return None
+    try:
+        from workbench.typed_load import decode
+    except ImportError:
+        return None
+    return decode(text)
+
+
+TYPED_FROM_BYTES = 1 << 20  # below a megabyte the usual reader is as fast, without importing msgspec
+
+
+def _parse(data: Any, source: str, transfers: list[Transfer] | None = None) -> Algorithm:
     if not isinstance(data, dict):
         raise AlgorithmFormatError(f"{source}: expected a JSON object")
     if data.get("format") != FORMAT:
         raise AlgorithmFormatError(f"{source}: format must be {FORMAT!r}, got {data.get('format')!r}")
     for key in ("topology", "collective", "chunk_bytes", "transfers"):
-        if key not in data:
+        if key not in data and not (key == "transfers" and transfers is not None):
             raise AlgorithmFormatError(f"{source}: missing field {key!r}")
     try:
         topology = topology_from_dict(data["topology"], f"{source}: topology")
@@ -258,10 +277,11 @@ def _parse(data: Any, source: str) -> Algorithm:
             f"{source}: collective.size_bytes={size} disagrees with chunk_bytes={chunk_bytes} "
             f"(expected {collective.size_bytes(chunk_bytes):g} for this {collective.kind})"
         )
-    raw = data["transfers"]
-    if not isinstance(raw, list):
-        raise AlgorithmFormatError(f"{source}: transfers must be a list")
-    transfers = _parse_transfers(raw, source)
+    if transfers is None:
+        raw = data["transfers"]
+        if not isinstance(raw, list):
+            raise AlgorithmFormatError(f"{source}: transfers must be a list")
+        transfers = _parse_transfers(raw, source)
     meta = data.get("meta") or {}
     if not isinstance(meta, dict):
         raise AlgorithmFormatError(f"{source}: meta must be an object")

@@ -21,6 +21,7 @@ from typing import Any, Literal
 from workbench.lazy import lazy_module
 from workbench.algorithm import Algorithm
 from workbench.collective import bus_factor
+from workbench.engines import choose_engine
 from workbench.topology import Topology
 
 np = lazy_module("numpy")  # imported on first use (workbench.lazy)
@@ -50,6 +51,11 @@ class SimulationResult:
     options: dict[str, str]
     topology: Topology = field(repr=False)
     occupancy: tuple[np.ndarray, np.ndarray, np.ndarray] = field(repr=False)  # (link, start, end)
+    # (the transfer list timed, its TransferArrays) when the compiled pass ran: verify reuses them
+    transfer_arrays: tuple[list, Any] | None = field(default=None, repr=False, compare=False)
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {**self.__dict__, "transfer_arrays": None}  # a reused array cache is not worth pickling
 
     @property
     def algbw(self) -> float:
@@ -153,24 +159,45 @@ def _segment_table(algorithm: Algorithm, switch_model: str) -> list[list[Segment
     return table
 
 
+COMPILED_FROM = 200_000  # transfers: from here the compiled pass pays for loading numba (workbench.engines)
+
+
 def simulate(
     algorithm: Algorithm,
     link_model: Literal["pipelined", "blocking"] = "pipelined",
     order: Literal["in-order", "fifo"] = "in-order",
     switch_model: Literal["cut-through", "store-and-forward"] = "cut-through",
+    *,
+    engine: str = "auto",
 ) -> SimulationResult:
-    """Time an algorithm under DESIGN.md's rules (verify it first; this only times)."""
+    """Time an algorithm under DESIGN.md's rules (verify it first; this only times).
+
+    ``engine``: ``python``, ``compiled`` (numba, in-order only: ``workbench.compiled_simulate``)
+    or ``auto`` (compiled for large algorithms); the timings are bit-identical.
+    """
     _check_options(link_model, order, switch_model)
-    segments = _segment_table(algorithm, switch_model)
-    for t in algorithm.transfers:
-        for d in t.deps:
-            if not (0 <= d < t.id):
-                raise SimulationError(f"transfer {t.id}: dependency {d} does not name an earlier transfer")
+    return _simulate(algorithm, link_model, order, switch_model, engine, None)
+
+
+def simulate_with_arrays(algorithm: Algorithm, arrays: Any) -> SimulationResult:
+    """The default simulation, compiled, on ``TransferArrays`` a caller already built (the verifier)."""
+    return _simulate(algorithm, "pipelined", "in-order", "cut-through", "compiled", arrays)
+
+
+def _simulate(algorithm: Algorithm, link_model: str, order: str, switch_model: str, engine: str,
+              arrays: Any) -> SimulationResult:
     blocking = link_model == "blocking"
-    if order == "in-order":
-        timing = _run_in_order(algorithm, segments, blocking)
-    else:
-        timing = _run_fifo(algorithm, segments, blocking)
+    timing = None
+    if order == "in-order" and choose_engine(engine, len(algorithm.transfers), COMPILED_FROM, "simulate") == "compiled":
+        from workbench.compiled_simulate import timing as compiled_timing
+        from workbench.transfer_arrays import transfer_arrays
+
+        if arrays is None:
+            arrays = transfer_arrays(algorithm.transfers)
+        if arrays is not None:
+            timing = compiled_timing(algorithm, arrays, blocking, switch_model, route_segments)
+    if timing is None:
+        timing = _python_timing(algorithm, blocking, order, switch_model)
     start, end, busy, nbytes, occupancy = timing
     collective_time = float(end.max()) if len(end) else 0.0
     return SimulationResult(
@@ -184,7 +211,19 @@ def simulate(
         options={"link_model": link_model, "order": order, "switch_model": switch_model},
         topology=algorithm.topology,
         occupancy=occupancy,
+        transfer_arrays=(algorithm.transfers, arrays) if arrays is not None else None,
     )
+
+
+def _python_timing(algorithm: Algorithm, blocking: bool, order: str, switch_model: str):
+    segments = _segment_table(algorithm, switch_model)
+    for t in algorithm.transfers:
+        for d in t.deps:
+            if not (0 <= d < t.id):
+                raise SimulationError(f"transfer {t.id}: dependency {d} does not name an earlier transfer")
+    if order == "in-order":
+        return _run_in_order(algorithm, segments, blocking)
+    return _run_fifo(algorithm, segments, blocking)
 
 
 def _run_in_order(algorithm: Algorithm, segments: list[list[Segment]], blocking: bool):

@@ -18,7 +18,8 @@ from typing import Any
 
 from workbench.lazy import lazy_module
 from workbench.algorithm import Algorithm
-from workbench.simulate import SimulationError, SimulationResult, simulate
+from workbench.engines import choose_engine
+from workbench.simulate import SimulationError, SimulationResult, simulate, simulate_with_arrays
 
 np = lazy_module("numpy")  # imported on first use (workbench.lazy)
 
@@ -276,21 +277,58 @@ def _fail_race(algorithm: Algorithm, simulation: SimulationResult, t, chunk: int
         transfer=t.id, chunk=chunk, ranks=(t.src, t.dst), kind="race")
 
 
-def verify(algorithm: Algorithm, timeline: bool = True, simulation: SimulationResult | None = None) -> VerifyReport:
+COMPILED_FROM = 200_000  # transfers: from here the compiled replays pay for loading numba (workbench.engines)
+
+
+def verify(algorithm: Algorithm, timeline: bool = True, simulation: SimulationResult | None = None, *,
+           engine: str = "auto") -> VerifyReport:
     """Raise ``InvalidAlgorithm`` unless the algorithm implements its collective (both rules).
 
     ``simulation`` may pass an already computed default simulation (pipelined, in-order,
-    cut-through) to save recomputing it; the report carries the one used.
+    cut-through) to save recomputing it; the report carries the one used. ``engine``: ``python``,
+    ``compiled`` (numba; ``workbench.compiled_verify``) or ``auto`` (compiled for large
+    algorithms). Both give the same verdicts; a rule the compiled replays find broken is named by
+    the Python verifier, so the messages are the same too.
     """
+    if choose_engine(engine, len(algorithm.transfers), COMPILED_FROM, "verify") == "compiled":
+        report = _verify_compiled(algorithm, timeline, simulation)
+        if report is not None:
+            return report
     check_structure(algorithm)
     reads, read_from, state = _file_order_replay(algorithm)
     delivered = _check_post(algorithm, state)
     if timeline:
-        if simulation is None or simulation.options != {"link_model": "pipelined", "order": "in-order",
-                                                        "switch_model": "cut-through"}:
-            try:
-                simulation = simulate(algorithm)
-            except SimulationError as exc:
-                raise InvalidAlgorithm(str(exc), kind="structure") from None
+        simulation = _default_simulation(algorithm, simulation)
         _timeline_replay(algorithm, simulation, reads, read_from)
     return VerifyReport(len(algorithm.transfers), delivered, simulation)
+
+
+def _default_simulation(algorithm: Algorithm, simulation: SimulationResult | None, arrays=None) -> SimulationResult:
+    if simulation is not None and simulation.options == {"link_model": "pipelined", "order": "in-order",
+                                                         "switch_model": "cut-through"}:
+        return simulation
+    try:
+        return simulate(algorithm) if arrays is None else simulate_with_arrays(algorithm, arrays)
+    except SimulationError as exc:
+        raise InvalidAlgorithm(str(exc), kind="structure") from None
+
+
+def _verify_compiled(algorithm: Algorithm, timeline: bool, simulation: SimulationResult | None) -> VerifyReport | None:
+    """The report when every rule holds; None when one breaks, or the rows would not fit in memory
+    (the Python verifier then runs)."""
+    from workbench import compiled_verify as fast
+    from workbench.transfer_arrays import transfer_arrays
+
+    reuse = simulation.transfer_arrays if simulation is not None else None
+    arrays = reuse[1] if reuse is not None and reuse[0] is algorithm.transfers else transfer_arrays(algorithm.transfers)
+    if arrays is None or not fast.fits(algorithm, arrays) or not fast.structure_ok(algorithm, arrays):
+        return None
+    replayed = fast.replay(algorithm, arrays)
+    if replayed is None:
+        return None
+    reads, delivered = replayed
+    if timeline:
+        simulation = _default_simulation(algorithm, simulation, arrays)
+        if not fast.timeline_ok(algorithm, arrays, simulation, reads):
+            return None
+    return VerifyReport(len(arrays), delivered, simulation)

@@ -7,42 +7,27 @@
 * ``compiled_engine``: the same loop compiled with numba over word arrays, with its own
   Mersenne Twister started from ``random.Random(seed)``'s state, so both draw the same numbers.
 
-``engine="auto"`` takes the compiled one where it pays: when numba is already loaded in this
-process, or when the run is large enough (``COMPILED_FROM`` deliveries) that loading numba and its
-cached machine code (about half a second, once per process) costs less than it saves.
+``engine="auto"`` takes the compiled one where it pays (``workbench.engines``): when numba is
+already loaded in this process, or from ``COMPILED_FROM`` deliveries.
 """
 
 from __future__ import annotations
 
-import importlib.util
 import random
-import sys
 
 from formulations.tacos.matching import REPLACEMENT_MODES, Fabric, MatchResult
 from workbench.collective import Collective
+from workbench.engines import ENGINES, choose_engine as _choose
 from workbench.topology import Topology
 
-ENGINES = ("auto", "compiled", "python")
+__all__ = ["ENGINES", "COMPILED_FROM", "choose_engine", "greedy_all_gather"]
+
 COMPILED_FROM = 40_000  # deliveries (N (N-1) k for an All-Gather): about 200 NPUs at one chunk each
 
 
-def compiled_available() -> bool:
-    return importlib.util.find_spec("numba") is not None
-
-
 def choose_engine(engine: str, deliveries: int) -> str:
-    """The engine that runs: ``engine`` unless it is ``auto`` (see the module docstring)."""
-    if engine not in ENGINES:
-        raise ValueError(f"tacos: engine must be one of {ENGINES}, got {engine!r}")
-    if engine == "compiled":
-        if not compiled_available():
-            raise ValueError("tacos: engine 'compiled' needs numba (pip install numba), or use engine 'python'")
-        return engine
-    if engine == "python":
-        return engine
-    if "numba" in sys.modules or deliveries >= COMPILED_FROM:
-        return "compiled" if compiled_available() else "python"
-    return "python"
+    """The engine that runs: ``engine`` unless it is ``auto`` (``workbench.engines``)."""
+    return _choose(engine, deliveries, COMPILED_FROM, "tacos")
 
 
 def greedy_all_gather(view: Topology, collective: Collective, chunk_bytes: float, seed: int,

@@ -1,0 +1,103 @@
+"""The default (in-order) simulation compiled with numba, for algorithms of hundreds of thousands
+of transfers.
+
+``simulate._run_in_order``'s pass, on ``TransferArrays`` and a table of distinct routes: every
+floating-point operation is the same one in the same order, so both give bit-identical timings
+(the tests hold them to it). Anything the arrays cannot express, or any transfer the Python
+simulator would refuse, makes ``timing`` return None and the Python simulator run, so its
+``SimulationError`` messages stay the only ones.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from workbench.transfer_arrays import TransferArrays
+
+__all__ = ["timing"]
+
+
+@njit(cache=True)
+def _in_order(route_of, chunk_counts, dep_start, deps, route_seg_start, seg_link_start, seg_links, seg_alpha,
+              seg_bandwidth, chunk_bytes, blocking, num_links, occupancy_size):
+    count = len(route_of)
+    free = np.zeros(num_links)
+    busy = np.zeros(num_links)
+    carried = np.zeros(num_links)
+    start = np.zeros(count)
+    end = np.zeros(count)
+    occ_link = np.empty(occupancy_size, dtype=np.int64)
+    occ_start = np.empty(occupancy_size)
+    occ_end = np.empty(occupancy_size)
+    o = 0
+    for t in range(count):
+        ready = 0.0
+        for k in range(dep_start[t], dep_start[t + 1]):
+            if end[deps[k]] > ready:
+                ready = end[deps[k]]
+        nbytes = chunk_bytes * chunk_counts[t]
+        r = route_of[t]
+        for s in range(route_seg_start[r], route_seg_start[r + 1]):
+            begin = ready
+            for k in range(seg_link_start[s], seg_link_start[s + 1]):
+                if free[seg_links[k]] > begin:
+                    begin = free[seg_links[k]]
+            serialise = nbytes / seg_bandwidth[s]
+            if blocking:
+                release = begin + serialise + seg_alpha[s]
+            else:
+                release = begin + serialise
+            held = release - begin
+            for k in range(seg_link_start[s], seg_link_start[s + 1]):
+                link = seg_links[k]
+                free[link] = release
+                busy[link] += held
+                carried[link] += nbytes
+                occ_link[o] = link
+                occ_start[o] = begin
+                occ_end[o] = release
+                o += 1
+            if s == route_seg_start[r]:
+                start[t] = begin
+            ready = begin + serialise + seg_alpha[s]
+        end[t] = ready
+    return start, end, busy, carried, occ_link, occ_start, occ_end
+
+
+def timing(algorithm, arrays: TransferArrays, blocking: bool, switch_model: str, route_segments):
+    """``_run_in_order``'s five results, or None where the Python simulator must run (it then
+    raises for a bad transfer, or handles what the arrays cannot express)."""
+    topology = algorithm.topology
+    count = len(arrays)
+    num_nodes = topology.num_nodes
+    if count and not np.array_equal(arrays.ids, np.arange(count)):
+        return None
+    owners = np.repeat(np.arange(count), np.diff(arrays.dep_start))
+    if len(arrays.deps) and ((arrays.deps < 0).any() or (arrays.deps >= owners).any()):
+        return None
+    if count and ((arrays.src < 0).any() or (arrays.src >= num_nodes).any() or (arrays.dst < 0).any()
+                  or (arrays.dst >= num_nodes).any()):
+        return None
+    pairs, route_of = np.unique(arrays.src * num_nodes + arrays.dst, return_inverse=True)
+    route_seg_start, seg_link_start, seg_links, seg_alpha, seg_bandwidth, route_links = [0], [0], [], [], [], []
+    for pair in pairs.tolist():
+        try:
+            segments = route_segments(topology, pair // num_nodes, pair % num_nodes, switch_model)
+        except Exception:  # the Python simulator names the transfer and the reason
+            return None
+        for links, alpha_sum, bandwidth in segments:
+            seg_links.extend(links)
+            seg_link_start.append(len(seg_links))
+            seg_alpha.append(alpha_sum)
+            seg_bandwidth.append(bandwidth)
+        route_seg_start.append(len(seg_alpha))
+        route_links.append(sum(len(links) for links, _, _ in segments))
+    occupancy_size = int(np.asarray(route_links, dtype=np.int64)[route_of].sum()) if count else 0
+    as_int = lambda values: np.asarray(values, dtype=np.int64)  # noqa: E731
+    start, end, busy, carried, occ_link, occ_start, occ_end = _in_order(
+        route_of.astype(np.int64), arrays.chunk_counts, arrays.dep_start, arrays.deps, as_int(route_seg_start),
+        as_int(seg_link_start), as_int(seg_links), np.asarray(seg_alpha, dtype=np.float64),
+        np.asarray(seg_bandwidth, dtype=np.float64), float(algorithm.chunk_bytes), blocking, len(topology.links),
+        occupancy_size)
+    return start, end, busy, carried, (occ_link, occ_start, occ_end)
