@@ -179,8 +179,8 @@ def test_the_typed_reader_reads_what_the_usual_one_reads_or_steps_aside(seed, ki
     typed = typed_load.decode(text)
     if typed is not None:
         assert not isinstance(usual, str), usual  # it took a document the usual reader refuses
-        fields, transfers = typed
-        ours = _parse(fields, "f", transfers)
+        fields, records = typed
+        ours = _parse(fields, "f", [Transfer(*record) for record in records])
         assert ours.transfers == usual.transfers and ours.meta == usual.meta
         assert ours.chunk_bytes == usual.chunk_bytes and ours.collective == usual.collective
     elif not edits:

@@ -13,6 +13,7 @@ import math
 from collections import defaultdict
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from itertools import starmap
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -227,8 +228,8 @@ def _load(path: Path) -> Algorithm:
         raise AlgorithmFormatError(f"{path}: cannot read: {exc.strerror}") from None
     typed = _typed_decode(text)
     if typed is not None:
-        document, transfers = typed
-        return _parse(document, str(path), transfers)
+        document, fields = typed
+        return _parse(document, str(path), list(starmap(Transfer, fields)))
     try:
         data = fastjson.loads(text)
     except fastjson.JSONDecodeError as exc:
@@ -237,7 +238,7 @@ def _load(path: Path) -> Algorithm:
     return _parse(data, str(path))
 
 
-def _typed_decode(text: bytes) -> tuple[dict, list[Transfer]] | None:
+def _typed_decode(text: bytes) -> tuple[dict, list[tuple]] | None:
     """The fast reader for large well-formed files (``workbench.typed_load``), when msgspec is
     installed and the file is big enough for it to matter; None sends the text the usual way."""
     if len(text) < TYPED_FROM_BYTES:

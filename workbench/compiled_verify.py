@@ -102,7 +102,7 @@ def rows_of(masks: list[int], words: int) -> np.ndarray:
 
 
 # ---------------------------------------------------------------- the path verify() takes
-MEMORY_LIMIT = 2 * 2**30  # bytes of rows (state and reads); beyond, the Python verifier (sparse) runs
+MEMORY_LIMIT = 2**30  # bytes of rows (state and reads); beyond, the Python verifier (sparse) runs
 
 
 def words_per_row(algorithm) -> int:

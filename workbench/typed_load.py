@@ -15,8 +15,6 @@ from typing import Annotated, Any, Literal
 
 import msgspec
 
-from workbench.algorithm import Transfer
-
 __all__ = ["decode"]
 
 
@@ -48,8 +46,9 @@ class _Document(msgspec.Struct):
 _DECODER = msgspec.json.Decoder(_Document)
 
 
-def decode(text: bytes) -> tuple[dict[str, Any], list[Transfer]] | None:
-    """The document (without its transfers) and the transfers, or None (see the module docstring)."""
+def decode(text: bytes) -> tuple[dict[str, Any], list[tuple]] | None:
+    """The document (without its transfers) and, per transfer, the tuple of ``Transfer``'s fields
+    (id, chunks, src, dst, op, deps, t_start, t_end); or None (see the module docstring)."""
     try:
         document = _DECODER.decode(text)
     except (msgspec.DecodeError, msgspec.ValidationError):
@@ -58,8 +57,8 @@ def decode(text: bytes) -> tuple[dict[str, Any], list[Transfer]] | None:
     unset = msgspec.UNSET
     if any((r.chunk is unset) is (r.chunks is unset) or (r.chunks is not unset and not r.chunks) for r in records):
         return None  # both, neither, or an empty list: the usual reader names it
-    transfers = [Transfer(r.id, (r.chunk,) if r.chunks is unset else tuple(r.chunks), r.src, r.dst, r.op,
-                          tuple(r.deps), r.t_start, r.t_end) for r in records]
+    transfers = [(r.id, (r.chunk,) if r.chunks is unset else tuple(r.chunks), r.src, r.dst, r.op, tuple(r.deps),
+                  r.t_start, r.t_end) for r in records]
     fields = {"format": document.format, "topology": document.topology, "collective": document.collective,
               "chunk_bytes": document.chunk_bytes}
     if document.meta is not None:
