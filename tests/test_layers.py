@@ -1,0 +1,131 @@
+"""The house's floors, read from the source: every import (at module level or inside a function)
+of ``workbench`` and ``formulations`` is followed, and
+
+* the floor (``workbench``) never imports ``formulations``;
+* no formulation imports another formulation;
+* no two modules import each other, directly or round a longer circle;
+* no module is longer than 500 lines.
+"""
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGES = ("workbench", "formulations")
+MAX_LINES = 500
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def _modules() -> dict[str, Path]:
+    return {_module_name(path): path for package in PACKAGES for path in sorted((ROOT / package).rglob("*.py"))}
+
+
+def _resolve(name: str, known: dict[str, Path]) -> str | None:
+    """The project module an imported name lives in (a name may be a module or a name inside one)."""
+    while name:
+        if name in known:
+            return name
+        name = name.rpartition(".")[0]
+    return None
+
+
+def _imports(module: str, path: Path, known: dict[str, Path]) -> set[str]:
+    """Every project module ``module`` imports, wherever the import statement stands."""
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        names: list[str] = []
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")
+                anchor = anchor[: len(anchor) - (node.level - 1)]
+                base = ".".join(anchor + ([base] if base else []))
+            names = [f"{base}.{alias.name}" for alias in node.names] + [base]
+        for name in names:
+            target = _resolve(name, known)
+            if target is not None and target != module and not module.startswith(target + "."):
+                found.add(target)  # a package's own __init__ imported by its submodules is not an edge back
+    return found
+
+
+def _graph() -> dict[str, set[str]]:
+    known = _modules()
+    return {module: _imports(module, path, known) for module, path in known.items()}
+
+
+def _formulation(module: str) -> str | None:
+    parts = module.split(".")
+    return parts[1] if parts[0] == "formulations" and len(parts) > 1 else None
+
+
+def test_the_floor_never_imports_a_formulation():
+    upward = [(m, t) for m, targets in _graph().items() if m.startswith("workbench") for t in targets
+              if t.startswith("formulations")]
+    assert not upward, upward
+
+
+def test_no_formulation_imports_another():
+    crossing = [(m, t) for m, targets in _graph().items() for t in targets
+                if _formulation(m) and _formulation(t) and _formulation(m) != _formulation(t)]
+    assert not crossing, crossing
+
+
+def _circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components of more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    circles = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in graph.get(v, ()):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                circles.append(sorted(component))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return circles
+
+
+def test_no_import_circle():
+    assert _circles(_graph()) == []
+
+
+def test_the_circle_finder_finds_a_circle():
+    assert _circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert _circles({"a": {"b"}, "b": set()}) == []
+
+
+@pytest.mark.parametrize("module", sorted(_modules()))
+def test_no_module_over_500_lines(module):
+    lines = len(_modules()[module].read_text().splitlines())
+    assert lines <= MAX_LINES, f"{module}: {lines} lines"
