@@ -65,33 +65,28 @@ def test_random_corruptions_are_caught(seed, kind, corruption):
     t = transfers[victim]
     if corruption == "drop":
         # every schedule here writes each (node, chunk) once, and every write into an NPU is needed
-        if kind != "ag" or algo.topology.is_switch(t.dst):
-            return
+        assume(kind == "ag" and not algo.topology.is_switch(t.dst))
         algo.transfers = _renumber(transfers[:victim] + transfers[victim + 1:])
     elif corruption == "rechunk":
         # a write into a switch that no later transfer reads is harmless whatever chunk it carries
         assume(not algo.topology.is_switch(t.dst))
         others = [c for c in range(algo.collective.num_chunks) if c not in t.chunks]
-        if not others:
-            return
+        assume(others)
         t.chunks = (rng.choice(others),) + t.chunks[1:]
     elif corruption == "redirect":
-        if kind != "ag" or algo.topology.is_switch(t.dst):
-            return
+        assume(kind == "ag" and not algo.topology.is_switch(t.dst))
         targets = [v for v in range(algo.topology.num_npus) if v not in (t.src, t.dst)]
-        if not targets:
-            return
+        assume(targets)
         t.dst = rng.choice(targets)
     elif corruption == "double":
-        if not algo.collective.combining:
-            return
+        assume(algo.collective.combining)
         reduces = [x for x in transfers if x.op == "reduce"]
         t = rng.choice(reduces)
         algo.transfers.append(Transfer(len(transfers), t.chunks, t.src, t.dst, "reduce", (t.id,)))
     elif corruption == "opflip":
         t.op = "reduce" if t.op == "copy" else "copy"
-        if algo.collective.combining and t.op == "reduce" and not algo.topology.is_switch(t.dst):
-            return  # copy -> reduce into an NPU can be harmless in a reduction
+        # copy -> reduce into an NPU can be harmless in a reduction
+        assume(not (algo.collective.combining and t.op == "reduce" and not algo.topology.is_switch(t.dst)))
     with pytest.raises(InvalidAlgorithm):
         verify(algo)
 
