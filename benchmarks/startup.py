@@ -2,11 +2,16 @@
 
 Each command runs as a fresh process, the way a user or a script runs it, so interpreter start-up,
 imports, the cell process (``synth``), verification, simulation and the bounds are all counted.
+
+Two conditions: Python's default, where the first run writes the project's byte-compiled modules
+(``__pycache__``) and later runs read them; and without them, as on a machine that sets
+``PYTHONDONTWRITEBYTECODE`` (this one does), where every run compiles the project's modules again.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import subprocess
 import sys
@@ -31,13 +36,20 @@ CASES = [
 ]
 
 
-def _wall(argv: list[str]) -> float:
+def _wall(argv: list[str], env: dict[str, str]) -> float:
     started = time.perf_counter()
-    done = subprocess.run(WORKBENCH + argv, capture_output=True, text=True, cwd=ROOT)
+    done = subprocess.run(WORKBENCH + argv, capture_output=True, text=True, cwd=ROOT, env=env)
     elapsed = time.perf_counter() - started
     if done.returncode != 0:
         raise RuntimeError(f"{' '.join(argv)} exited {done.returncode}: {done.stderr.strip()[-300:]}")
     return elapsed
+
+
+def _forget_bytecode() -> None:
+    """Remove the project's byte-compiled modules (numba's cached machine code beside them stays)."""
+    for package in ("workbench", "formulations"):
+        for path in (ROOT / package).rglob("__pycache__/*.pyc"):
+            path.unlink()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -46,13 +58,21 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     lines = ["# Start-up: whole commands, wall seconds", "",
              f"Median of {args.repeats} runs per command, each a fresh process (exec to exit). Machine: {machine()}.",
-             "", "| command | median (s) | min (s) | max (s) |", "|---|---|---|---|"]
+             "", __doc__.strip().split("\n\n")[1].replace("\n", " "), "",
+             "| command | median (s) | min (s) | max (s) | without byte-compiled modules: median (min) |",
+             "|---|---|---|---|---|"]
+    compiling = dict(os.environ, PYTHONDONTWRITEBYTECODE="1")
+    default = {key: value for key, value in os.environ.items() if key != "PYTHONDONTWRITEBYTECODE"}
     with tempfile.TemporaryDirectory() as folder:
         for name, words in CASES:
             argv = [w.format(out=str(Path(folder) / "out.json")) for w in words]
-            _wall(argv)  # warm the file cache and byte-compiled modules
-            samples = [_wall(argv) for _ in range(args.repeats)]
-            lines.append(f"| {name} | {statistics.median(samples):.2f} | {min(samples):.2f} | {max(samples):.2f} |")
+            _forget_bytecode()
+            _wall(argv, compiling)  # warm the file cache
+            cold = [_wall(argv, compiling) for _ in range(args.repeats)]
+            _wall(argv, default)  # writes the byte-compiled modules
+            samples = [_wall(argv, default) for _ in range(args.repeats)]
+            lines.append(f"| {name} | {statistics.median(samples):.2f} | {min(samples):.2f} | {max(samples):.2f} "
+                         f"| {statistics.median(cold):.2f} ({min(cold):.2f}) |")
             print(lines[-1], flush=True)
     lines += ["", "Regenerate with `python -m benchmarks.startup` (part of `make bench`)."]
     write("startup.md", "\n".join(lines) + "\n")

@@ -40,8 +40,8 @@ try:
                           record=False, deadline=started + budget)
     row = {"seconds": time.perf_counter() - started, "claimed": r.claimed_time, "events": r.events,
            "deliveries": r.deliveries}
-except OutOfTime:
-    row = {"seconds": None}
+except OutOfTime as exc:
+    row = {"seconds": None, "reached": exc.done / max(1, exc.total)}
 row.update(spec=spec, npus=n, peak_gib=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20)
 print(json.dumps(row))
 """
@@ -78,8 +78,9 @@ def render(store: dict) -> str:
         done = []
         for row in entry["rows"]:
             if row["seconds"] is None:
-                lines.append(f"| {family} | {row['spec']} | {row['npus']:,} | over {entry['budget']:,.0f} | | | | "
-                             f"{row['peak_gib']:.1f} |")
+                reached = f" ({row['reached']:.0%} of the deliveries made)" if row.get("reached") is not None else ""
+                lines.append(f"| {family} | {row['spec']} | {row['npus']:,} | over {entry['budget']:,.0f}{reached} "
+                             f"| | | | {row['peak_gib']:.1f} |")
                 continue
             lines.append(f"| {family} | {row['spec']} | {row['npus']:,} | {row['seconds']:,.1f} "
                          f"| {row['claimed'] * 1e3:.3f} | {row['events']:,} | {row['deliveries']:,} "
@@ -105,11 +106,20 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--budget", type=float, default=3600.0, help="seconds per case (the target: one hour)")
     parser.add_argument("--families", nargs="*", default=list(FAMILIES), choices=list(FAMILIES))
     parser.add_argument("--remark", default="", help="a note on this run, shown beside its machine line")
+    parser.add_argument("--fresh", action="store_true", help="measure every case again (default: keep the cases "
+                        "of a family already measured with this budget, and go on from there)")
     args = parser.parse_args(argv)
     loop = reference_loop()
     for family in args.families:
+        kept = load_store().get(family)
         rows: list[dict] = []
+        if kept and not args.fresh and kept["budget"] == args.budget:
+            rows = [row for row in kept["rows"] if row["seconds"] is not None]
+            if rows:
+                print(f"  {family}: keeping {len(rows)} measured case(s) (--fresh measures them again)", flush=True)
         for spec in FAMILIES[family]:
+            if any(row["spec"] == spec for row in rows):
+                continue
             print(f"  {family} {spec} ...", flush=True)
             started = time.perf_counter()
             row = run_case(spec, args.budget)
@@ -117,8 +127,9 @@ def main(argv: list[str] | None = None) -> None:
             rows.append(row)
             # Stored after every case, re-read first: another family may be running beside this one.
             store = load_store()
-            store[family] = {"machine": machine(), "loop": loop, "budget": args.budget, "remark": args.remark,
-                             "rows": rows}
+            earlier = kept.get("remark", "") if kept and not args.fresh else ""
+            remark = args.remark if earlier in ("", args.remark) else f"{earlier}; resumed: {args.remark}"
+            store[family] = {"machine": machine(), "loop": loop, "budget": args.budget, "remark": remark, "rows": rows}
             write_atomic(RESULTS / STORE, json.dumps(store, indent=1) + "\n")
             write("tacos_large.md", render(store))
             if row["seconds"] is None:

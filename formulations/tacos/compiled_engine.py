@@ -478,7 +478,7 @@ def run_compiled(fabric: Fabric, rng: random.Random, replacement: str, deadline:
             break
         now = time.perf_counter()
         if now > deadline:
-            raise OutOfTime()
+            raise OutOfTime(int(counters[_DELIVERIES]), fabric.deliveries)
         if now - started < 0.05:
             budget *= 2
     if need_count.any():

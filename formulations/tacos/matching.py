@@ -17,7 +17,13 @@ REPLACEMENT_MODES = ("causal", "reference", "off")
 
 
 class OutOfTime(Exception):
-    """The run's deadline passed before the matching finished."""
+    """The run's deadline passed before the matching finished; ``done`` of ``total`` deliveries were
+    made by then (how far it got)."""
+
+    def __init__(self, done: int = 0, total: int = 0) -> None:
+        super().__init__(f"out of time after {done:,} of {total:,} deliveries")
+        self.done = done
+        self.total = total
 
 
 def end_time(t: float, cost: float) -> float:

@@ -92,7 +92,7 @@ class _Engine:
             event = events
             events += 1
             if events % 64 == 0 and time.perf_counter() > self.deadline:
-                raise OutOfTime()
+                raise OutOfTime(deliveries, self.fabric.deliveries)
             eventful = False
             for e in sorted(ending.pop(t, ())):  # retire in (src, dst) order, as the reference
                 u, v = src[e], dst[e]
