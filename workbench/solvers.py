@@ -23,7 +23,6 @@ __all__ = [
     "highs_status",
     "pulp_status",
     "smt_status",
-    "cpsat_status",
     "solve_lp",
 ]
 
@@ -80,19 +79,6 @@ def smt_status(answer: Any, proven_optimal: bool = False) -> str:
     if text == "unsat":
         return "infeasible"
     if text == "unknown":
-        return "timeout"
-    return "error"
-
-
-def cpsat_status(status_name: str, hit_limit: bool) -> str:
-    """OR-Tools CP-SAT status name to the workbench status."""
-    if status_name == "OPTIMAL":
-        return "optimal"
-    if status_name == "FEASIBLE":
-        return "timeout" if hit_limit else "feasible"
-    if status_name == "INFEASIBLE":
-        return "infeasible"
-    if status_name == "UNKNOWN":
         return "timeout"
     return "error"
 

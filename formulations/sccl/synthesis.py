@@ -10,6 +10,7 @@ from typing import Any, Callable
 from workbench.algorithm import Algorithm, Transfer
 from workbench.collective import Collective
 from workbench.registry import Problem, SynthesisResult
+from workbench.solvers import smt_status
 
 from .race import race_instance
 from .instance import (InstanceResult, _collective_for, _sccl_chunks, bandwidth_bound, bandwidth_groups,
@@ -130,10 +131,12 @@ class _Search:
         return reduced
 
     def _status_for(self, result: InstanceResult) -> str:
+        """sat / unsat / unknown as every SMT answer (``smt_status``); an instance the bounds rule out
+        ("bound") is unsat without a solver call."""
         if result.answer == "sat":
             meta = result.algorithm.meta
-            return "optimal" if meta.get("latency_optimal") and meta.get("bandwidth_optimal") else "feasible"
-        return {"unsat": "infeasible", "bound": "infeasible", "unknown": "timeout"}.get(result.answer, "error")
+            return smt_status("sat", proven_optimal=bool(meta.get("latency_optimal") and meta.get("bandwidth_optimal")))
+        return smt_status("unsat" if result.answer == "bound" else result.answer)
 
     def _stats(self, **extra) -> dict[str, Any]:
         return {"step_bound": self.a_l, "bandwidth_bound": str(self.b_l), "calls": self.calls, **extra}
