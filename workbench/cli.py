@@ -91,16 +91,9 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
     from workbench.simulate import simulate
     from workbench.verify import InvalidAlgorithm, verify
 
-    from workbench.simulate import SimulationError
-
     algorithm = _load(args.file, args)
     try:
-        try:
-            default = simulate(algorithm)
-        except SimulationError as exc:  # the verifier names what is wrong in the IR's own terms
-            verify(algorithm)
-            raise InvalidAlgorithm(str(exc)) from None
-        verify(algorithm, simulation=default)
+        default = verify(algorithm).simulation  # the default simulation comes with the verdict
     except InvalidAlgorithm as exc:
         print(f"INVALID {args.file}: {exc}", file=sys.stderr)
         return 1

@@ -71,6 +71,9 @@ def timing(algorithm, arrays: TransferArrays, blocking: bool, switch_model: str,
     topology = algorithm.topology
     count = len(arrays)
     num_nodes = topology.num_nodes
+    chunk_bytes = algorithm.chunk_bytes
+    if not (type(chunk_bytes) is float or (type(chunk_bytes) is int and abs(chunk_bytes) <= 2**53)):
+        return None  # Python multiplies in the value's own type (a numpy float32, an exact big int)
     if count and not np.array_equal(arrays.ids, np.arange(count)):
         return None
     owners = np.repeat(np.arange(count), np.diff(arrays.dep_start))
@@ -84,7 +87,7 @@ def timing(algorithm, arrays: TransferArrays, blocking: bool, switch_model: str,
     for pair in pairs.tolist():
         try:
             segments = route_segments(topology, pair // num_nodes, pair % num_nodes, switch_model)
-        except Exception:  # the Python simulator names the transfer and the reason
+        except Exception:  # whatever it is, the Python simulator meets it too, at the transfer it names
             return None
         for links, alpha_sum, bandwidth in segments:
             seg_links.extend(links)

@@ -5,10 +5,11 @@ contribution set is a row of ``words`` 64-bit words (bit ``r`` = rank ``r``). In
 collective every value a buffer can hold for chunk ``c`` is the same set (its origin's), so the
 row shrinks to one word holding 1 (has the chunk) or 0: the comparisons give the same verdicts.
 
-These kernels only say *whether* and *where* a rule breaks (a status and the transfer); the caller
-then runs the Python verifier, which raises the same ``InvalidAlgorithm`` it always did, with its
-full message. A valid algorithm therefore never runs the slow path, and an invalid one is described
-by the one implementation of the messages.
+These kernels only say *whether* a rule breaks (a status, and the transfer for debugging); the
+caller then runs the Python verifier, which raises the same ``InvalidAlgorithm`` it always did,
+with its full message. A valid algorithm therefore never runs the slow path, and an invalid one is
+described by the one implementation of the messages. Anything unusual (a value the arrays cannot
+hold, a rank outside the collective, a transfer that takes no time) also goes the Python way.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from itertools import chain
 import numpy as np
 from numba import njit
 
-OK, MISSING, DOUBLE_COUNT, POSTCONDITION, RACE = 0, 1, 2, 3, 4
+OK, MISSING, DOUBLE_COUNT, RACE = 0, 1, 2, 3
 
 
 @njit(cache=True)
@@ -54,8 +55,8 @@ def file_order_replay(src, dst, reduce, chunk_start, chunks, num_chunks, state, 
 
 
 @njit(cache=True)
-def postconditions_met(state, post_rows, want):
-    """Every post buffer ``post_rows[i]`` holds exactly ``want[i]``; returns the first failing i or -1."""
+def first_unmet_postcondition(state, post_rows, want):
+    """The first i whose post buffer ``post_rows[i]`` does not hold exactly ``want[i]``; -1 if none."""
     words = state.shape[1]
     for i in range(len(post_rows)):
         for w in range(words):
@@ -111,8 +112,17 @@ def words_per_row(algorithm) -> int:
 
 
 def fits(algorithm, arrays) -> bool:
-    rows = algorithm.topology.num_nodes * algorithm.collective.num_chunks + len(arrays.chunks)
-    return rows * words_per_row(algorithm) * 8 <= MEMORY_LIMIT
+    """The rows fit in ``MEMORY_LIMIT``, and every pre and post rank is one of the collective's (a
+    hand-built collective may say otherwise; the Python verifier then decides)."""
+    collective = algorithm.collective
+    rows = algorithm.topology.num_nodes * collective.num_chunks + len(arrays.chunks)
+    if rows * words_per_row(algorithm) * 8 > MEMORY_LIMIT:
+        return False
+    try:
+        ranks = np.concatenate([_pairs(collective.pre)[0], _pairs(collective.post)[0]])
+    except (TypeError, ValueError, OverflowError):
+        return False
+    return not len(ranks) or (ranks.min() >= 0 and ranks.max() < collective.num_ranks)
 
 
 def structure_ok(algorithm, arrays) -> bool:
@@ -159,6 +169,7 @@ def _pairs(sets: list) -> tuple[np.ndarray, np.ndarray]:
 def initial_state(algorithm) -> np.ndarray:
     """Every pre rank's buffer: its own contribution (combining) or "has the chunk"."""
     collective = algorithm.collective
+    collective.masks()  # what the Python verifier computes first (and raises from, for a chunk nobody holds)
     state = np.zeros((algorithm.topology.num_nodes * collective.num_chunks, words_per_row(algorithm)),
                      dtype=np.uint64)
     ranks, chunk_of = _pairs(collective.pre)
@@ -192,16 +203,19 @@ def replay(algorithm, arrays) -> tuple[np.ndarray, int] | None:
     if status != OK:
         return None
     post_rows, want = postcondition_rows(algorithm)
-    if postconditions_met(state, post_rows, want) >= 0:
+    if first_unmet_postcondition(state, post_rows, want) >= 0:
         return None
     return reads, len(post_rows)
 
 
 def timeline_ok(algorithm, arrays, simulation, reads: np.ndarray) -> bool:
-    """The default timeline reads what the file order read (event order as ``verify._timeline_replay``)."""
+    """The default timeline reads what the file order read (event order as ``verify._timeline_replay``).
+    False: it does not, or the Python replay must decide."""
     count = len(arrays)
     if count == 0:
         return True
+    if (simulation.end <= simulation.start).any():
+        return False  # a transfer that takes no time arrives before it starts: the Python replay decides
     times = np.concatenate((simulation.end, simulation.start))
     kinds = np.concatenate((np.zeros(count, dtype=np.int8), np.ones(count, dtype=np.int8)))
     ids = np.concatenate((np.arange(count), np.arange(count)))

@@ -1,9 +1,9 @@
 """Choosing between a Python loop and its numba-compiled twin, which give identical results.
 
-``engine="auto"`` takes the compiled one where it pays: when numba is already loaded in this
-process, or when the work is at least the caller's threshold, since loading numba and cached
-machine code costs a fresh process about half a second once. ``compiled`` insists (and says how
-to get numba), ``python`` never loads it.
+``engine="auto"`` takes the compiled one where it pays: when the work is at least the caller's
+threshold (loading numba and cached machine code costs a fresh process about half a second once),
+or, for a caller that asks for it (``eager``), whenever numba is already loaded. ``compiled``
+insists (and says how to get numba), ``python`` never loads it.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ def compiled_available() -> bool:
     return importlib.util.find_spec("numba") is not None
 
 
-def choose_engine(engine: str, work: int, compiled_from: int, who: str) -> str:
+def choose_engine(engine: str, work: int, compiled_from: int, who: str, eager: bool = True) -> str:
     """The engine that runs (``compiled`` or ``python``) for ``work`` units; ``who`` names the caller
     in the error for an unknown engine."""
     if engine not in ENGINES:
@@ -32,6 +32,6 @@ def choose_engine(engine: str, work: int, compiled_from: int, who: str) -> str:
         return engine
     if engine == "python":
         return engine
-    if "numba" in sys.modules or work >= compiled_from:
+    if (eager and "numba" in sys.modules) or work >= compiled_from:
         return "compiled" if compiled_available() else "python"
     return "python"

@@ -51,11 +51,6 @@ class SimulationResult:
     options: dict[str, str]
     topology: Topology = field(repr=False)
     occupancy: tuple[np.ndarray, np.ndarray, np.ndarray] = field(repr=False)  # (link, start, end)
-    # (the transfer list timed, its TransferArrays) when the compiled pass ran: verify reuses them
-    transfer_arrays: tuple[list, Any] | None = field(default=None, repr=False, compare=False)
-
-    def __getstate__(self) -> dict[str, Any]:
-        return {**self.__dict__, "transfer_arrays": None}  # a reused array cache is not worth pickling
 
     @property
     def algbw(self) -> float:
@@ -172,8 +167,9 @@ def simulate(
 ) -> SimulationResult:
     """Time an algorithm under DESIGN.md's rules (verify it first; this only times).
 
-    ``engine``: ``python``, ``compiled`` (numba, in-order only: ``workbench.compiled_simulate``)
-    or ``auto`` (compiled for large algorithms); the timings are bit-identical.
+    ``engine``: ``python``, ``compiled`` (numba: ``workbench.compiled_simulate``; the in-order
+    pass only, fifo always runs in Python) or ``auto`` (compiled from ``COMPILED_FROM`` transfers);
+    the timings are bit-identical.
     """
     _check_options(link_model, order, switch_model)
     return _simulate(algorithm, link_model, order, switch_model, engine, None)
@@ -188,7 +184,8 @@ def _simulate(algorithm: Algorithm, link_model: str, order: str, switch_model: s
               arrays: Any) -> SimulationResult:
     blocking = link_model == "blocking"
     timing = None
-    if order == "in-order" and choose_engine(engine, len(algorithm.transfers), COMPILED_FROM, "simulate") == "compiled":
+    chosen = choose_engine(engine, len(algorithm.transfers), COMPILED_FROM, "simulate", eager=False)
+    if order == "in-order" and chosen == "compiled":
         from workbench.compiled_simulate import timing as compiled_timing
         from workbench.transfer_arrays import transfer_arrays
 
@@ -211,7 +208,6 @@ def _simulate(algorithm: Algorithm, link_model: str, order: str, switch_model: s
         options={"link_model": link_model, "order": order, "switch_model": switch_model},
         topology=algorithm.topology,
         occupancy=occupancy,
-        transfer_arrays=(algorithm.transfers, arrays) if arrays is not None else None,
     )
 
 

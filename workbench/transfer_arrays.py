@@ -46,11 +46,16 @@ def _offsets(lengths) -> np.ndarray:
     return start
 
 
+_INTEGER_TYPES = {int, bool}  # and numpy's integer scalars: what the Python verifier treats as integers
+
+
 def _int_array(values: list) -> np.ndarray | None:
-    """``values`` as int64, or None when one is not an integer within int64 (a float, a string, an
-    int beyond 64 bits): numpy's own inference decides, in C."""
+    """``values`` as int64, or None when one is not an integer (a float, a string, an array) or does
+    not fit in 64 bits."""
     if not values:
         return np.zeros(0, dtype=np.int64)
+    if not all(kind in _INTEGER_TYPES or issubclass(kind, np.integer) for kind in set(map(type, values))):
+        return None
     try:
         array = np.array(values)
     except (ValueError, OverflowError):
@@ -60,7 +65,15 @@ def _int_array(values: list) -> np.ndarray | None:
 
 def transfer_arrays(transfers: list[Transfer]) -> TransferArrays | None:
     """The arrays, or None when a field holds something they cannot (a non-integer id, node, chunk
-    or dependency, or one beyond 64 bits): the caller's exact checks then name it."""
+    or dependency, one beyond 64 bits, chunks or deps that are not sequences, an op that is not a
+    string): the caller's exact checks then name it."""
+    try:
+        return _arrays(transfers)
+    except TypeError:
+        return None
+
+
+def _arrays(transfers: list[Transfer]) -> TransferArrays | None:
     ops = [t.op for t in transfers]
     chunk_lists = [t.chunks for t in transfers]
     dep_lists = [t.deps for t in transfers]

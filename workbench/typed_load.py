@@ -3,10 +3,11 @@ typed transfer records, in C, without building a dict per transfer.
 
 Only the common, valid shape is taken here: ints for ids, nodes, chunks and dependencies, an op
 of ``copy`` or ``reduce``, numbers or null for the times, and exactly one of ``chunk`` or a
-non-empty ``chunks``. Anything else (a wrong type, a missing field, NaN, a file msgspec cannot
-read) returns None, and ``workbench.algorithm`` reads the file its usual way, which accepts the
-same documents and names what is wrong with the others. Without msgspec installed the usual way
-is the only one.
+non-empty ``chunks``. Anything else (a wrong type, a missing field, NaN, text that is not strict
+UTF-8, an integer beyond 64 bits anywhere, nesting deeper than Python's recursion allows, a file
+msgspec cannot read) returns None, and ``workbench.algorithm`` reads the file its usual way, which
+then decides: the typed reader never takes a document the usual one would refuse or read
+differently. Without msgspec installed the usual way is the only one.
 """
 
 from __future__ import annotations
@@ -18,8 +19,9 @@ import msgspec
 __all__ = ["decode"]
 
 
-# 64-bit integers only: the usual JSON reader turns larger ones into floats, which it then refuses
+# 64-bit integers only: orjson reads larger ones as floats (which the usual reader then refuses)
 _Int = Annotated[int, msgspec.Meta(ge=-2**63, le=2**63 - 1)]
+_EXACT = (-2**63, 2**64 - 1)  # the integers orjson reads as integers, in the untyped fields
 
 
 class _TransferRecord(msgspec.Struct, gc=False):
@@ -49,9 +51,17 @@ _DECODER = msgspec.json.Decoder(_Document)
 def decode(text: bytes) -> tuple[dict[str, Any], list[tuple]] | None:
     """The document (without its transfers) and, per transfer, the tuple of ``Transfer``'s fields
     (id, chunks, src, dst, op, deps, t_start, t_end); or None (see the module docstring)."""
+    if not text.isascii():
+        try:
+            text.decode("utf-8")  # strict: msgspec skips unknown fields unread, the usual reader does not
+        except UnicodeDecodeError:
+            return None
     try:
         document = _DECODER.decode(text)
-    except (msgspec.DecodeError, msgspec.ValidationError):
+    except (msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError, RecursionError):
+        return None
+    untyped = [document.format, document.topology, document.collective, document.chunk_bytes, document.meta]
+    if not _integers_exact(untyped):
         return None
     records = document.transfers
     unset = msgspec.UNSET
@@ -64,3 +74,19 @@ def decode(text: bytes) -> tuple[dict[str, Any], list[tuple]] | None:
     if document.meta is not None:
         fields["meta"] = document.meta
     return fields, transfers
+
+
+def _integers_exact(value: Any) -> bool:
+    """No integer in ``value`` (nested lists and objects) that orjson would have read as a float."""
+    low, high = _EXACT
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if type(item) is int:
+            if not low <= item <= high:
+                return False
+        elif isinstance(item, dict):
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return True

@@ -285,12 +285,13 @@ def verify(algorithm: Algorithm, timeline: bool = True, simulation: SimulationRe
     """Raise ``InvalidAlgorithm`` unless the algorithm implements its collective (both rules).
 
     ``simulation`` may pass an already computed default simulation (pipelined, in-order,
-    cut-through) to save recomputing it; the report carries the one used. ``engine``: ``python``,
-    ``compiled`` (numba; ``workbench.compiled_verify``) or ``auto`` (compiled for large
-    algorithms). Both give the same verdicts; a rule the compiled replays find broken is named by
+    cut-through) to save recomputing it; the report carries the one used, so a caller that needs the
+    default simulation anyway gets it from ``verify(algorithm).simulation``. ``engine``: ``python``,
+    ``compiled`` (numba; ``workbench.compiled_verify``) or ``auto`` (compiled from ``COMPILED_FROM``
+    transfers). Both give the same verdicts; a rule the compiled replays find broken is named by
     the Python verifier, so the messages are the same too.
     """
-    if choose_engine(engine, len(algorithm.transfers), COMPILED_FROM, "verify") == "compiled":
+    if choose_engine(engine, len(algorithm.transfers), COMPILED_FROM, "verify", eager=False) == "compiled":
         report = _verify_compiled(algorithm, timeline, simulation)
         if report is not None:
             return report
@@ -319,8 +320,7 @@ def _verify_compiled(algorithm: Algorithm, timeline: bool, simulation: Simulatio
     from workbench import compiled_verify as fast
     from workbench.transfer_arrays import transfer_arrays
 
-    reuse = simulation.transfer_arrays if simulation is not None else None
-    arrays = reuse[1] if reuse is not None and reuse[0] is algorithm.transfers else transfer_arrays(algorithm.transfers)
+    arrays = transfer_arrays(algorithm.transfers)
     if arrays is None or not fast.fits(algorithm, arrays) or not fast.structure_ok(algorithm, arrays):
         return None
     replayed = fast.replay(algorithm, arrays)
