@@ -5,7 +5,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: venv test test-all bench bench-tacos bench-tacos-large bench-sccl quality clean reproduce-table5
+.PHONY: venv test test-fast test-all bench bench-tacos bench-tacos-large bench-sccl quality clean reproduce-table5
 
 venv: $(STAMP)
 
@@ -18,6 +18,10 @@ $(STAMP): pyproject.toml
 
 test: $(STAMP)
 	$(PY) -m pytest -q
+
+# the fast tier: every test but the slow and the heavy ones (tests/conftest.py), under a minute
+test-fast: $(STAMP)
+	$(PY) -m pytest -q -m 'not slow and not heavy'
 
 test-all: $(STAMP)
 	$(PY) -m pytest -q -m ''
