@@ -64,12 +64,12 @@ def step_bound(topology: Topology, collective: Collective) -> int:
     return worst
 
 
-def bandwidth_bound(topology: Topology, collective: Collective, groups: list[Group]) -> Fraction:
+def bandwidth_bound(topology: Topology, collective: Collective, groups: list[Group], lp_seconds: float = 30.0) -> Fraction:
     """b_l in rounds per chunk (R/C) from the exact max-flow optimum (All-Gather and kin), the flow LP
-    (All-to-All) and the enumerated cut on the one-chunk-per-node instance."""
+    (All-to-All, at most ``lp_seconds``) and the enumerated cut on the one-chunk-per-node instance."""
     unit = _unit_topology(topology, groups)
     per_node = _sccl_chunks(collective)
-    bounds = lower_bounds(unit, collective, 1.0, lp_time_limit=30.0)
+    bounds = lower_bounds(unit, collective, 1.0, lp_time_limit=lp_seconds)
     values = [v for v in (bounds.cut, bounds.flow_lp, bounds.optimum) if v is not None]
     best = max(values) if values else 0.0
     return Fraction(best / per_node).limit_denominator(64)

@@ -83,7 +83,9 @@ class _Search:
         self.groups = bandwidth_groups(self.solve_topology, _reversed_groups(groups) if self.reverse else groups)
         probe = _collective_for(base, self.n, self.n if base == "alltoall" else 1, self.root)
         self.a_l = step_bound(self.solve_topology, probe)
-        self.b_l = bandwidth_bound(self.solve_topology, probe, self.groups)
+        # the bound's LP (All-to-All) runs inside the deadline: at most 30 s, a tenth of the time left
+        lp_seconds = min(30.0, max(0.1, 0.1 * (deadline - time.perf_counter())))
+        self.b_l = bandwidth_bound(self.solve_topology, probe, self.groups, lp_seconds)
         self.calls: list[dict[str, Any]] = []
 
     # the size is fixed by the problem; the chunk size follows C

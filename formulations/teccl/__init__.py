@@ -265,10 +265,11 @@ def _lp(topology: Topology, collective: Collective, chunk_bytes: float, graph: E
         for d in collective.post[c] - collective.pre[c]:
             key = (collective.origin(c), d)
             demand[key] = demand.get(key, 0.0) + 1.0
-    result = solve_lp_schedule(graph, demand, time_limit=deadline - time.perf_counter(),
+    floor = _lp_lower_bound(topology, collective, chunk_bytes, graph, deadline)  # inside the deadline, before
+    result = solve_lp_schedule(graph, demand, time_limit=deadline - time.perf_counter(),  # what is left of it
                                horizon=int(options["epochs"]) if options["epochs"] else None,
                                threads=int(options["threads"]), solver=options["lp_solver"],
-                               lower_bound_epochs=_lp_lower_bound(topology, collective, chunk_bytes, graph))
+                               lower_bound_epochs=floor)
     if not result.pieces:
         if result.status == "timeout":
             raise _NoSchedule("timeout", f"the LP found no schedule within the limit ({result.message}; "
@@ -291,11 +292,14 @@ def _lp(topology: Topology, collective: Collective, chunk_bytes: float, graph: E
     return algorithm, result.status, stats
 
 
-def _lp_lower_bound(topology: Topology, collective: Collective, chunk_bytes: float, graph: EpochGraph) -> int:
-    """Epochs below which no schedule exists: the workbench's bandwidth bounds, plus the longest path."""
+def _lp_lower_bound(topology: Topology, collective: Collective, chunk_bytes: float, graph: EpochGraph,
+                    deadline: float) -> int:
+    """Epochs below which no schedule exists: the workbench's bandwidth bounds, plus the longest path.
+    The bounds' LP gets at most 30 s and never more than a tenth of the time left."""
     from workbench.bounds import lower_bounds
 
-    bounds = lower_bounds(topology, collective, chunk_bytes, lp_time_limit=30.0)
+    seconds = min(30.0, max(0.1, 0.1 * (deadline - time.perf_counter())))
+    bounds = lower_bounds(topology, collective, chunk_bytes, lp_time_limit=seconds)
     bandwidth = int(bounds.best / graph.tau) if bounds.best else 0
     return bandwidth + _hop_lower_bound(graph, collective) + 1
 
