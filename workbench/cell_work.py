@@ -58,11 +58,10 @@ def evaluate_algorithms(algorithms: list, problem, evaluation: dict[str, Any]) -
     not implement the collective.
     """
     from workbench.bounds import lower_bounds, tacos_ideal
-    from workbench.simulate import simulate
+    from workbench.simulate import DEFAULT_MODEL, simulate
     from workbench.verify import verify
 
-    options = {k: evaluation.get(k, d) for k, d in (("link_model", "pipelined"), ("order", "in-order"),
-                                                    ("switch_model", "cut-through"))}
+    options = {key: evaluation.get(key, default) for key, default in DEFAULT_MODEL.items()}
     entries = []
     best = None  # (algorithm, entry, simulation)
     for algorithm in algorithms:

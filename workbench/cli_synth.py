@@ -133,6 +133,7 @@ def _synth(args: argparse.Namespace, child: Any) -> int:
     from workbench.registry import FormulationError, resolve_formulation
     from workbench.cell_monitor import execute
     from workbench.cell_work import solver_time_limit
+    from workbench.simulate import DEFAULT_MODEL
 
     from workbench.parameters import ParameterError, check_parameters, undeclared_warning
 
@@ -178,8 +179,7 @@ def _synth(args: argparse.Namespace, child: Any) -> int:
             "formulation": {"name": args.name, "label": args.name, "params": params},
             "seed": args.seed, "time_limit": limit, "deadline": _command_start() + limit,
             "algorithm_path": str(output.resolve()),
-            "evaluation": {"link_model": "pipelined", "order": "in-order", "switch_model": "cut-through",
-                           "save_algorithms": True, "lp_bound": True, "evaluation_time_limit": 600.0}}
+            "evaluation": {**DEFAULT_MODEL, "save_algorithms": True, "lp_bound": True, "evaluation_time_limit": 600.0}}
     print(f"synthesizing with {args.name} (time limit {limit:g} s, solver limit {solver_time_limit(limit):g} s) ...",
           file=sys.stderr)
     fields = execute({"kind": "schedule", "cell": cell}, child=child) or {}

@@ -45,6 +45,7 @@ from typing import Any
 from workbench.config_checks import (EVAL_KEYS, GRID_KEYS, TABLE_VALUES, TOP_KEYS, Checker, ConfigError,
                                      apply_quick, check_params, check_roots, check_sizes, data_paths, kind_of,
                                      parse_collective, parse_formulation, parse_paper, parse_table, parse_topology)
+from workbench.simulate import DEFAULT_MODEL, LINK_MODELS, ORDERS, SWITCH_MODELS
 
 __all__ = ["ConfigError", "Experiment", "Cell", "DesignCell", "load_experiment", "parse_experiment",
            "TABLE_VALUES"]
@@ -246,13 +247,11 @@ def parse_experiment(data: Any, source: str = "experiment", quick: bool = False,
     labels = [f["label"] for f in formulations]
     if len(set(labels)) != len(labels):
         raise check.fail("grid.formulations", "labels must be unique (give each entry a 'label')")
-    evaluation = {"link_model": "pipelined", "order": "in-order", "switch_model": "cut-through",
-                  "save_algorithms": False, "lp_bound": True, "memory_limit": None,
+    evaluation = {**DEFAULT_MODEL, "save_algorithms": False, "lp_bound": True, "memory_limit": None,
                   "evaluation_time_limit": 600.0}
     given = check.mapping(data.get("evaluation") or {}, "evaluation", EVAL_KEYS)
     evaluation.update(given)
-    for key, choices in (("link_model", ("pipelined", "blocking")), ("order", ("in-order", "fifo")),
-                         ("switch_model", ("cut-through", "store-and-forward"))):
+    for key, choices in (("link_model", LINK_MODELS), ("order", ORDERS), ("switch_model", SWITCH_MODELS)):
         if evaluation[key] not in choices:
             raise check.fail(f"evaluation.{key}", f"expected one of {', '.join(choices)}, got {evaluation[key]!r}")
     if evaluation["memory_limit"] is not None:

@@ -26,11 +26,14 @@ from workbench.topology import Topology
 
 np = lazy_module("numpy")  # imported on first use (workbench.lazy)
 
-__all__ = ["SimulationResult", "SimulationError", "simulate", "route_segments", "LINK_MODELS", "ORDERS", "SWITCH_MODELS"]
+__all__ = ["SimulationResult", "SimulationError", "simulate", "route_segments", "LINK_MODELS", "ORDERS", "SWITCH_MODELS",
+           "DEFAULT_MODEL"]
 
 LINK_MODELS = ("pipelined", "blocking")
 ORDERS = ("in-order", "fifo")
 SWITCH_MODELS = ("cut-through", "store-and-forward")
+# the default model: the one every algorithm is verified against and every table reports
+DEFAULT_MODEL = {"link_model": LINK_MODELS[0], "order": ORDERS[0], "switch_model": SWITCH_MODELS[0]}
 
 Segment = tuple[tuple[int, ...], float, float]  # (link indices, alpha sum, bottleneck bandwidth)
 
@@ -177,7 +180,7 @@ def simulate(
 
 def simulate_with_arrays(algorithm: Algorithm, arrays: Any) -> SimulationResult:
     """The default simulation, compiled, on ``TransferArrays`` a caller already built (the verifier)."""
-    return _simulate(algorithm, "pipelined", "in-order", "cut-through", "compiled", arrays)
+    return _simulate(algorithm, **DEFAULT_MODEL, engine="compiled", arrays=arrays)
 
 
 def _simulate(algorithm: Algorithm, link_model: str, order: str, switch_model: str, engine: str,

@@ -19,7 +19,7 @@ from typing import Any
 from workbench.lazy import lazy_module
 from workbench.algorithm import Algorithm
 from workbench.engines import choose_engine
-from workbench.simulate import SimulationError, SimulationResult, simulate, simulate_with_arrays
+from workbench.simulate import DEFAULT_MODEL, SimulationError, SimulationResult, simulate, simulate_with_arrays
 
 np = lazy_module("numpy")  # imported on first use (workbench.lazy)
 
@@ -305,8 +305,7 @@ def verify(algorithm: Algorithm, timeline: bool = True, simulation: SimulationRe
 
 
 def _default_simulation(algorithm: Algorithm, simulation: SimulationResult | None, arrays=None) -> SimulationResult:
-    if simulation is not None and simulation.options == {"link_model": "pipelined", "order": "in-order",
-                                                         "switch_model": "cut-through"}:
+    if simulation is not None and simulation.options == DEFAULT_MODEL:
         return simulation
     try:
         return simulate(algorithm) if arrays is None else simulate_with_arrays(algorithm, arrays)
