@@ -168,13 +168,44 @@ def test_scatter_natively():
     verify(result.algorithms[0])
 
 
-def test_race_keeps_the_first_answer_and_leaves_no_process():
+def test_race_keeps_the_first_answer_and_leaves_no_process(monkeypatch):
     import multiprocessing
 
+    from formulations.sccl import race
+
+    monkeypatch.setattr(race, "TINY_TERMS", 0)  # no head start: the two engines race
     result = instance(DGX1, "allgather", 1, 2, 2, "race")
     assert result.answer == "sat" and "race won by" in result.note
     verify(result.algorithm)
     assert multiprocessing.active_children() == []  # the loser was killed and reaped
+
+
+def test_a_tiny_instance_is_answered_by_z3_in_this_process(monkeypatch):
+    from formulations.sccl import race
+
+    started = []
+    monkeypatch.setattr(race.multiprocessing, "get_context", lambda *a: started.append(a))  # no process may start
+    result = instance(DGX1, "allgather", 1, 2, 2, "race")
+    assert result.answer == "sat" and "a tiny instance" in result.note and not started
+    assert result.algorithm.meta["engine"] == "z3-auto"
+    verify(result.algorithm)
+
+
+def test_a_tiny_instance_z3_cannot_answer_in_its_head_start_goes_to_the_race(monkeypatch):
+    from formulations.sccl import race
+
+    real, calls = race.solve_instance, []
+
+    def head_start_runs_out(*args, **kwargs):  # the first call (the head start) says unknown
+        if not calls:
+            calls.append(kwargs["backend"])
+            return race.InstanceResult("unknown", 0.01, None, "")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(race, "solve_instance", head_start_runs_out)
+    result = instance(DGX1, "allgather", 1, 2, 2, "race")
+    assert calls == ["z3-auto"]
+    assert result.answer == "sat" and "race won by" in result.note
 
 
 def test_race_times_out_as_unknown_and_kills_both_engines():
@@ -209,4 +240,4 @@ def test_default_backend_is_the_race():
     result = Sccl().synthesize(problem, time_limit=60, seed=0, steps=2, rounds=2)
     assert result.status in ("optimal", "feasible")
     assert result.algorithms[0].meta["backend"] == "race"
-    assert "race won by" in result.stats["calls"][0]["note"]
+    assert "race: z3-auto alone (a tiny instance)" in result.stats["calls"][0]["note"]
