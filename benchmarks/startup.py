@@ -58,7 +58,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     lines = ["# Start-up: whole commands, wall seconds", "",
              f"Median of {args.repeats} runs per command, each a fresh process (exec to exit). Machine: {machine()}.",
-             "", __doc__.strip().split("\n\n")[1].replace("\n", " "), "",
+             "", " ".join(__doc__.strip().split("\n\n")[1:]).replace("\n", " "), "",
              "| command | median (s) | min (s) | max (s) | without byte-compiled modules: median (min) |",
              "|---|---|---|---|---|"]
     compiling = dict(os.environ, PYTHONDONTWRITEBYTECODE="1")
