@@ -3,7 +3,8 @@
 Each row is one (C, S, R) instance in the msccl-tools numbering of DGX-1 (``dgx1-msccl``), wall
 seconds from exec to exit (start-up, the cell process, the solve, verification and simulation),
 median of ``--repeats`` fresh processes, for the default backend (``race``: CP-SAT and z3-auto in two
-processes) and for the single engines. msccl-tools' figures are its own command's wall time
+processes; a tiny instance goes to z3-auto in the cell first, for up to a second) and for the
+single engines. msccl-tools' figures are its own command's wall time
 measured on this machine class (z3, its default); msccl-tools counts All-to-All chunks per pair,
 so its (8, S, R) All-to-All is our one chunk per rank pair (C = 8 per node).
 """
