@@ -4,6 +4,7 @@ import time
 import pytest
 
 from workbench import registry
+from workbench.entry_points import EntryPoint, entry_points
 from workbench.collective import make_collective
 from workbench.examples import ring_allgather
 from workbench.registry import (DesignResult, FormulationError, Problem, SynthesisResult, get_formulation,
@@ -41,16 +42,9 @@ def test_register_and_lookup():
 
 
 def test_entry_point_discovery(monkeypatch):
-    entry = importlib.metadata.EntryPoint("plugged", f"{__name__}:RingOnly", registry.ENTRY_POINT_GROUP)
-    broken = importlib.metadata.EntryPoint("broken", "no_such_module:Thing", registry.ENTRY_POINT_GROUP)
-    original = importlib.metadata.entry_points
-
-    def fake(**kwargs):
-        if kwargs.get("group") == registry.ENTRY_POINT_GROUP:
-            return [entry, broken]
-        return original(**kwargs)
-
-    monkeypatch.setattr(importlib.metadata, "entry_points", fake)
+    entry = EntryPoint("plugged", f"{__name__}:RingOnly", registry.ENTRY_POINT_GROUP)
+    broken = EntryPoint("broken", "no_such_module:Thing", registry.ENTRY_POINT_GROUP)
+    monkeypatch.setattr(registry, "entry_points", lambda group: [entry, broken])
     registry.refresh()
     try:
         assert "plugged" in registry.available_formulations()
@@ -60,6 +54,26 @@ def test_entry_point_discovery(monkeypatch):
     finally:
         unregister("plugged")
         registry.refresh()
+
+
+def test_the_entry_point_reader_agrees_with_importlib_metadata():
+    for group in (registry.ENTRY_POINT_GROUP, "console_scripts", "pytest11"):
+        theirs = sorted((e.name, e.value) for e in importlib.metadata.entry_points(group=group))
+        ours = sorted((e.name, e.value) for e in entry_points(group))
+        assert ours == theirs and (group != registry.ENTRY_POINT_GROUP or len(ours) >= 12)
+    sccl = next(e for e in entry_points(registry.ENTRY_POINT_GROUP) if e.name == "sccl")
+    (theirs,) = tuple(importlib.metadata.entry_points(group=registry.ENTRY_POINT_GROUP, name="sccl"))
+    assert sccl.load() is theirs.load()
+
+
+def test_entry_point_sections_and_comments_are_read_like_ini(tmp_path, monkeypatch):
+    folder = tmp_path / "some_plugin-1.0.dist-info"
+    folder.mkdir()
+    (folder / "entry_points.txt").write_text(
+        "# a comment\n[other]\nx = a:b\n\n[workbench.formulations]\n; another\nmine = my.module:Thing [extra]\n")
+    monkeypatch.setattr("sys.path", [str(tmp_path)])
+    assert entry_points("workbench.formulations") == [
+        EntryPoint("mine", "my.module:Thing [extra]", "workbench.formulations")]
 
 
 def test_status_vocabulary():

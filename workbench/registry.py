@@ -16,12 +16,12 @@ class, or a zero-argument factory. A researcher's own package can add one withou
 from __future__ import annotations
 
 import importlib
-import importlib.metadata
 from dataclasses import dataclass, field
 from typing import Any, Callable, Literal, Protocol, runtime_checkable
 
 from workbench.algorithm import Algorithm
 from workbench.collective import Collective
+from workbench.entry_points import EntryPoint, entry_points
 from workbench.solvers import STATUSES, Status, smt_status
 from workbench.topology import Topology
 
@@ -157,12 +157,12 @@ def _discover() -> None:
     if _DISCOVERED:
         return
     _DISCOVERED = True
-    for entry in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
+    for entry in entry_points(ENTRY_POINT_GROUP):
         if entry.name not in _REGISTRY:
             _load_entry(entry)
 
 
-def _load_entry(entry: importlib.metadata.EntryPoint) -> None:
+def _load_entry(entry: EntryPoint) -> None:
     try:
         _REGISTRY[entry.name] = _instantiate(entry.load())
     except Exception as exc:  # a broken plug-in must not hide the others
@@ -201,7 +201,7 @@ def _load_one(name: str) -> None:
     """Load just the entry point called ``name`` (a run needs one formulation, not every one's solvers)."""
     if name in _REGISTRY or name in _BROKEN or _DISCOVERED:
         return
-    for entry in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP, name=name):
+    for entry in entry_points(ENTRY_POINT_GROUP):
         if entry.name == name:
             _load_entry(entry)
             return
