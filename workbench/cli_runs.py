@@ -52,7 +52,7 @@ def _unfinished_fresh_run(runs: Path, prefix: str, config_text: str, experiment)
     """The newest ``runs/<prefix>-<time>/`` with this config snapshot and cells still to run."""
     import re
 
-    from workbench.runner import ResultStore
+    from workbench.results import ResultStore
 
     wanted = experiment.cell_ids()
     pattern = re.compile(re.escape(prefix) + r"-\d{8}-\d{6}")
@@ -93,7 +93,8 @@ def _run_locked(args: argparse.Namespace, experiment, folder) -> int:
 
     from workbench.files import write_atomic
     from workbench.run_folder import compare_runs, load_run, write_report
-    from workbench.runner import ResultStore, run_experiment
+    from workbench.results import ResultStore
+    from workbench.runner import run_experiment
 
     config_text = Path(args.config).read_text()
     snapshot = folder / "config.yaml"
@@ -126,7 +127,7 @@ def _run_locked(args: argparse.Namespace, experiment, folder) -> int:
 
 def _expected_time(reference: Path, experiment, jobs: int) -> str:
     """An estimate from the committed reference run's cell times."""
-    from workbench.runner import ResultStore
+    from workbench.results import ResultStore
 
     if not (reference / "rows.jsonl").exists():
         return "expected run time: unknown (no reference results to estimate from)"

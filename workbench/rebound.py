@@ -53,7 +53,7 @@ def rebound_run(folder: str | Path, progress: bool = True) -> tuple[int, int]:
 
     from workbench.files import write_atomic
     from workbench.run_folder import load_run, write_report
-    from workbench.runner import ResultStore
+    from workbench.results import ResultStore
 
     folder = Path(folder)
     experiment, _ = load_run(folder)

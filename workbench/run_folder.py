@@ -33,7 +33,7 @@ def load_run(folder: str | Path) -> tuple[Experiment, list[dict[str, Any]]]:
 
     experiment = parse_experiment(yaml.safe_load(config.read_text()), str(config), quick=run_info.get("quick", False),
                                   base_dir=Path(run_info.get("config_dir", folder)), check_files=False)
-    from workbench.runner import ResultStore
+    from workbench.results import ResultStore
 
     rows = []
     if rows_path.exists():
