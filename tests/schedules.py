@@ -70,3 +70,20 @@ def spread_schedule(rng: random.Random, topology: Topology, kind: str, n: int, k
             holder_of[(v, chunk)] = tid
             missing.discard((chunk, v))
     return Algorithm(topology, collective, chunk_bytes, transfers, {"formulation": "random-spread"})
+
+
+def random_algorithm(seed: int, kind: str, max_ranks: int = 6, switch_chance: float = 0.3) -> Algorithm:
+    """A valid random schedule: ``ag`` (All-Gather), ``bc`` (broadcast from 0), ``rs`` (Reduce-Scatter,
+    the reversed All-Gather) or ``ar`` (All-Reduce, RS then AG), on 2..``max_ranks`` ranks; the
+    gathering kinds may have a switch."""
+    rng = random.Random(seed)
+    n = rng.randint(2, max_ranks)
+    topo = random_connected_topology(rng, n, extra=rng.randint(0, 2 * n),
+                                     switch=rng.random() < switch_chance and kind in ("ag", "bc"))
+    k = rng.randint(1, 2)
+    if kind == "ag":
+        return spread_schedule(rng, topo, "allgather", n, k, multi=rng.random() < 0.5)
+    if kind == "bc":
+        return spread_schedule(rng, topo, "broadcast", n, k, root=0)
+    rs = spread_schedule(rng, topo.reversed(), "allgather", n, k).reverse(topo)
+    return rs if kind == "rs" else rs.concat(spread_schedule(rng, topo, "allgather", n, k))

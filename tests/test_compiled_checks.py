@@ -11,7 +11,7 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from schedules import random_connected_topology, spread_schedule
+from schedules import random_algorithm
 from workbench import fastjson
 from workbench.algorithm import Algorithm, AlgorithmFormatError, Transfer, _parse, load_algorithm
 from workbench.collective import Collective, make_collective
@@ -30,18 +30,9 @@ CORRUPTIONS = ["none", "drop", "rechunk", "redirect", "double", "opflip", "undep
 
 
 def _algorithm(seed: int, kind: str) -> Algorithm:
-    rng = random.Random(seed)
     if kind == "wide-ar":  # more than 64 ranks: contribution rows of two words
-        return ring_allreduce(rng.randint(65, 80), 1e6)
-    n = rng.randint(2, 7)
-    topo = random_connected_topology(rng, n, extra=rng.randint(0, 2 * n), switch=rng.random() < 0.4 and kind in ("ag", "bc"))
-    k = rng.randint(1, 2)
-    if kind == "ag":
-        return spread_schedule(rng, topo, "allgather", n, k, multi=rng.random() < 0.5)
-    if kind == "bc":
-        return spread_schedule(rng, topo, "broadcast", n, k, root=0)
-    rs = spread_schedule(rng, topo.reversed(), "allgather", n, k).reverse(topo)
-    return rs if kind == "rs" else rs.concat(spread_schedule(rng, topo, "allgather", n, k))
+        return ring_allreduce(random.Random(seed).randint(65, 80), 1e6)
+    return random_algorithm(seed, kind, max_ranks=7, switch_chance=0.4)
 
 
 def _corrupt(algorithm: Algorithm, corruption: str, rng: random.Random) -> None:

@@ -7,7 +7,7 @@ from hypothesis import strategies as st
 
 import pytest
 
-from schedules import random_connected_topology, spread_schedule
+from schedules import random_algorithm, random_connected_topology
 from workbench.algorithm import Transfer
 from workbench.bounds import lower_bounds
 from workbench.simulate import simulate
@@ -19,19 +19,7 @@ MODELS = [dict(), dict(link_model="blocking"), dict(order="fifo"), dict(switch_m
 
 
 def _algorithm(seed: int, kind: str):
-    rng = random.Random(seed)
-    n = rng.randint(2, 6)
-    topo = random_connected_topology(rng, n, extra=rng.randint(0, 2 * n), switch=rng.random() < 0.3 and kind in ("ag", "bc"))
-    k = rng.randint(1, 2)
-    if kind == "ag":
-        return spread_schedule(rng, topo, "allgather", n, k, multi=rng.random() < 0.5)
-    if kind == "bc":
-        return spread_schedule(rng, topo, "broadcast", n, k, root=0)
-    gather = spread_schedule(rng, topo.reversed(), "allgather", n, k)
-    rs = gather.reverse(topo)
-    if kind == "rs":
-        return rs
-    return rs.concat(spread_schedule(rng, topo, "allgather", n, k))
+    return random_algorithm(seed, kind)
 
 
 @SETTINGS

@@ -37,6 +37,7 @@ says the assumption it rests on:
 from __future__ import annotations
 
 import math
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -50,6 +51,7 @@ np = lazy_module("numpy")  # imported on first use (workbench.lazy)
 __all__ = [
     "Bounds",
     "lower_bounds",
+    "lp_seconds_within",
     "injection_bound",
     "latency_bound",
     "cut_bound",
@@ -305,6 +307,12 @@ def alltoall_cut_bound(topology: Topology, collective: Collective, chunk_bytes: 
         if useful.any():
             best = max(best, float((pieces[useful] * chunk_bytes / capacity[useful]).max()))
     return best * (1 - 1e-12) + float(alpha.min()) if best > 0 else None
+
+
+def lp_seconds_within(deadline: float, share: float = 0.1, most: float = 30.0) -> float:
+    """How long a bound's LP may run inside a formulation's ``deadline`` (``time.perf_counter``
+    clock): ``share`` of the time left, between 0.1 s and ``most``."""
+    return min(most, max(0.1, share * (deadline - time.perf_counter())))
 
 
 def lower_bounds(topology: Topology, collective: Collective, chunk_bytes: float, *,

@@ -74,13 +74,7 @@ def timing(algorithm, arrays: TransferArrays, blocking: bool, switch_model: str,
     chunk_bytes = algorithm.chunk_bytes
     if not (type(chunk_bytes) is float or (type(chunk_bytes) is int and abs(chunk_bytes) <= 2**53)):
         return None  # Python multiplies in the value's own type (a numpy float32, an exact big int)
-    if count and not np.array_equal(arrays.ids, np.arange(count)):
-        return None
-    owners = np.repeat(np.arange(count), np.diff(arrays.dep_start))
-    if len(arrays.deps) and ((arrays.deps < 0).any() or (arrays.deps >= owners).any()):
-        return None
-    if count and ((arrays.src < 0).any() or (arrays.src >= num_nodes).any() or (arrays.dst < 0).any()
-                  or (arrays.dst >= num_nodes).any()):
+    if not (arrays.ids_are_positions() and arrays.deps_point_back() and arrays.nodes_within(num_nodes)):
         return None
     pairs, route_of = np.unique(arrays.src * num_nodes + arrays.dst, return_inverse=True)
     route_seg_start, seg_link_start, seg_links, seg_alpha, seg_bandwidth, route_links = [0], [0], [], [], [], []

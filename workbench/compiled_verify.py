@@ -22,6 +22,17 @@ from numba import njit
 OK, MISSING, DOUBLE_COUNT, RACE = 0, 1, 2, 3
 
 
+@njit(cache=True, inline="always")
+def _write(state, row, reads, k, reduce):
+    """Write what (transfer, chunk) ``k`` read into buffer ``row``: added (reduce) or copied."""
+    if reduce:
+        for w in range(state.shape[1]):
+            state[row, w] |= reads[k, w]
+    else:
+        for w in range(state.shape[1]):
+            state[row, w] = reads[k, w]
+
+
 @njit(cache=True)
 def file_order_replay(src, dst, reduce, chunk_start, chunks, num_chunks, state, reads):
     """Apply the transfers in file order on ``state`` (rows per node * num_chunks + chunk) and store
@@ -46,11 +57,7 @@ def file_order_replay(src, dst, reduce, chunk_start, chunks, num_chunks, state, 
                 for w in range(words):
                     if state[row, w] & reads[k, w]:
                         return DOUBLE_COUNT, t
-                for w in range(words):
-                    state[row, w] |= reads[k, w]
-            else:
-                for w in range(words):
-                    state[row, w] = reads[k, w]
+            _write(state, row, reads, k, reduce[t])
     return OK, -1
 
 
@@ -83,13 +90,7 @@ def timeline_replay(event_kind, event_id, src, dst, reduce, chunk_start, chunks,
             continue
         base = dst[t] * num_chunks  # arrival: write what was read (equal to what was carried)
         for k in range(chunk_start[t], chunk_start[t + 1]):
-            row = base + chunks[k]
-            if reduce[t]:
-                for w in range(words):
-                    state[row, w] |= reads[k, w]
-            else:
-                for w in range(words):
-                    state[row, w] = reads[k, w]
+            _write(state, base + chunks[k], reads, k, reduce[t])
     return OK, -1
 
 
@@ -136,12 +137,8 @@ def structure_ok(algorithm, arrays) -> bool:
         return True
     num_nodes, num_chunks = topology.num_nodes, collective.num_chunks
     src, dst, chunks = arrays.src, arrays.dst, arrays.chunks
-    if not (np.array_equal(arrays.ids, np.arange(count)) and arrays.known_op.all()):
-        return False
-    if (src < 0).any() or (src >= num_nodes).any() or (dst < 0).any() or (dst >= num_nodes).any() or (src == dst).any():
-        return False
-    owners = np.repeat(np.arange(count), np.diff(arrays.dep_start))
-    if len(arrays.deps) and ((arrays.deps < 0).any() or (arrays.deps >= owners).any()):
+    if not (arrays.ids_are_positions() and arrays.known_op.all() and arrays.nodes_within(num_nodes)
+            and arrays.deps_point_back()) or (src == dst).any():
         return False
     if len(chunks) and ((chunks < 0).any() or (chunks >= num_chunks).any()):
         return False

@@ -13,14 +13,14 @@ from __future__ import annotations
 import json
 import math
 from json import JSONDecodeError
-from typing import Any
+from typing import Any, Iterator
 
 try:
     import orjson as _orjson
 except ImportError:  # pragma: no cover - the fallback is exercised by tests through ENGINE
     _orjson = None
 
-__all__ = ["loads", "dumps", "JSONDecodeError", "ENGINE", "has_non_finite"]
+__all__ = ["loads", "dumps", "JSONDecodeError", "ENGINE", "has_non_finite", "scalars"]
 
 ENGINE = "orjson" if _orjson is not None else "json"
 
@@ -55,16 +55,19 @@ def dumps(value: Any, non_finite: bool = False) -> bytes:
     return json.dumps(value, separators=(",", ":"), default=_default).encode()
 
 
-def has_non_finite(value: Any) -> bool:
-    """True if a (small) nested value holds a NaN or an infinity."""
+def scalars(value: Any) -> Iterator[Any]:
+    """Every value in a nested JSON-like value that is not an object or an array (any order)."""
     stack = [value]
     while stack:
         item = stack.pop()
-        if isinstance(item, float):
-            if not math.isfinite(item):
-                return True
-        elif isinstance(item, dict):
+        if isinstance(item, dict):
             stack.extend(item.values())
         elif isinstance(item, (list, tuple)):
             stack.extend(item)
-    return False
+        else:
+            yield item
+
+
+def has_non_finite(value: Any) -> bool:
+    """True if a (small) nested value holds a NaN or an infinity."""
+    return any(isinstance(item, float) and not math.isfinite(item) for item in scalars(value))

@@ -36,6 +36,19 @@ class TransferArrays:
     def chunk_counts(self) -> np.ndarray:
         return np.diff(self.chunk_start)
 
+    # the structural checks the compiled verifier and simulator both need before trusting the arrays
+    def ids_are_positions(self) -> bool:
+        return np.array_equal(self.ids, np.arange(len(self)))
+
+    def deps_point_back(self) -> bool:
+        """Every dependency names an earlier transfer."""
+        owners = np.repeat(np.arange(len(self)), np.diff(self.dep_start))
+        return not len(self.deps) or bool((self.deps >= 0).all() and (self.deps < owners).all())
+
+    def nodes_within(self, num_nodes: int) -> bool:
+        return not len(self) or bool(min(self.src.min(), self.dst.min()) >= 0
+                                     and max(self.src.max(), self.dst.max()) < num_nodes)
+
 
 _OP_CODES = {"copy": 0, "reduce": 1}  # anything else: 2
 

@@ -16,6 +16,8 @@ from typing import Annotated, Any, Literal
 
 import msgspec
 
+from workbench.fastjson import scalars
+
 __all__ = ["decode"]
 
 
@@ -79,14 +81,4 @@ def decode(text: bytes) -> tuple[dict[str, Any], list[tuple]] | None:
 def _integers_exact(value: Any) -> bool:
     """No integer in ``value`` (nested lists and objects) that orjson would have read as a float."""
     low, high = _EXACT
-    stack = [value]
-    while stack:
-        item = stack.pop()
-        if type(item) is int:
-            if not low <= item <= high:
-                return False
-        elif isinstance(item, dict):
-            stack.extend(item.values())
-        elif isinstance(item, list):
-            stack.extend(item)
-    return True
+    return all(low <= item <= high for item in scalars(value) if type(item) is int)

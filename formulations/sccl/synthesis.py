@@ -10,6 +10,7 @@ from typing import Any, Callable
 from workbench.algorithm import Algorithm, Transfer
 from workbench.collective import Collective
 from workbench.registry import Problem, SynthesisResult
+from workbench.bounds import lp_seconds_within
 from workbench.solvers import smt_status
 
 from .race import race_instance
@@ -83,9 +84,8 @@ class _Search:
         self.groups = bandwidth_groups(self.solve_topology, _reversed_groups(groups) if self.reverse else groups)
         probe = _collective_for(base, self.n, self.n if base == "alltoall" else 1, self.root)
         self.a_l = step_bound(self.solve_topology, probe)
-        # the bound's LP (All-to-All) runs inside the deadline: at most 30 s, a tenth of the time left
-        lp_seconds = min(30.0, max(0.1, 0.1 * (deadline - time.perf_counter())))
-        self.b_l = bandwidth_bound(self.solve_topology, probe, self.groups, lp_seconds)
+        # the bound's LP (All-to-All) runs inside the deadline
+        self.b_l = bandwidth_bound(self.solve_topology, probe, self.groups, lp_seconds_within(deadline))
         self.calls: list[dict[str, Any]] = []
 
     # the size is fixed by the problem; the chunk size follows C

@@ -295,11 +295,10 @@ def _lp(topology: Topology, collective: Collective, chunk_bytes: float, graph: E
 def _lp_lower_bound(topology: Topology, collective: Collective, chunk_bytes: float, graph: EpochGraph,
                     deadline: float) -> int:
     """Epochs below which no schedule exists: the workbench's bandwidth bounds, plus the longest path.
-    The bounds' LP gets at most 30 s and never more than a tenth of the time left."""
-    from workbench.bounds import lower_bounds
+    The bounds' LP runs inside the deadline (``lp_seconds_within``)."""
+    from workbench.bounds import lower_bounds, lp_seconds_within
 
-    seconds = min(30.0, max(0.1, 0.1 * (deadline - time.perf_counter())))
-    bounds = lower_bounds(topology, collective, chunk_bytes, lp_time_limit=seconds)
+    bounds = lower_bounds(topology, collective, chunk_bytes, lp_time_limit=lp_seconds_within(deadline))
     bandwidth = int(bounds.best / graph.tau) if bounds.best else 0
     return bandwidth + _hop_lower_bound(graph, collective) + 1
 
