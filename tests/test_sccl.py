@@ -94,6 +94,10 @@ def test_combining_collectives_by_duality(kind, k):
     verify(algorithm)
     if kind == "allreduce":  # (P*C, 2S, 2R)
         assert (algorithm.meta["sccl_chunks"], algorithm.meta["steps"], algorithm.meta["rounds"]) == (8, 4, 6)
+        # the floor's duality: both halves are the one base solve, and the claim is their sum
+        halves = algorithm.meta["phases"]
+        assert halves[0]["claimed_time"] == halves[1]["claimed_time"] > 0
+        assert algorithm.meta["claimed_time"] == halves[0]["claimed_time"] + halves[1]["claimed_time"]
 
 
 def test_pareto_k0_allgather_reproduces_the_table_frontier():

@@ -29,7 +29,8 @@ Paper symbol -> code name:
   ``workbench.bounds`` in rounds per chunk; spec 4)  -> ``step_bound``, ``bandwidth_bound``
 * combining collectives (spec 2.2): Reduce / Reduce-Scatter are Broadcast / All-Gather on the
   reversed topology run backwards (``Algorithm.reverse``); All-Reduce = RS then AG,
-  (P*C, 2S, 2R)
+  (P*C, 2S, 2R). Built by ``workbench.duality.by_duality`` with every phase served by the one base
+  solve (on a symmetric fabric the AG half is the same all-gather), so the solver runs once
 * Pareto synthesis (Algorithm 1, spec 3.8): for S = a_l, a_l+1, ...: the (R, C) with
   S <= R <= S+k, R/C >= b_l in ascending R/C (smaller C first); the first SAT is the frontier point
   at S; stop when R/C = b_l, at ``max_steps`` or when the time budget is spent

@@ -7,11 +7,13 @@ from fractions import Fraction
 from typing import Any, Callable
 
 from workbench.algorithm import Algorithm, Transfer
-from workbench.collective import Collective
+from workbench.collective import Collective, make_collective
+from workbench.duality import by_duality
 from workbench.deadline import Deadline
 from workbench.registry import Problem, SynthesisResult
 from workbench.bounds import lp_seconds_within
 from workbench.solvers import smt_status
+from workbench.topology import Topology
 
 from .race import race_instance
 from .instance import (InstanceResult, _collective_for, _sccl_chunks, bandwidth_bound, bandwidth_groups,
@@ -110,24 +112,31 @@ class _Search:
         return result
 
     def _finish(self, algorithm: Algorithm) -> Algorithm:
-        """Map a solved base algorithm back to the requested collective (spec 2.2)."""
+        """Map a solved base algorithm back to the requested collective (spec 2.2) by the floor's duality.
+
+        Every gather run the duality asks for is the one base solve: RS is the base all-gather (solved
+        on the reversed topology) run backwards, and AR's all-gather half is that same all-gather,
+        valid on the original links because the topology is symmetric. One solve serves both halves.
+        """
         if not self.reverse:
             return algorithm
-        meta = dict(algorithm.meta)
-        reduced = algorithm.reverse(self.topology)
-        if self.kind == "allreduce":
-            # RS = the base all-gather (solved on the reversed topology) run backwards; the AG phase is
-            # that same all-gather, valid on the original links because the topology is symmetric
-            gather = Algorithm(self.topology, algorithm.collective, algorithm.chunk_bytes,
-                               [Transfer(t.id, t.chunks, t.src, t.dst, t.op, t.deps) for t in algorithm.transfers],
-                               {})
-            combined = reduced.concat(gather)
-            meta.update(steps=2 * meta["steps"], rounds=2 * meta["rounds"],
-                        sccl_chunks=self.n * meta["sccl_chunks"], claimed_time=2 * meta["claimed_time"])
-            combined.meta.update(meta)
-            return combined
-        reduced.meta.update(meta)
-        return reduced
+        base = algorithm
+
+        def solved(view: Topology, target: Collective, chunk_bytes: float) -> Algorithm:
+            if target != base.collective:
+                raise AssertionError(f"sccl: duality asked for {target}, the search solved {base.collective}")
+            transfers = [Transfer(t.id, t.chunks, t.src, t.dst, t.op, t.deps) for t in base.transfers]
+            return Algorithm(view, base.collective, base.chunk_bytes, transfers, dict(base.meta))
+
+        c = base.collective
+        requested = make_collective(self.kind, c.num_ranks, c.chunks_per_rank, c.root)
+        mapped = by_duality(self.topology, requested, base.chunk_bytes, solved)
+        meta = dict(base.meta)
+        if self.kind == "allreduce":  # (P*C, 2S, 2R), claiming the sum of its halves
+            meta.update(steps=2 * meta["steps"], rounds=2 * meta["rounds"], sccl_chunks=self.n * meta["sccl_chunks"],
+                        claimed_time=mapped.meta["claimed_time"])
+        mapped.meta.update(meta)
+        return mapped
 
     def _status_for(self, result: InstanceResult) -> str:
         """sat / unsat / unknown as every SMT answer (``smt_status``); an instance the bounds rule out
