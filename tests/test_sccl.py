@@ -239,6 +239,35 @@ def test_race_without_ortools_is_z3_alone(monkeypatch):
     assert result.answer == "unsat" and "z3-auto alone" in result.note
 
 
+def test_cpsat_available_finds_the_module_without_importing_it(monkeypatch, tmp_path):
+    import importlib.util
+    import sys
+
+    from formulations.sccl import race
+
+    race.cpsat_available.cache_clear()
+    monkeypatch.delitem(sys.modules, "ortools", raising=False)
+    available = race.cpsat_available()
+    assert "ortools" not in sys.modules
+    assert available is (importlib.util.find_spec("ortools.sat.python.cp_model") is not None)  # this one imports
+    # a package named ortools without CP-SAT in it does not count
+    fake = tmp_path / "ortools"
+    fake.mkdir()
+    (fake / "__init__.py").write_text("")
+    race.cpsat_available.cache_clear()
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name: _package_spec(name, [str(fake)]))
+    assert race.cpsat_available() is False
+    race.cpsat_available.cache_clear()
+
+
+def _package_spec(name, locations):
+    import importlib.machinery
+
+    spec = importlib.machinery.ModuleSpec(name, None, is_package=True)
+    spec.submodule_search_locations = locations
+    return spec
+
+
 def test_default_backend_is_the_race():
     problem = Problem(DGX1, make_collective("allgather", 8, 1), 8e6)
     result = Sccl().synthesize(problem, time_limit=60, seed=0, steps=2, rounds=2)

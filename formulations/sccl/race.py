@@ -14,10 +14,9 @@ two processes can start, and the race begins only if it has not answered.
 
 from __future__ import annotations
 
-import multiprocessing
 import os
 import signal
-from multiprocessing.connection import wait
+from functools import cache
 from typing import Any
 
 from workbench.collective import Collective
@@ -34,14 +33,17 @@ TINY_TERMS = 2_500  # chunks x links x steps at or below which z3 gets a head st
 HEAD_START = 1.0  # seconds
 
 
+@cache
 def cpsat_available() -> bool:
-    """OR-Tools is installed (found, not imported: the CP-SAT process imports it while z3 starts)."""
+    """OR-Tools' CP-SAT is installed: its module file is found, nothing imported (not even the
+    ``ortools`` package, whose import a tiny instance answered by z3 alone would pay for nothing)."""
     from importlib.util import find_spec
 
-    try:
-        return find_spec("ortools.sat.python.cp_model") is not None
-    except ImportError:  # the parent package is missing
+    spec = find_spec("ortools")  # a top-level name: located, not imported
+    if spec is None or not spec.submodule_search_locations:
         return False
+    return any(os.path.isfile(os.path.join(root, "sat", "python", "cp_model.py"))
+               for root in spec.submodule_search_locations)
 
 
 def _die_with_parent() -> None:
@@ -95,6 +97,9 @@ def race_instance(topology: Topology, collective: Collective, chunk_bytes: float
         result = solve_instance(*args, seconds=seconds, backend=engines[0], **kwargs)
         result.note = (result.note + "; " if result.note else "") + "race: z3-auto alone (no OR-Tools)"
         return result
+    import multiprocessing  # here, not at the top: the answers above start no process
+    from multiprocessing.connection import wait
+
     deadline = Deadline(seconds + _GRACE)  # the engines' own limit is seconds; the grace lets them report
     context = multiprocessing.get_context("fork")
     running: dict[Any, tuple[str, Any]] = {}
