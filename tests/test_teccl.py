@@ -168,3 +168,22 @@ def test_the_greedy_warm_start_finishes_every_demand_and_keeps_its_old_name():
     assert prune_flows(graph, collective, flows) == flows and finish_epoch(graph, collective, flows) == finish
     assert finish >= 2 and len(flows) == 12  # each chunk reaches 3 ranks, one flow per arrival on a ring
     assert milp.greedy_schedule is greedy.greedy_schedule and milp.prune_flows is prune_flows
+
+
+def test_the_greedy_spends_a_no_copy_crossing_on_a_destination():
+    # a no-copy switch carries a chunk once: an All-to-All chunk behind switch:4 has one way to its
+    # destination, so a greedy that crossed to another NPU first could never finish
+    from formulations.teccl.greedy import greedy_schedule
+
+    topology = build("switch:4")
+    graph = epoch_graph(topology, 1e6, switch_model="no-copy")
+    flows, finish = greedy_schedule(graph, make_collective("alltoall", 4))
+    crossings = [(c, graph.edges[e].src) for c, e, _ in flows if graph.is_switch(graph.edges[e].src)]
+    assert len(crossings) == len(set(crossings)) == 12  # every chunk crosses once, straight to its destination
+    assert finish >= 2
+    result = _run(topology, make_collective("alltoall", 4), 4e6, method="milp", switch_model="no-copy")
+    assert result.status in ("optimal", "feasible"), result.message
+    verify(result.algorithms[0])
+    # an All-Gather needs a chunk to cross twice: no schedule, and the message says why
+    with pytest.raises(ValueError, match="no-copy switch carries each chunk once"):
+        greedy_schedule(graph, make_collective("allgather", 4))

@@ -91,7 +91,8 @@ def greedy_schedule(graph: EpochGraph, collective: Collective, horizon_cap: int 
             if not pending[c]:
                 continue
             move = _best_move(graph, usage, c, avail[c], pending[c], inbound_used, horizon_cap,
-                              crossed if graph.switch_model == "no-copy" else None)
+                              crossed if graph.switch_model == "no-copy" else None,
+                              collective.post[c].difference(avail[c]))
             if move is None:
                 pending[c] = set()  # unreachable rest: the demands are checked below
                 continue
@@ -114,13 +115,23 @@ def greedy_schedule(graph: EpochGraph, collective: Collective, horizon_cap: int 
     for c in range(C):
         for d in collective.post[c]:
             if d not in avail[c]:
-                raise ValueError(f"chunk {c} cannot reach rank {d} in the epoch model")
+                why = (" (a no-copy switch carries each chunk once, so the chunk cannot also reach this rank "
+                       "through it; Reduce-Scatter and All-Reduce use no-copy, being reversed All-Gathers)"
+                       if graph.switch_model == "no-copy" else "")
+                raise ValueError(f"chunk {c} cannot reach rank {d} in the epoch model{why}")
     flows = prune_flows(graph, collective, flows)
     return flows, finish_epoch(graph, collective, flows)
 
 
 def _best_move(graph: EpochGraph, usage: _Usage, c: int, holders: dict[int, int], targets: set[int],
-               inbound_used: set, cap: int, crossed: set | None = None):
+               inbound_used: set, cap: int, crossed: set | None = None, wanted: set[int] | None = None):
+    """The earliest arrival of chunk ``c`` at one more of ``targets``: (epoch, NPU, hops).
+
+    ``crossed`` (no-copy switches): the (chunk, switch) pairs already used; a chunk crosses a
+    no-copy switch once, so that one crossing goes to an NPU that ``wanted`` the chunk (its
+    destinations not yet reached) whenever the switch reaches one; spent on a relay, it would
+    strand the destination (an All-to-All chunk behind a single switch has no second way in).
+    """
     best = None
     edges = graph.edges
     for i, ready in holders.items():
@@ -129,10 +140,10 @@ def _best_move(graph: EpochGraph, usage: _Usage, c: int, holders: dict[int, int]
             if graph.is_switch(e.dst):
                 if crossed is not None and (c, e.dst) in crossed:
                     continue
-                for eo in graph.out_edges.get(e.dst, []):
-                    out = edges[eo]
-                    if out.dst not in targets:
-                        continue
+                exits = [edges[eo] for eo in graph.out_edges.get(e.dst, []) if edges[eo].dst in targets]
+                if crossed is not None and wanted:
+                    exits = [out for out in exits if out.dst in wanted] or exits
+                for out in exits:
                     k = _earliest_pair(graph, usage, c, e, out, ready, inbound_used, cap)
                     if k is None:
                         continue
