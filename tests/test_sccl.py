@@ -1,5 +1,7 @@
 """SCCL: table rows SAT and valid, UNSAT boundaries, bounds, duality, backends agree, hard time limit."""
 
+import multiprocessing
+import sys
 import time
 
 import pytest
@@ -173,8 +175,6 @@ def test_scatter_natively():
 
 
 def test_race_keeps_the_first_answer_and_leaves_no_process(monkeypatch):
-    import multiprocessing
-
     from formulations.sccl import race
 
     monkeypatch.setattr(race, "TINY_TERMS", 0)  # no head start: the two engines race
@@ -185,12 +185,12 @@ def test_race_keeps_the_first_answer_and_leaves_no_process(monkeypatch):
 
 
 def test_a_tiny_instance_is_answered_by_z3_in_this_process(monkeypatch):
-    from formulations.sccl import race
-
     started = []
-    monkeypatch.setattr(race.multiprocessing, "get_context", lambda *a: started.append(a))  # no process may start
+    monkeypatch.setattr(multiprocessing, "get_context", lambda *a: started.append(a))  # no process may start
+    monkeypatch.delitem(sys.modules, "multiprocessing.connection", raising=False)
     result = instance(DGX1, "allgather", 1, 2, 2, "race")
     assert result.answer == "sat" and "a tiny instance" in result.note and not started
+    assert "multiprocessing.connection" not in sys.modules  # the race's machinery was not even imported
     assert result.algorithm.meta["engine"] == "z3-auto"
     verify(result.algorithm)
 
@@ -213,9 +213,6 @@ def test_a_tiny_instance_z3_cannot_answer_in_its_head_start_goes_to_the_race(mon
 
 
 def test_race_times_out_as_unknown_and_kills_both_engines():
-    import multiprocessing
-    import time
-
     # All-to-All (24, 8, 8) on DGX-1: no engine proves it in a fraction of a second
     started = time.perf_counter()
     result = instance(DGX1, "alltoall", 24, 8, 8, "race", seconds=0.5)
@@ -274,3 +271,57 @@ def test_default_backend_is_the_race():
     assert result.status in ("optimal", "feasible")
     assert result.algorithms[0].meta["backend"] == "race"
     assert "race: z3-auto alone (a tiny instance)" in result.stats["calls"][0]["note"]
+
+
+def _paper_encoding_by_operators(n, pre, post, groups, steps, rounds):
+    """C1-C6 written with z3's Python operators (spec 3.3): the oracle for the C-API builders."""
+    import z3
+
+    solver = z3.Solver()
+    g = len(pre)
+    edges = sorted({pair for pairs, b in groups if b > 0 for pair in pairs})
+    time = [[z3.Int(f"t_{c}_{v}") for v in range(n)] for c in range(g)]
+    snd = {(u, c, v): z3.Bool(f"s_{u}_{c}_{v}") for c in range(g) for u, v in edges}
+    r = [z3.Int(f"r_{s}") for s in range(1, steps + 1)]
+    into = {v: [u for u, w in edges if w == v] for v in range(n)}
+    for c in range(g):
+        for v in range(n):
+            t = time[c][v]
+            solver.add(t >= 0, t <= steps + 1)
+            if v in pre[c]:
+                solver.add(t == 0)
+            else:
+                solver.add(z3.Implies(t <= steps, z3.PbEq([(snd[(u, c, v)], 1) for u in into[v]], 1)
+                                      if into[v] else z3.BoolVal(False)))
+            if v in post[c]:
+                solver.add(t <= steps)
+        for u, v in edges:
+            solver.add(z3.Implies(snd[(u, c, v)], time[c][u] < time[c][v]))
+    for s_index, r_s in enumerate(r):
+        solver.add(r_s >= 1)
+        for pairs, b in groups:
+            terms = [(z3.And(snd[(u, c, v)], time[c][v] == s_index + 1), 1)
+                     for c in range(g) for u, v in pairs if (u, c, v) in snd]
+            if terms:
+                for extra in range(1, rounds - steps + 2):
+                    solver.add(z3.Implies(r_s == extra, z3.PbLe(terms, b * extra)))
+    solver.add(z3.Sum(r) == rounds)
+    return solver
+
+
+@pytest.mark.parametrize("topology, kind, k, steps, rounds", [
+    (DGX1, "allgather", 1, 2, 2), (DGX1, "allgather", 2, 3, 4), (DGX1, "broadcast", 3, 2, 2),
+    (DGX1, "gather", 1, 3, 4), (RING, "allgather", 2, 4, 6), (DGX1, "alltoall", 1, 2, 3),
+])
+def test_the_z3_model_is_the_one_the_operators_write(topology, kind, k, steps, rounds):
+    from formulations.sccl.encoding import _Z3Model
+
+    n = topology.num_npus
+    collective = make_collective(kind, n, k, 0 if kind in ("broadcast", "gather") else None)
+    groups = bandwidth_groups(topology)
+    built = _Z3Model(n, list(collective.pre), list(collective.post), groups, steps, rounds, "auto").solver.assertions()
+    oracle = _paper_encoding_by_operators(n, list(collective.pre), list(collective.post), groups, steps,
+                                          rounds).assertions()
+    assert len(built) == len(oracle) > 0
+    for i in range(len(oracle)):
+        assert built[i].eq(oracle[i]), f"assertion {i}: {built[i]} != {oracle[i]}"

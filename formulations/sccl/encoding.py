@@ -15,6 +15,8 @@ class _Z3Model:
     def __init__(self, n: int, pre, post, groups: list[Group], steps: int, rounds: int, logic: str = "QF_LIA") -> None:
         import z3
 
+        from .z3_terms import Z3Terms
+
         self.z3 = z3
         # "QF_LIA" fixes the logic as the paper did; "auto" lets z3 pick its tactic, which is several
         # times faster on the hard bandwidth-optimal instances here (its pseudo-Boolean handling)
@@ -25,33 +27,39 @@ class _Z3Model:
         self.time = [[z3.Int(f"t_{c}_{v}") for v in range(n)] for c in range(g)]
         self.snd = {(u, c, v): z3.Bool(f"s_{u}_{c}_{v}") for c in range(g) for u, v in edges}
         self.r = [z3.Int(f"r_{s}") for s in range(1, steps + 1)]
-        add = self.solver.add
+        # the terms z3's operators build (``t <= S`` is ``le(t, S)``), made without their argument checks
+        terms = Z3Terms(z3)
+        lt, le, ge, eq, implies, and_ = terms.lt, terms.le, terms.ge, terms.eq, terms.implies, terms.and_
+
+        def add(*constraints) -> None:
+            terms.assert_(self.solver, *constraints)
+
         into = {v: [u for u, w in edges if w == v] for v in range(n)}
         for c in range(g):
             for v in range(n):
                 t = self.time[c][v]
-                add(t >= 0, t <= steps + 1)  # any value above S means "never"; S + 1 stands for all of them
+                add(ge(t, 0), le(t, steps + 1))  # any value above S means "never"; S + 1 stands for all of them
                 if v in pre[c]:
-                    add(t == 0)  # C1
+                    add(eq(t, 0))  # C1
                 else:
-                    add(z3.Implies(t <= steps, z3.PbEq([(self.snd[(u, c, v)], 1) for u in into[v]], 1)
-                                   if into[v] else z3.BoolVal(False)))  # C3
+                    add(implies(le(t, steps), terms.pb_eq([(self.snd[(u, c, v)], 1) for u in into[v]], 1)
+                                if into[v] else terms.false()))  # C3
                 if v in post[c]:
-                    add(t <= steps)  # C2
+                    add(le(t, steps))  # C2
             for u, v in edges:
-                add(z3.Implies(self.snd[(u, c, v)], self.time[c][u] < self.time[c][v]))  # C4
+                add(implies(self.snd[(u, c, v)], lt(self.time[c][u], self.time[c][v])))  # C4
         k = rounds - steps
         for s_index, r_s in enumerate(self.r):
             step = s_index + 1
-            add(r_s >= 1)
+            add(ge(r_s, 1))
             for pairs, b in groups:
-                terms = [(z3.And(self.snd[(u, c, v)], self.time[c][v] == step), 1)
-                         for c in range(g) for u, v in pairs if (u, c, v) in self.snd]
-                if not terms:
+                sent_at_step = [(and_(self.snd[(u, c, v)], eq(self.time[c][v], step)), 1)
+                                for c in range(g) for u, v in pairs if (u, c, v) in self.snd]
+                if not sent_at_step:
                     continue
                 for extra in range(1, k + 2):  # C5, case split (every r_s <= k + 1)
-                    add(z3.Implies(r_s == extra, z3.PbLe(terms, b * extra)))
-        add(z3.Sum(self.r) == rounds)  # C6
+                    add(implies(eq(r_s, extra), terms.pb_le(sent_at_step, b * extra)))
+        add(eq(terms.sum_(self.r), rounds))  # C6
 
     def solve(self, seconds: float) -> tuple[str, Any]:
         self.solver.set("timeout", max(1, int(seconds * 1000)))
