@@ -16,7 +16,8 @@ Paper symbol -> code name:
   ``r[s]``, ``k``
 * time[c,n] (Int), snd[n,c,n'] (Bool)  -> ``time[c][n]``, ``snd[(n, c, n2)]`` (spec 3.2)
 * constraints C1-C6 (spec 3.3, typos fixed: C4 over every c and (n,n') in E; decode with the
-  destination's time)  -> ``_Z3Model`` (C5 as pseudo-Boolean with a case split on r_s, encoding (a))
+  destination's time)  -> ``_Z3Model`` (C5 as pseudo-Boolean with a case split on r_s, encoding (a); its terms
+  made through z3's C API by ``z3_terms.Z3Terms``, the same terms as z3's operators, several times faster)
   and ``_CpSatModel`` (the same model on OR-Tools CP-SAT with one-hot arrival steps); ``backend`` is
   ``race`` (default: ``cpsat`` and ``z3-auto`` in two processes, the first sat/unsat wins, ``race.py``),
   ``z3`` (``SolverFor("QF_LIA")``, the paper's setting), ``z3-auto`` (z3's default tactic selection)
