@@ -3,6 +3,7 @@
 import multiprocessing
 import sys
 import time
+import types
 
 import pytest
 
@@ -243,18 +244,25 @@ def test_cpsat_available_finds_the_module_without_importing_it(monkeypatch, tmp_
     from formulations.sccl import race
 
     race.cpsat_available.cache_clear()
-    monkeypatch.delitem(sys.modules, "ortools", raising=False)
-    available = race.cpsat_available()
-    assert "ortools" not in sys.modules
-    assert available is (importlib.util.find_spec("ortools.sat.python.cp_model") is not None)  # this one imports
-    # a package named ortools without CP-SAT in it does not count
-    fake = tmp_path / "ortools"
-    fake.mkdir()
-    (fake / "__init__.py").write_text("")
-    race.cpsat_available.cache_clear()
-    monkeypatch.setattr(importlib.util, "find_spec", lambda name: _package_spec(name, [str(fake)]))
-    assert race.cpsat_available() is False
-    race.cpsat_available.cache_clear()
+    try:
+        monkeypatch.delitem(sys.modules, "ortools", raising=False)
+        available = race.cpsat_available()
+        assert "ortools" not in sys.modules
+        assert available is (importlib.util.find_spec("ortools.sat.python.cp_model") is not None)  # this one imports
+        # a package named ortools without CP-SAT in it does not count
+        fake = tmp_path / "ortools"
+        fake.mkdir()
+        (fake / "__init__.py").write_text("")
+        race.cpsat_available.cache_clear()
+        monkeypatch.setattr(importlib.util, "find_spec", lambda name: _package_spec(name, [str(fake)]))
+        assert race.cpsat_available() is False
+        # a module object standing in for the package (no spec, as tests insert them) is "not installed"
+        race.cpsat_available.cache_clear()
+        monkeypatch.undo()
+        monkeypatch.setitem(sys.modules, "ortools", types.ModuleType("ortools"))
+        assert race.cpsat_available() is False
+    finally:
+        race.cpsat_available.cache_clear()  # no answer of this test outlives it
 
 
 def _package_spec(name, locations):
@@ -312,6 +320,7 @@ def _paper_encoding_by_operators(n, pre, post, groups, steps, rounds):
 @pytest.mark.parametrize("topology, kind, k, steps, rounds", [
     (DGX1, "allgather", 1, 2, 2), (DGX1, "allgather", 2, 3, 4), (DGX1, "broadcast", 3, 2, 2),
     (DGX1, "gather", 1, 3, 4), (RING, "allgather", 2, 4, 6), (DGX1, "alltoall", 1, 2, 3),
+    (DGX1, "allgather", 1, 0, 0), (DGX1, "allgather", 1, 0, 1),  # no steps: C6 is the empty sum
 ])
 def test_the_z3_model_is_the_one_the_operators_write(topology, kind, k, steps, rounds):
     from formulations.sccl.encoding import _Z3Model
@@ -325,3 +334,16 @@ def test_the_z3_model_is_the_one_the_operators_write(topology, kind, k, steps, r
     assert len(built) == len(oracle) > 0
     for i in range(len(oracle)):
         assert built[i].eq(oracle[i]), f"assertion {i}: {built[i]} != {oracle[i]}"
+
+
+def test_z3_terms_refuse_a_coefficient_ctypes_would_wrap():
+    import z3
+
+    from formulations.sccl.z3_terms import Z3Terms
+
+    terms, x = Z3Terms(z3), z3.Bool("x")
+    assert terms.pb_le([(x, 1)], 2 ** 31 - 1).eq(z3.PbLe([(x, 1)], 2 ** 31 - 1))
+    with pytest.raises(ValueError, match="32-bit"):
+        terms.pb_le([(x, 1)], 2 ** 31)
+    with pytest.raises(ValueError, match="32-bit"):
+        terms.pb_eq([(x, -(2 ** 31) - 1)], 1)

@@ -185,5 +185,22 @@ def test_the_greedy_spends_a_no_copy_crossing_on_a_destination():
     assert result.status in ("optimal", "feasible"), result.message
     verify(result.algorithms[0])
     # an All-Gather needs a chunk to cross twice: no schedule, and the message says why
-    with pytest.raises(ValueError, match="no-copy switch carries each chunk once"):
+    with pytest.raises(ValueError, match="no-copy switches carry each chunk once"):
         greedy_schedule(graph, make_collective("allgather", 4))
+
+
+def test_the_greedy_still_relays_behind_a_no_copy_switch():
+    # chunk 0 from NPU 0 must reach 2 and 3; 3 only through NPU 1, which wants nothing: spending the one
+    # crossing on 2 (a destination) strands 3, so the greedy falls back to the plain earliest arrivals
+    from formulations.teccl.greedy import greedy_schedule
+
+    links = [(0, 4), (4, 1), (4, 2), (1, 3), (1, 2), (2, 0), (3, 0)]
+    topology = Topology.create(4, [Link(u, v, 1e-6, 1e9) for u, v in links], num_switches=1)
+    collective = custom_collective(4, [[0]], [[2, 3]])
+    graph = epoch_graph(topology, 1e6, switch_model="no-copy")
+    flows, _ = greedy_schedule(graph, collective)
+    crossings = [graph.edges[e].dst for _, e, _ in flows if graph.is_switch(graph.edges[e].src)]
+    assert crossings == [1]
+    result = _run(topology, collective, 1e6, method="milp", switch_model="no-copy")
+    assert result.status in ("optimal", "feasible"), result.message
+    verify(result.algorithms[0])

@@ -59,7 +59,8 @@ class _Z3Model:
                     continue
                 for extra in range(1, k + 2):  # C5, case split (every r_s <= k + 1)
                     add(implies(eq(r_s, extra), terms.pb_le(sent_at_step, b * extra)))
-        add(eq(terms.sum_(self.r), rounds))  # C6
+        # C6 (no steps, as when every chunk starts where it is needed: the empty sum is 0)
+        add(eq(terms.sum_(self.r), rounds) if self.r else (terms.true() if rounds == 0 else terms.false()))
 
     def solve(self, seconds: float) -> tuple[str, Any]:
         self.solver.set("timeout", max(1, int(seconds * 1000)))

@@ -35,15 +35,19 @@ HEAD_START = 1.0  # seconds
 
 @cache
 def cpsat_available() -> bool:
-    """OR-Tools' CP-SAT is installed: its module file is found, nothing imported (not even the
+    """OR-Tools' CP-SAT is installed: its module is located, nothing imported (not even the
     ``ortools`` package, whose import a tiny instance answered by z3 alone would pay for nothing)."""
+    from importlib.machinery import PathFinder
     from importlib.util import find_spec
 
-    spec = find_spec("ortools")  # a top-level name: located, not imported
+    try:
+        spec = find_spec("ortools")  # a top-level name: located, not imported
+    except (ImportError, ValueError):  # ValueError: a module without a spec stands in sys.modules
+        return False
     if spec is None or not spec.submodule_search_locations:
         return False
-    return any(os.path.isfile(os.path.join(root, "sat", "python", "cp_model.py"))
-               for root in spec.submodule_search_locations)
+    places = [os.path.join(root, "sat", "python") for root in spec.submodule_search_locations]
+    return PathFinder.find_spec("cp_model", places) is not None  # source or compiled, found by path
 
 
 def _die_with_parent() -> None:

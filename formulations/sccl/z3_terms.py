@@ -9,6 +9,11 @@ two assertion by assertion), and the solver sees the same model in the same orde
 
 Every method returns a wrapped term (``BoolRef`` / ``ArithRef``), which holds a reference, so a
 term lives as long as Python needs it, as with the operators.
+
+What the left-out checks would have caught is the caller's to respect: every term comes from z3's
+main context, comparisons take Int terms (or Python ints), Boolean builders take Bool terms. The
+one check kept is the 32-bit range of pseudo-Boolean coefficients and bounds, which ctypes would
+otherwise wrap around silently.
 """
 
 from __future__ import annotations
@@ -18,10 +23,12 @@ from typing import Any, Sequence
 
 __all__ = ["Z3Terms"]
 
+_INT_MIN, _INT_MAX = -(2 ** 31), 2 ** 31 - 1  # a C int, what the pseudo-Boolean API takes
+
 
 class Z3Terms:
-    """Term builders over one z3 context: ``lt``, ``le``, ``ge``, ``eq``, ``implies``, ``and_``,
-    ``sum_``, ``pb_eq``, ``pb_le``, ``false``, and ``assert_`` into a solver."""
+    """Term builders over z3's main context: ``lt``, ``le``, ``ge``, ``eq``, ``implies``, ``and_``,
+    ``sum_``, ``pb_eq``, ``pb_le``, ``true``, ``false``, and ``assert_`` into a solver."""
 
     def __init__(self, z3: Any) -> None:
         self.z3 = z3
@@ -73,11 +80,17 @@ class Z3Terms:
     def false(self) -> Any:
         return self._bool(self.api.Z3_mk_false(self.ref))
 
+    def true(self) -> Any:
+        return self._bool(self.api.Z3_mk_true(self.ref))
+
     def sum_(self, terms: Sequence[Any]) -> Any:
         return self.z3.ArithRef(self.api.Z3_mk_add(self.ref, len(terms), self._array(terms)), self.ctx)
 
     # ------------------------------------------------------------------ pseudo-Boolean (literal, coefficient) pairs
     def _pb(self, make: Any, pairs: Sequence[tuple[Any, int]], k: int) -> Any:
+        for value in (k, *(c for _, c in pairs)):
+            if not _INT_MIN <= value <= _INT_MAX:
+                raise ValueError(f"pseudo-Boolean coefficient or bound {value} is outside z3's 32-bit range")
         coefficients = (ctypes.c_int * len(pairs))(*[c for _, c in pairs])
         return self._bool(make(self.ref, len(pairs), self._array([lit for lit, _ in pairs]), coefficients, k))
 

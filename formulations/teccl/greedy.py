@@ -65,7 +65,28 @@ def greedy_schedule(graph: EpochGraph, collective: Collective, horizon_cap: int 
     """Earliest-arrival trees, one hop (or one switch crossing) at a time, round-robin over chunks.
 
     ``initial``: flows already decided (an unfinished A* run); the greedy completes them.
+
+    No-copy switches carry a chunk once, so where a crossing can reach an NPU that wants the chunk,
+    the greedy first spends it there (an All-to-All chunk behind one switch has no other way in);
+    if some demand is then left unreached (one that only a relay behind the switch reaches), it
+    runs again without that preference.
     """
+    try:
+        flows = _earliest_arrivals(graph, collective, horizon_cap, initial, prefer_wanted=True)
+    except _Unreached:
+        if graph.switch_model != "no-copy":
+            raise
+        flows = _earliest_arrivals(graph, collective, horizon_cap, initial, prefer_wanted=False)
+    flows = prune_flows(graph, collective, flows)
+    return flows, finish_epoch(graph, collective, flows)
+
+
+class _Unreached(ValueError):
+    """A demand the greedy could not reach (the message names it)."""
+
+
+def _earliest_arrivals(graph: EpochGraph, collective: Collective, horizon_cap: int, initial: list[Flow] | None,
+                       prefer_wanted: bool) -> list[Flow]:
     usage = _Usage(graph)
     edges = graph.edges
     C = collective.num_chunks
@@ -74,6 +95,7 @@ def greedy_schedule(graph: EpochGraph, collective: Collective, horizon_cap: int 
     inbound_used: set[tuple[int, int, int]] = set()  # (c, edge into a switch, k) already sent
     flows: list[Flow] = list(initial or [])
     crossed: set[tuple[int, int]] = set()  # (chunk, switch): no-copy switches carry a chunk once
+    no_copy = graph.switch_model == "no-copy"
     for c, ei, k in flows:
         e = edges[ei]
         if graph.is_switch(e.src):
@@ -90,9 +112,9 @@ def greedy_schedule(graph: EpochGraph, collective: Collective, horizon_cap: int 
         for c in range(C):
             if not pending[c]:
                 continue
+            wanted = collective.post[c].difference(avail[c]) if prefer_wanted else None
             move = _best_move(graph, usage, c, avail[c], pending[c], inbound_used, horizon_cap,
-                              crossed if graph.switch_model == "no-copy" else None,
-                              collective.post[c].difference(avail[c]))
+                              crossed if no_copy else None, wanted)
             if move is None:
                 pending[c] = set()  # unreachable rest: the demands are checked below
                 continue
@@ -115,12 +137,10 @@ def greedy_schedule(graph: EpochGraph, collective: Collective, horizon_cap: int 
     for c in range(C):
         for d in collective.post[c]:
             if d not in avail[c]:
-                why = (" (a no-copy switch carries each chunk once, so the chunk cannot also reach this rank "
-                       "through it; Reduce-Scatter and All-Reduce use no-copy, being reversed All-Gathers)"
-                       if graph.switch_model == "no-copy" else "")
-                raise ValueError(f"chunk {c} cannot reach rank {d} in the epoch model{why}")
-    flows = prune_flows(graph, collective, flows)
-    return flows, finish_epoch(graph, collective, flows)
+                model = (" (no-copy switches carry each chunk once; Reduce-Scatter and All-Reduce use them, "
+                         "being reversed All-Gathers)" if no_copy else "")
+                raise _Unreached(f"chunk {c} cannot reach rank {d} in the epoch model{model}")
+    return flows
 
 
 def _best_move(graph: EpochGraph, usage: _Usage, c: int, holders: dict[int, int], targets: set[int],
