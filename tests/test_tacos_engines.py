@@ -76,9 +76,8 @@ def test_engines_agree_with_several_words_of_chunks(spec, k, replacement):
 
 
 @pytest.mark.parametrize("spec, kind, k", [("ring:8", "allgather", 520), ("fc:8", "alltoall", 66)])
-def test_engines_agree_when_the_front_marks_span_several_words(spec, kind, k):
-    # over 4,096 chunks (4,160 and 4,224), so a rank's front marks take two words, and the Python
-    # engine still runs in a second
+def test_engines_agree_past_4096_chunks(spec, kind, k):
+    # 4,160 and 4,224 chunks: rows of 65 and 66 words, and the Python engine still runs in a second
     topo = build(spec, alpha=0.5e-6, bandwidth=50 * GB)
     collective = make_collective(kind, topo.num_npus, k)
     assert collective.num_chunks > 4096

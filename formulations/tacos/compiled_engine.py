@@ -1,16 +1,15 @@
 """TACOS matching compiled with numba: ``python_engine``'s loop over word-array bitsets.
 
 Every random draw happens in the same order as in ``python_engine`` and comes from the same
-Mersenne Twister stream (CPython's own, in ``compiled_bits``). Both engines therefore give the
-same schedule for the same seed; the tests hold them to it.
+Mersenne Twister stream: ``random.Random(seed)``'s state is copied into ``rng`` (624 words and
+the position) and advanced here with CPython's own recurrence, tempering, ``random()`` (53 bits
+from two words) and ``randrange`` (rejection over ``getrandbits``). Both engines therefore give
+the same schedule for the same seed; the tests hold them to it.
 
 Chunk sets are rows of 64-bit words (``held[v]``, ``need[v]``); ``need_count[v]`` saves scanning
-a row to learn that ``v`` is done. A match of ``v`` reads only its front words (``marks[v]``: the
-words where an in-neighbour may hold a chunk ``v`` needs, kept as deliveries happen), not the N/64
-words of whole rows; at tens of thousands of NPUs whole rows no longer fit in the caches. Links
-ending at the same time are retired together, in link order, from a calendar of buckets (below).
-The loop runs a bounded number of events per call, so the caller can watch the deadline between
-calls.
+a row to learn that ``v`` is done. Links ending at the same time are retired together, in link
+order, from a calendar of buckets (below). The loop runs a bounded number of events per call, so
+the caller can watch the deadline between calls.
 """
 
 from __future__ import annotations
@@ -20,10 +19,10 @@ import time
 from itertools import chain
 
 import numpy as np
-from numba import njit
+from llvmlite import ir
+from numba import njit, types
+from numba.core.extending import intrinsic
 
-from formulations.tacos.compiled_bits import (_has, _leading_zeros, _popcount, _random, _random_bit, _randbelow,
-                                              _trailing_zeros)
 from formulations.tacos.matching import TIE, Fabric, MatchResult, OutOfTime, end_time, unreachable
 
 _CAUSAL, _REFERENCE, _OFF = 0, 1, 2
@@ -37,70 +36,115 @@ _end_time = njit(cache=True, inline="always")(end_time)  # the very grid the Pyt
 _HEAP_SIZE, _EVENTS, _WASTED, _DELIVERIES, _RECORD, _DIRTY, _FREE, _TOUCHED = 0, 1, 2, 3, 4, 5, 6, 7
 
 
-# ---------------------------------------------------------------- front words
-# ``marks[v]`` is a bit per word of v's chunk rows: set wherever an in-neighbour may hold a chunk v
-# needs (every word where one does is marked: a delivery marks the word at each out-neighbour that
-# needs the chunk, and needs only shrink). A match reads only v's marked words, in increasing
-# order, so its rows, counts and draws are the full rows' (the other words are zero in all of
-# them), at the cost of the front instead of N/64 words per in-link.
-@njit(cache=True)
-def _front_words(v, marks, need, wlist, slot):
-    """v's marked words, increasing, into ``wlist`` (``slot[w]``: its place); drops a word v needs
-    nothing in any more."""
+def _bit_intrinsic(name: str, emit):
+    """A numba intrinsic for one LLVM bit-counting instruction on an integer of any width."""
+
+    def typer(typingctx, word):
+        if not isinstance(word, types.Integer):
+            return None
+
+        def codegen(context, builder, signature, args):
+            return emit(builder, args[0])
+        return word(word), codegen
+
+    typer.__name__ = typer.__qualname__ = name
+    return intrinsic(typer)
+
+
+_DEFINED_AT_ZERO = ir.Constant(ir.IntType(1), 0)  # ctlz/cttz of 0 is the word's width, not poison
+_popcount = _bit_intrinsic("_popcount", lambda builder, x: builder.ctpop(x))
+_leading_zeros = _bit_intrinsic("_leading_zeros", lambda builder, x: builder.ctlz(x, _DEFINED_AT_ZERO))
+_trailing_zeros = _bit_intrinsic("_trailing_zeros", lambda builder, x: builder.cttz(x, _DEFINED_AT_ZERO))
+
+
+# ---------------------------------------------------------------- CPython's Mersenne Twister
+@njit(cache=True, inline="always")
+def _next_word(rng):
+    """genrand_uint32 of CPython's _randommodule.c; ``rng[624]`` is the position."""
+    if rng[624] >= 624:
+        for i in range(624):
+            y = (rng[i] & 0x80000000) | (rng[(i + 1) % 624] & 0x7FFFFFFF)
+            value = rng[(i + 397) % 624] ^ (y >> 1)
+            if y & 1:
+                value ^= 0x9908B0DF
+            rng[i] = value
+        rng[624] = 0
+    y = rng[rng[624]]
+    rng[624] += 1
+    y ^= y >> 11
+    y ^= (y << 7) & 0x9D2C5680
+    y ^= (y << 15) & 0xEFC60000
+    y ^= y >> 18
+    return y
+
+
+@njit(cache=True, inline="always")
+def _random(rng):
+    """random.random(): 53 bits from two words."""
+    a = _next_word(rng) >> 5
+    b = _next_word(rng) >> 6
+    return (a * 67108864.0 + b) * (1.0 / 9007199254740992.0)
+
+
+@njit(cache=True, inline="always")
+def _randbelow(rng, n):
+    """random.randrange(n) for 0 < n < 2**32 (CPython 3.11's _randbelow_with_getrandbits)."""
+    k = 64 - _leading_zeros(np.int64(n))
+    r = _next_word(rng) >> (32 - k)
+    while r >= n:
+        r = _next_word(rng) >> (32 - k)
+    return r
+
+
+# ---------------------------------------------------------------- bit rows
+@njit(cache=True, inline="always")
+def _row_count(row):
     count = 0
-    for m in range(marks.shape[1]):
-        bits = marks[v, m]
-        while bits != _ZERO:
-            b = np.int64(_trailing_zeros(bits))
-            bits &= bits - _ONE
-            w = m * 64 + b
-            if need[v, w] == _ZERO:
-                marks[v, m] &= ~(_ONE << np.uint64(b))
-                continue
-            wlist[count] = w
-            slot[w] = count
-            count += 1
+    for w in range(row.shape[0]):
+        count += _popcount(row[w])
     return count
 
 
 @njit(cache=True, inline="always")
-def _random_front_bit(union, count_words, wlist, slot, rng):
-    """``_random_bit`` of a row held as its front words (``union[j]`` is word ``wlist[j]``): the
-    same count, bit length and draws as over the full row, so the same bit."""
-    count = 0
-    top = 0
-    for j in range(count_words):
-        if union[j] != _ZERO:
-            count += np.int64(_popcount(union[j]))
-            top = j
-    length = wlist[top] * 64 + 64 - np.int64(_leading_zeros(union[top]))
+def _row_bit_length(row):
+    for w in range(row.shape[0] - 1, -1, -1):
+        if row[w] != _ZERO:
+            return w * 64 + 64 - np.int64(_leading_zeros(row[w]))
+    return 0
+
+
+@njit(cache=True, inline="always")
+def _has(row, bit):
+    return (row[bit >> 6] >> np.uint64(bit & 63)) & _ONE != _ZERO
+
+
+@njit(cache=True, inline="always")
+def _nth_bit(row, target):
+    """The target-th set bit, lowest first."""
+    for w in range(row.shape[0]):
+        word = row[w]
+        here = np.int64(_popcount(word))
+        if target < here:
+            for _ in range(target):
+                word &= word - _ONE
+            return w * 64 + np.int64(_trailing_zeros(word))
+        target -= here
+    return -1
+
+
+@njit(cache=True, inline="always")
+def _random_bit(row, rng):
+    """python_engine.random_bit over a word row (non-zero)."""
+    count = _row_count(row)
+    length = _row_bit_length(row)
     if count == 1:
         return length - 1
     if count * 8 >= length:
         while True:
             position = np.int64(_random(rng) * length)
-            j = slot[position >> 6]
-            if j >= 0 and (union[j] >> np.uint64(position & 63)) & _ONE != _ZERO:
+            if _has(row, position):
                 return position
-    target = np.int64(_random(rng) * count)
-    for j in range(count_words):
-        word = union[j]
-        here = np.int64(_popcount(word))
-        if target < here:
-            for _ in range(target):
-                word &= word - _ONE
-            return wlist[j] * 64 + np.int64(_trailing_zeros(word))
-        target -= here
-    return -1
-
-
-@njit(cache=True)
-def _initial_marks(src, dst, held, need, marks):
-    for e in range(src.shape[0]):
-        u, v = src[e], dst[e]
-        for w in range(held.shape[1]):
-            if held[u, w] & need[v, w] != _ZERO:
-                marks[v, w >> 6] |= _ONE << np.uint64(w & 63)
+    return _nth_bit(row, np.int64(_random(rng) * count))
 
 
 # ---------------------------------------------------------------- the calendar of link ends
@@ -195,10 +239,9 @@ def _replacement(u, v, started_event, mode, held, need, arrival, scratch_row, po
 
 @njit(cache=True)
 def _match(v, t, event, src, cost, in_start, in_links, held, need, busy, flight_chunk, flight_start,
-           flight_event, calendar, counters, carry, carry_count, active, union, rng, marks, wlist, slot):
-    """python_engine._Engine._match over v's front words; ``carry[i]`` is the chunk row of
-    ``active[i]``, word ``j`` of it being word ``wlist[j]`` of the full row."""
-    words = _front_words(v, marks, need, wlist, slot)
+           flight_event, calendar, counters, carry, carry_count, active, union, rng):
+    """python_engine._Engine._match; ``carry[i]`` is the chunk row of ``active[i]``."""
+    words = held.shape[1]
     live = 0
     for i in range(in_start[v], in_start[v + 1]):
         e = in_links[i]
@@ -206,24 +249,22 @@ def _match(v, t, event, src, cost, in_start, in_links, held, need, busy, flight_
             continue
         sender, needed, row = held[src[e]], need[v], carry[live]
         count = 0
-        for j in range(words):
-            w = wlist[j]
+        for w in range(words):
             bits = sender[w] & needed[w]
-            row[j] = bits
+            row[w] = bits
             count += _popcount(bits)
         if count > 0:
             active[live] = e
             carry_count[live] = count
             live += 1
     while live > 0:
-        for w in range(words):
-            union[w] = carry[0, w]
+        union[:] = carry[0]
         for i in range(1, live):  # row by row: contiguous words, which the compiler vectorises
             row = carry[i]
             for w in range(words):
                 union[w] |= row[w]
-        chunk = _random_front_bit(union, words, wlist, slot, rng)
-        word, mask = slot[chunk >> 6], _ONE << np.uint64(chunk & 63)
+        chunk = _random_bit(union, rng)
+        word, mask = chunk >> 6, _ONE << np.uint64(chunk & 63)
         pick = 0
         if live > 1:
             holders = 0
@@ -268,8 +309,6 @@ def _match(v, t, event, src, cost, in_start, in_links, held, need, busy, flight_
                 carry_count[kept] = carry_count[i]
             kept += 1
         live = kept
-    for j in range(words):
-        slot[wlist[j]] = -1
 
 
 @njit(cache=True, inline="always")
@@ -285,7 +324,7 @@ def _mark_dirty(v, dirty, dirty_list, counters):
 def _run_events(budget, mode, src, dst, cost, in_start, in_links, out_start, out_nodes, held, need, need_count,
                 arrival, busy, flight_chunk, flight_start, flight_event, calendar, counters, claimed,
                 dirty, dirty_list, retire, carry, carry_count, active, union, positions, rng, m_src, m_dst, m_chunk,
-                m_start, m_end, marks, wlist, slot):
+                m_start, m_end):
     """Up to ``budget`` events; returns True when no link is busy any more (the run is over)."""
     heap, bucket_time, bucket_head, free_buckets, link_next, cost_class, class_bucket, touched = calendar
     while counters[_HEAP_SIZE] > 0 and budget > 0:
@@ -331,10 +370,7 @@ def _run_events(budget, mode, src, dst, cost, in_start, in_links, out_start, out
             counters[_DELIVERIES] += 1
             eventful = True
             for j in range(out_start[v], out_start[v + 1]):
-                y = out_nodes[j]
-                _mark_dirty(y, dirty, dirty_list, counters)
-                if need[y, word] & mask != _ZERO:  # y's front gains this word
-                    marks[y, word >> 6] |= _ONE << np.uint64(word & 63)
+                _mark_dirty(out_nodes[j], dirty, dirty_list, counters)
         if eventful:
             claimed[0] = t
         marked = np.sort(dirty_list[:counters[_DIRTY]])
@@ -343,7 +379,7 @@ def _run_events(budget, mode, src, dst, cost, in_start, in_links, out_start, out
             dirty[v] = False
             if need_count[v] > 0:
                 _match(v, t, event, src, cost, in_start, in_links, held, need, busy, flight_chunk, flight_start,
-                       flight_event, calendar, counters, carry, carry_count, active, union, rng, marks, wlist, slot)
+                       flight_event, calendar, counters, carry, carry_count, active, union, rng)
         for i in range(counters[_TOUCHED]):  # the next event opens new buckets
             class_bucket[touched[i]] = -1
         counters[_TOUCHED] = 0
@@ -432,11 +468,8 @@ def run_compiled(fabric: Fabric, rng: random.Random, replacement: str, deadline:
                np.zeros(max_in, dtype=np.int64), np.zeros(max_in, dtype=np.int64), np.zeros(words, dtype=np.uint64),
                np.zeros(max(1, num_chunks), dtype=np.int64))  # retire, carry, carry_count, active, union, positions
     rng_state = np.array(rng.getstate()[1], dtype=np.int64)
-    marks = np.zeros((n, (words + 63) // 64), dtype=np.uint64)  # the front words (see _front_words)
-    _initial_marks(links[0], links[1], held, need, marks)
-    front = (marks, np.zeros(words, dtype=np.int64), np.full(words, -1, dtype=np.int64))  # marks, wlist, slot
     arrays = (*links, held, need, need_count, arrival, *flights, calendar, counters, claimed, dirty,
-              dirty_list, *scratch, rng_state, m_src, m_dst, m_chunk, m_start, m_end, *front)
+              dirty_list, *scratch, rng_state, m_src, m_dst, m_chunk, m_start, m_end)
     mode = {"causal": _CAUSAL, "reference": _REFERENCE, "off": _OFF}[replacement]
     budget = 16
     while True:  # a growing number of events per call, with the deadline checked in between
