@@ -172,17 +172,14 @@ class MilpModel:
                upper: float | Callable[[Any], float] = INF, cost: float = 0.0, integer: bool = False) -> VarFamily:
         """Variables ``name[key]`` with common bounds: all of ``keys`` now, or (``keys=None``) each
         the first time its key is looked up. With ``keys``, ``upper`` may be a function of the key."""
+        uppers: float | list[float] = upper  # type: ignore[assignment]
         if callable(upper):
             if keys is None:
                 raise ValueError(f"{self.name}: family {name!r}: an upper bound per key needs the keys up front")
             keys = list(keys)
-            uppers = list(map(upper, keys))
-            return self._add_family(VarFamily(name, lambda: self.add_var(lower, INF, cost, integer), keys,
-                                              lambda count: self.add_vars(count, lower, uppers, cost, integer)))
-        return self._add_family(VarFamily(name, lambda: self.add_var(lower, upper, cost, integer), keys,
-                                          lambda count: self.add_vars(count, lower, upper, cost, integer)))
-
-    def _add_family(self, family: VarFamily) -> VarFamily:
+            uppers = list(map(upper, keys))  # eager: every column is made here, in key order
+        family = VarFamily(name, lambda: self.add_var(lower, upper, cost, integer), keys,
+                           lambda count: self.add_vars(count, lower, uppers, cost, integer))
         self._families.append(family)
         return family
 

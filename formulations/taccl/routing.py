@@ -166,7 +166,7 @@ def solve_routing(logical: LogicalTopology, collective: Collective, chunk_bytes:
     post = collective.post
     trees = symmetric_trees(logical, collective, allowed, generators, lat_u)
     start_vals = warm_values(logical, collective, sketch, trees, lat_u, allowed) if trees is not None else None
-    if start_vals is not None and not consistent(start_vals, x_lab, s_lab, L, n):
+    if start_vals is not None and not consistent(start_vals, x_lab, s_lab):
         start_vals = None
     if start_vals is not None:
         T = start_vals["time"] * (1 + 1e-6) + 1e-6

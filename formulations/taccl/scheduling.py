@@ -98,20 +98,21 @@ def solve_schedule(logical: LogicalTopology, edges: list[Edge], order: dict[int,
         pairs = (tuple(sorted((e, o), key=rank.__getitem__)) for o in partners[e])
         return total(beta[e[1]] * g[pair] for pair in pairs) + (alpha[e[1]] + beta[e[1]])
 
+    lat = {e: lat_c(e) for e in edges}  # each edge's (S2) latency, once: rows below share it
     for e in edges:
         c = e[0]
         model.add(send[e] >= st(c, src(e)), tag="(S4)")  # reduce: once every child contribution arrived
         if reduce:  # contributions of several children: arrival bounds the partial sum's start from below
-            model.add(st(c, dst(e)) >= send[e] + lat_c(e), tag="(S2r)")
+            model.add(st(c, dst(e)) >= send[e] + lat[e], tag="(S2r)")
         else:
-            model.add(st(c, dst(e)) == send[e] + lat_c(e), tag="(S2)")
+            model.add(st(c, dst(e)) == send[e] + lat[e], tag="(S2)")
     for c, targets in enumerate(post):
         for r in (targets if reduce else targets - pre[c]):
             model.add(time >= st(c, r), tag="(S3)")
     for p, sequence in order.items():  # consecutive edges on every physical link and port
         tag = _port_tag(logical, p)
         for a, b in zip(sequence, sequence[1:]):
-            ready = send[a] + lat_c(a)
+            ready = send[a] + lat[a]
             if (a, b) in g:  # merged edges leave together: the row binds only when they are not
                 ready = ready - M * g[(a, b)]
             model.add(send[b] >= ready, tag=tag, dedupe=True)
@@ -128,8 +129,8 @@ def solve_schedule(logical: LogicalTopology, edges: list[Edge], order: dict[int,
                 for b in incoming[i + 1:]:
                     q = reduce_before[(a, b)]
                     # q = 1: a's contribution is reduced first; q = 0: b's
-                    model.add(send[b] >= send[a] - M * (1 - q) + lat_c(a), tag="(4.1)")
-                    model.add(send[a] >= send[b] - M * q + lat_c(b), tag="(4.1)")
+                    model.add(send[b] >= send[a] - M * (1 - q) + lat[a], tag="(4.1)")
+                    model.add(send[a] >= send[b] - M * q + lat[b], tag="(4.1)")
     start_vector = [0.0] * model.num_cols
     start_vector[time.col] = makespan0
     for e, col in send.columns.items():

@@ -137,9 +137,10 @@ def _topological(tree: dict[int, int], links, pre) -> list[int]:
     return order
 
 
-def consistent(values: dict[str, Any], x_lab: np.ndarray, s_lab: np.ndarray, L: int, n: int) -> bool:
-    for name, labels, flat in (("x", x_lab, values["x"].ravel()), ("send", x_lab, values["send"].ravel()),
-                               ("start", s_lab, values["start"].ravel())):
+def consistent(values: dict[str, Any], x_lab: np.ndarray, s_lab: np.ndarray) -> bool:
+    """The warm values agree within every symmetry class (``x_lab``/``s_lab`` label each variable's)."""
+    for labels, flat in ((x_lab, values["x"].ravel()), (x_lab, values["send"].ravel()),
+                         (s_lab, values["start"].ravel())):
         reference = np.full(len(labels), np.nan)
         reference[labels] = flat  # last writer wins; compare everyone with their class's value
         if not np.allclose(reference[labels], flat, atol=1e-7):

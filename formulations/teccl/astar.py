@@ -180,11 +180,12 @@ def _round_model(graph: EpochGraph, collective: Collective, history: list[Flow],
                            if e.dst not in collective.pre[c] and held_at.get((c, e.dst), far) > 0 for k in range(K)),
                      upper=1.0, integer=True)
     b = model.family("b", ((c, n, k) for c in wanted for n in npus for k in range(H + 1)), upper=1.0, integer=True)
+    arrivals_at = {n: [(ei, 1 + graph.arrival_delay(edges[ei])) for ei in graph.in_edges.get(n, [])] for n in npus}
     for c in wanted:
         for n in npus:
             at = held_at.get((c, n), far)
             model.fix(b.col((c, n, 0)), 1.0 if at <= 0 else 0.0)  # 4.5: B[0] = what the last round left
-            arrivals = [(ei, 1 + graph.arrival_delay(edges[ei])) for ei in graph.in_edges.get(n, [])]
+            arrivals = arrivals_at[n]
             for k in range(1, H + 1):
                 arriving = total(f[key] for ei, late in arrivals if (key := (c, ei, k - late)) in f)
                 carried = 1.0 if at == k else 0.0  # a late arrival from the previous round

@@ -69,7 +69,7 @@ def solve_milp(graph: EpochGraph, collective: Collective, horizon: int, *, time_
                start: list[Flow] | None = None, complete: bool = True, heuristic_effort: float | None = None,
                backend: str = "highs") -> EpochSchedule:
     built = clock.perf_counter()
-    model, f, b, x = _build(graph, collective, horizon, objective, buffer_limit, complete)
+    model, f, b = _build(graph, collective, horizon, objective, buffer_limit, complete)
     vector = _start_vector(model, graph, f, b, start, horizon) if start is not None else None
     build_seconds = clock.perf_counter() - built
     options = {"mip_heuristic_effort": float(heuristic_effort)} if heuristic_effort is not None else None
@@ -95,7 +95,7 @@ def _flow_epochs(graph: EpochGraph, e: Edge, horizon: int) -> range:
 
 
 def _build(graph: EpochGraph, collective: Collective, horizon: int, objective: str, buffer_limit: int | None,
-           complete: bool) -> tuple[MilpModel, VarFamily, VarFamily, VarFamily]:
+           complete: bool) -> tuple[MilpModel, VarFamily, VarFamily]:
     if objective not in ("paper", "code"):
         raise ValueError(f"objective must be 'paper' (1/(k+1)) or 'code' (constant weight), got {objective!r}")
     with no_cyclic_gc():  # millions of small expressions, none in a cycle: collection passes free nothing
@@ -103,7 +103,7 @@ def _build(graph: EpochGraph, collective: Collective, horizon: int, objective: s
 
 
 def _rows(graph: EpochGraph, collective: Collective, horizon: int, objective: str, buffer_limit: int | None,
-          complete: bool) -> tuple[MilpModel, VarFamily, VarFamily, VarFamily]:
+          complete: bool) -> tuple[MilpModel, VarFamily, VarFamily]:
     model = MilpModel("teccl-milp")
     edges = graph.edges
     C = collective.num_chunks
@@ -114,19 +114,20 @@ def _rows(graph: EpochGraph, collective: Collective, horizon: int, objective: st
     b = model.family("b", ((c, n, k) for c in range(C) for n in npus if n not in pre[c]
                            for k in range(horizon + 1)), upper=1.0, integer=True)
     x = model.family("x", upper=1.0, integer=True)  # App. B's removals, created by the buffer rows
-    for c, n, k in b:
+    for (c, n, k), held in b.items():
         if k == 0:
-            model.fix(b.col((c, n, 0)), 0.0)  # App. A: B_{s,n,0} = 0 away from the holders
+            model.fix(held.col, 0.0)  # App. A: B_{s,n,0} = 0 away from the holders
     demands = [(c, d) for c in range(C) for d in sorted(collective.post[c] - pre[c])]
     if complete:  # "Destination constraints": R_{s,d,K,c} = D_{s,d,c}, as a column bound
         for c, d in demands:
             model.lower[b.col((c, d, horizon))] = 1.0
-    in_edges = graph.in_edges
+    # per node, its in-edges with the epochs a chunk takes to become usable there
+    arrivals_at = {n: [(ei, 1 + graph.arrival_delay(edges[ei])) for ei in graph.in_edges.get(n, [])] for n in npus}
     for c in range(C):
         for n in npus:
             if n in pre[c]:
                 continue
-            arrivals = [(ei, 1 + graph.arrival_delay(edges[ei])) for ei in in_edges.get(n, [])]
+            arrivals = arrivals_at[n]
             for k in range(1, horizon + 1):
                 arriving = total(f[key] for ei, late in arrivals if (key := (c, ei, k - late)) in f)
                 if buffer_limit is None:
@@ -151,7 +152,7 @@ def _rows(graph: EpochGraph, collective: Collective, horizon: int, objective: st
                     model.add(total(held) <= buffer_limit, tag="(2.4 limit)")
     weight = (lambda k: 1.0 / (k + 1)) if objective == "paper" else (lambda k: 1.0)
     model.minimise(-total(weight(k) * total(b[c, d, k + 1] for c, d in demands) for k in range(horizon)))
-    return model, f, b, x
+    return model, f, b
 
 
 def _switch_rows(model: MilpModel, graph: EpochGraph, collective: Collective, f: VarFamily, horizon: int) -> None:
