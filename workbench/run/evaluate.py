@@ -18,9 +18,9 @@ if TYPE_CHECKING:
     from workbench.registry import Problem
     from workbench.topology import Topology
 
-__all__ = ["solver_time_limit", "build_topology", "build_problem", "resolve_design_topology", "evaluate_algorithms", "child_run_schedule",
-           "child_run_design", "child_evaluate", "remaining_limit", "save_algorithms", "provenance", "problem_fields",
-           "Send"]
+__all__ = ["solver_time_limit", "build_topology", "build_problem", "resolve_design_topology", "evaluate_algorithms",
+           "child_run_schedule", "child_run_design", "child_evaluate", "remaining_limit", "save_algorithms",
+           "provenance", "problem_fields", "Send"]
 
 Send = Callable[[str, Any], None]
 

@@ -72,7 +72,8 @@ def rebound_run(folder: str | Path, progress: bool = True) -> tuple[int, int]:
     out = []
     for index, row in enumerate(rows):
         cell = cells.get(row.get("cell_id"))
-        new = _refreshed(row, cell, design_rows) if cell is not None and row.get("kind", "schedule") == "schedule" else None
+        schedule = cell is not None and row.get("kind", "schedule") == "schedule"
+        new = _refreshed(row, cell, design_rows) if schedule else None
         if new is None:
             kept += 1
             out.append(row)
