@@ -5,9 +5,12 @@ arguments of each call. ``fingerprint`` reduces one model to a hash of its canon
 columns in order (bounds, cost, integrality) and the rows as a sorted multiset of (lower, upper,
 sorted entries), numbers rounded to 12 significant digits, so the order rows are added in and the
 order of entries within a row do not matter, while any change to a coefficient, a bound or a row
-count does. ``exact`` is stricter: a hash of the very arrays HiGHS is handed (costs, bounds,
-integrality, the column-wise matrix, the offset and a MIP start), so the rows' order counts too; it
-is recorded for the TE-CCL and LIBRA instances and checked wherever it was recorded.
+count does. ``exact`` is stricter: a hash of the arrays HiGHS is handed (costs, bounds, integrality,
+the column-wise matrix, the offset and a MIP start) in their order, so the rows' order counts too; it
+is recorded for the TE-CCL and LIBRA instances and checked wherever it was recorded. Its numbers are
+rounded like the canonical form's: LIBRA's cost-cap instances, built by the same code, differed in
+last bits on another CPU (their cut points come from ``np.geomspace``, whose logarithms and powers
+are not bit-identical across machines), and that is not a change of model.
 ``python tests/model_fingerprints.py [names]`` rewrites ``tests/data/model_fingerprints.json``
 (only when a model is meant to change).
 """
@@ -58,17 +61,21 @@ def exact_digest(call: dict[str, Any], start: Any = None) -> str:
     shape = (len(call["row_lower"]), len(call["cost"]))
     matrix = csc_matrix((np.asarray(values, dtype=float), (row_idx, col_idx)), shape=shape)
     digest = hashlib.sha256()
+
+    def numbers(values: Any) -> bytes:
+        return ",".join(_number(v) for v in np.asarray(values, dtype=float).ravel().tolist()).encode()
+
     for key in ("cost", "col_lower", "col_upper", "row_lower", "row_upper"):
-        digest.update(np.ascontiguousarray(call[key], dtype=float).tobytes())
+        digest.update(numbers(call[key]))
     for part in (matrix.indptr, matrix.indices):
         digest.update(np.ascontiguousarray(part, dtype=np.int64).tobytes())
-    digest.update(np.ascontiguousarray(matrix.data, dtype=float).tobytes())
+    digest.update(numbers(matrix.data))
     integrality = call["integrality"]
     is_mip = integrality is not None and any(integrality)
     digest.update(np.ascontiguousarray(integrality, dtype=bool).tobytes() if is_mip else b"lp")
     digest.update(repr(float(call["offset"])).encode())
     if is_mip and start is not None:
-        digest.update(np.ascontiguousarray(start, dtype=float).tobytes())
+        digest.update(numbers(start))
     return digest.hexdigest()[:20]
 
 
