@@ -15,7 +15,7 @@ from workbench.registry import Problem
 from workbench.topology import Link, Topology, TopologyError, build
 
 pytest.importorskip("numba")
-from formulations.tacos import compiled_engine  # noqa: E402
+from formulations.tacos import compiled_bits, compiled_engine  # noqa: E402
 
 GB = 1e9
 COLUMNS = ("src", "dst", "chunk", "started", "ended")
@@ -108,6 +108,15 @@ def test_the_compiled_mersenne_twister_is_cpythons(seed, bounds):
     for bound in bounds:  # interleaved as the engines interleave them
         assert compiled_engine._random(state) == reference.random()
         assert compiled_engine._randbelow(state, bound) == reference.randrange(bound)
+
+
+@settings(max_examples=60, deadline=None)
+@given(values=st.lists(st.integers(0, 50), max_size=40), data=st.data())
+def test_the_runtime_free_sort_sorts_the_prefix_only(values, data):
+    n = data.draw(st.integers(0, len(values)))
+    array = np.array(values + [-1], dtype=np.int64)  # a sentinel past the end must stay put
+    compiled_bits.sort_prefix(array, n)
+    assert array.tolist() == sorted(values[:n]) + values[n:] + [-1]
 
 
 def test_a_run_that_does_not_record_keeps_only_counts():

@@ -1,5 +1,5 @@
 """The bit-level pieces of TACOS's compiled engine (``compiled_engine``): LLVM's bit counts,
-CPython's Mersenne Twister, and draws from whole chunk rows.
+CPython's Mersenne Twister, and draws from chunk rows.
 
 The Mersenne Twister is ``random.Random``'s own: its state (624 words and the position) is copied
 into ``rng`` and advanced with CPython's recurrence, tempering, ``random()`` (53 bits from two
@@ -20,6 +20,14 @@ from numba.core.extending import intrinsic
 
 _ONE = np.uint64(1)
 _ZERO = np.uint64(0)
+
+# The kernels run without numba's reference counting (``_nrt=False``): they allocate nothing, and
+# with it every array passed to an inlined helper or sliced into a row view cost an atomic increment
+# and decrement, which perf showed taking half of the engine's time (NRT_incref, NRT_decref). So
+# arrays are indexed in place, never as row views, and sorted by ``sort_prefix`` (numba's own sort
+# needs the runtime). A kernel that did allocate would fail to compile, not misbehave.
+KERNEL = {"cache": True, "_nrt": False}
+INLINE = {**KERNEL, "inline": "always"}
 
 
 def _bit_intrinsic(name: str, emit):
@@ -44,7 +52,7 @@ _trailing_zeros = _bit_intrinsic("_trailing_zeros", lambda builder, x: builder.c
 
 
 # ---------------------------------------------------------------- CPython's Mersenne Twister
-@njit(cache=True, inline="always")
+@njit(**INLINE)
 def _next_word(rng):
     """genrand_uint32 of CPython's _randommodule.c; ``rng[624]`` is the position."""
     if rng[624] >= 624:
@@ -64,7 +72,7 @@ def _next_word(rng):
     return y
 
 
-@njit(cache=True, inline="always")
+@njit(**INLINE)
 def _random(rng):
     """random.random(): 53 bits from two words."""
     a = _next_word(rng) >> 5
@@ -72,7 +80,7 @@ def _random(rng):
     return (a * 67108864.0 + b) * (1.0 / 9007199254740992.0)
 
 
-@njit(cache=True, inline="always")
+@njit(**INLINE)
 def _randbelow(rng, n):
     """random.randrange(n) for 0 < n < 2**32 (CPython 3.11's _randbelow_with_getrandbits)."""
     k = 64 - _leading_zeros(np.int64(n))
@@ -83,32 +91,32 @@ def _randbelow(rng, n):
 
 
 # ---------------------------------------------------------------- bit rows
-@njit(cache=True, inline="always")
-def _row_count(row):
-    count = 0
-    for w in range(row.shape[0]):
-        count += _popcount(row[w])
-    return count
+@njit(**INLINE)
+def _has(rows, r, bit):
+    """Whether bit ``bit`` of ``rows[r]`` is set (rows are indexed in place: a row view would cost a
+    reference count, an atomic operation, each time)."""
+    return (rows[r, bit >> 6] >> np.uint64(bit & 63)) & _ONE != _ZERO
 
 
-@njit(cache=True, inline="always")
-def _row_bit_length(row):
-    for w in range(row.shape[0] - 1, -1, -1):
-        if row[w] != _ZERO:
-            return w * 64 + 64 - np.int64(_leading_zeros(row[w]))
-    return 0
-
-
-@njit(cache=True, inline="always")
-def _has(row, bit):
-    return (row[bit >> 6] >> np.uint64(bit & 63)) & _ONE != _ZERO
-
-
-@njit(cache=True, inline="always")
-def _nth_bit(row, target):
-    """The target-th set bit, lowest first."""
-    for w in range(row.shape[0]):
-        word = row[w]
+@njit(**INLINE)
+def _random_bit_within(rows, r, first, last, count, rng):
+    """python_engine.random_bit of ``rows[r]`` with ``count`` set bits, all in words ``first..last``
+    (the words outside are not read): the same draws over the same count and bit length, so the same
+    bit."""
+    top = last
+    while rows[r, top] == _ZERO:
+        top -= 1
+    length = top * 64 + 64 - np.int64(_leading_zeros(rows[r, top]))
+    if count == 1:
+        return length - 1
+    if count * 8 >= length:
+        while True:
+            position = np.int64(_random(rng) * length)
+            if position >> 6 >= first and _has(rows, r, position):
+                return position
+    target = np.int64(_random(rng) * count)
+    for w in range(first, last + 1):
+        word = rows[r, w]
         here = np.int64(_popcount(word))
         if target < here:
             for _ in range(target):
@@ -118,16 +126,27 @@ def _nth_bit(row, target):
     return -1
 
 
-@njit(cache=True, inline="always")
-def _random_bit(row, rng):
-    """python_engine.random_bit over a word row (non-zero)."""
-    count = _row_count(row)
-    length = _row_bit_length(row)
-    if count == 1:
-        return length - 1
-    if count * 8 >= length:
-        while True:
-            position = np.int64(_random(rng) * length)
-            if _has(row, position):
-                return position
-    return _nth_bit(row, np.int64(_random(rng) * count))
+# ---------------------------------------------------------------- sorting without the runtime
+@njit(**INLINE)
+def _sift_down(a, start, end):
+    root = start
+    while True:
+        child = 2 * root + 1
+        if child >= end:
+            return
+        if child + 1 < end and a[child] < a[child + 1]:
+            child += 1
+        if a[root] >= a[child]:
+            return
+        a[root], a[child] = a[child], a[root]
+        root = child
+
+
+@njit(**KERNEL)
+def sort_prefix(a, n):
+    """Sort ``a[:n]`` in place: a heapsort, which needs neither a slice nor the runtime."""
+    for start in range(n // 2 - 1, -1, -1):
+        _sift_down(a, start, n)
+    for end in range(n - 1, 0, -1):
+        a[0], a[end] = a[end], a[0]
+        _sift_down(a, 0, end)

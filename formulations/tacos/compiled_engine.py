@@ -17,6 +17,10 @@ may offer the chunk now; its in-links no longer do), and ``offering[v]`` counts 
 with offers. A rank with none is not matched and a link without offers is not read: neither
 draws a random number, so the schedule is unchanged. On fabrics of one link cost every link runs
 in step, matches are almost never empty (0.02% on a 32x32 mesh), and the counts are not kept.
+
+A row read by a link with offers stops at the word that completes its count, and each row keeps the
+span of words it can be non-zero in, so draws read the span, not the N/64 words of the row. The
+kernels run without numba's reference counting (``compiled_bits.KERNEL``).
 """
 
 from __future__ import annotations
@@ -28,14 +32,14 @@ from itertools import chain
 import numpy as np
 from numba import njit
 
-from formulations.tacos.compiled_bits import (_ONE, _ZERO, _has, _popcount, _random, _random_bit, _randbelow,
-                                              _trailing_zeros)
+from formulations.tacos.compiled_bits import (INLINE, KERNEL, _ONE, _ZERO, _has, _popcount, _random, _random_bit_within,
+                                              _randbelow, _trailing_zeros, sort_prefix)
 from formulations.tacos.matching import TIE, Fabric, MatchResult, OutOfTime, end_time, unreachable
 
 _CAUSAL, _REFERENCE, _OFF = 0, 1, 2
 _NEVER = np.iinfo(np.int32).max
 
-_end_time = njit(cache=True, inline="always")(end_time)  # the very grid the Python engine uses
+_end_time = njit(**INLINE)(end_time)  # the very grid the Python engine uses
 
 # slots of the integer state vector ``counters``
 _HEAP_SIZE, _EVENTS, _WASTED, _DELIVERIES, _RECORD, _DIRTY, _FREE, _TOUCHED, _OFFERS = range(9)
@@ -46,7 +50,7 @@ _HEAP_SIZE, _EVENTS, _WASTED, _DELIVERIES, _RECORD, _DIRTY, _FREE, _TOUCHED, _OF
 # that start together over links of one cost class end together, so a bucket is found without a
 # search: ``class_bucket[class]`` during the event that fills it. Buckets of different events or
 # classes may still end at the same time; popping takes them all.
-@njit(cache=True, inline="always")
+@njit(**INLINE)
 def _heap_push(heap, bucket_time, counters, bucket):
     i = counters[_HEAP_SIZE]
     counters[_HEAP_SIZE] += 1
@@ -60,7 +64,7 @@ def _heap_push(heap, bucket_time, counters, bucket):
     heap[i] = bucket
 
 
-@njit(cache=True, inline="always")
+@njit(**INLINE)
 def _heap_pop(heap, bucket_time, counters):
     top = heap[0]
     size = counters[_HEAP_SIZE] - 1
@@ -83,7 +87,7 @@ def _heap_pop(heap, bucket_time, counters):
     return top
 
 
-@njit(cache=True, inline="always")
+@njit(**INLINE)
 def _schedule_end(e, end, calendar, counters):
     """File link e under its end time: the bucket its cost class opened in this event, or a new one."""
     heap, bucket_time, bucket_head, free_buckets, link_next, cost_class, class_bucket, touched = calendar
@@ -103,23 +107,47 @@ def _schedule_end(e, end, calendar, counters):
 
 
 # ---------------------------------------------------------------- the event loop
-@njit(cache=True)
-def _replacement(u, v, started_event, mode, held, need, arrival, scratch_row, positions, rng):
-    """python_engine._Engine._replacement."""
-    if mode == _OFF:
-        return -1
-    words = held.shape[1]
-    anything = _ZERO
+@njit(**INLINE)
+def _and_row(held, u, need, v, rows, r, want):
+    """rows[r] = held[u] & need[v]; returns its bit count and the first and last word that can be non-zero.
+
+    ``want`` > 0 is the count already known (the link's offers): the scan stops at the word that
+    completes it, and the words after it are left unread, outside the span. Without it the whole
+    row is written in one loop the compiler vectorises."""
+    words = rows.shape[1]
+    count = 0
+    if want == 0:
+        for w in range(words):
+            bits = held[u, w] & need[v, w]
+            rows[r, w] = bits
+            count += _popcount(bits)
+        return count, 0, words - 1
+    first = -1
     for w in range(words):
-        scratch_row[w] = need[v, w] & held[u, w]
-        anything |= scratch_row[w]
-    if anything == _ZERO:
+        bits = held[u, w] & need[v, w]
+        rows[r, w] = bits
+        if bits != _ZERO:
+            if first < 0:
+                first = w
+            count += _popcount(bits)
+            if count >= want:
+                return count, first, w
+    return count, max(first, 0), words - 1
+
+
+@njit(**INLINE)
+def _replacement(u, v, started_event, mode, held, need, arrival, scratch, positions, rng, want):
+    """python_engine._Engine._replacement; ``want`` is |need[v] & held[u]| where counted (else 0)."""
+    if mode == _OFF or want < 0:
+        return -1
+    count, first, last = _and_row(held, u, need, v, scratch, 0, want)
+    if count == 0:
         return -1
     if mode == _REFERENCE:
-        return _random_bit(scratch_row, rng)
+        return _random_bit_within(scratch, 0, first, last, count, rng)
     count = 0
-    for w in range(words):
-        word = scratch_row[w]
+    for w in range(first, last + 1):
+        word = scratch[0, w]
         while word != _ZERO:
             c = w * 64 + np.int64(_trailing_zeros(word))
             word &= word - _ONE
@@ -131,54 +159,62 @@ def _replacement(u, v, started_event, mode, held, need, arrival, scratch_row, po
     return positions[_randbelow(rng, count)]
 
 
-@njit(cache=True)
+@njit(**INLINE)
 def _match(v, t, event, src, cost, in_start, in_links, held, need, busy, flight_chunk, flight_start,
-           flight_event, calendar, counters, carry, carry_count, active, union, rng, offers, offering):
-    """python_engine._Engine._match; ``carry[i]`` is the chunk row of ``active[i]``. Links without
-    offers are skipped: their rows are empty."""
-    words = held.shape[1]
+           flight_event, calendar, counters, carry, carry_count, carry_span, active, union, rng, offers, offering,
+           counting):
+    """python_engine._Engine._match; ``carry[i]`` is the chunk row of ``active[i]``, zero outside the
+    words ``carry_span[i]``. Links without offers are skipped: their rows are empty."""
     live = 0
     for i in range(in_start[v], in_start[v + 1]):
         e = in_links[i]
         if busy[e] or offers[e] == 0:
             continue
-        sender, needed, row = held[src[e]], need[v], carry[live]
-        count = 0
-        for w in range(words):
-            bits = sender[w] & needed[w]
-            row[w] = bits
-            count += _popcount(bits)
+        count, first, last = _and_row(held, src[e], need, v, carry, live, offers[e] if counting else 0)
         if count > 0:
             active[live] = e
             carry_count[live] = count
+            carry_span[live, 0], carry_span[live, 1] = first, last
             live += 1
     while live > 0:
-        union[:] = carry[0]
-        for i in range(1, live):  # row by row: contiguous words, which the compiler vectorises
-            row = carry[i]
-            for w in range(words):
-                union[w] |= row[w]
-        chunk = _random_bit(union, rng)
+        if live == 1:  # the union is the one row
+            first, last = carry_span[0, 0], carry_span[0, 1]
+            chunk = _random_bit_within(carry, 0, first, last, carry_count[0], rng)
+        else:
+            first, last = carry_span[0, 0], carry_span[0, 1]
+            for i in range(1, live):
+                first, last = min(first, carry_span[i, 0]), max(last, carry_span[i, 1])
+            for w in range(first, last + 1):
+                union[0, w] = _ZERO
+            for i in range(live):
+                for w in range(carry_span[i, 0], carry_span[i, 1] + 1):
+                    union[0, w] |= carry[i, w]
+            count = 0
+            for w in range(first, last + 1):
+                count += _popcount(union[0, w])
+            chunk = _random_bit_within(union, 0, first, last, count, rng)
         word, mask = chunk >> 6, _ONE << np.uint64(chunk & 63)
         pick = 0
         if live > 1:
             holders = 0
             best = np.inf
             for i in range(live):
-                if carry[i, word] & mask != _ZERO:
+                if carry_span[i, 0] <= word <= carry_span[i, 1] and carry[i, word] & mask != _ZERO:
                     holders += 1
                     pick = i
                     best = min(best, cost[active[i]])
             if holders > 1:
                 ties = 0
                 for i in range(live):
-                    if carry[i, word] & mask != _ZERO and cost[active[i]] <= best + TIE:
+                    if (carry_span[i, 0] <= word <= carry_span[i, 1] and carry[i, word] & mask != _ZERO
+                            and cost[active[i]] <= best + TIE):
                         ties += 1
                         pick = i
                 if ties > 1:
                     nth = np.int64(_random(rng) * ties)
                     for i in range(live):
-                        if carry[i, word] & mask != _ZERO and cost[active[i]] <= best + TIE:
+                        if (carry_span[i, 0] <= word <= carry_span[i, 1] and carry[i, word] & mask != _ZERO
+                                and cost[active[i]] <= best + TIE):
                             if nth == 0:
                                 pick = i
                                 break
@@ -193,21 +229,22 @@ def _match(v, t, event, src, cost, in_start, in_links, held, need, busy, flight_
         # drop the chunk from every row, then the link just used and the rows left empty (in order)
         kept = 0
         for i in range(live):
-            if carry[i, word] & mask != _ZERO:
+            if carry_span[i, 0] <= word <= carry_span[i, 1] and carry[i, word] & mask != _ZERO:
                 carry[i, word] &= ~mask
                 carry_count[i] -= 1
             if i == pick or carry_count[i] == 0:
                 continue
             if kept != i:
-                for w in range(words):  # a loop, not a slice copy (numba copies overlapping slices)
+                for w in range(carry_span[i, 0], carry_span[i, 1] + 1):  # a loop: numba copies overlapping slices
                     carry[kept, w] = carry[i, w]
                 active[kept] = active[i]
                 carry_count[kept] = carry_count[i]
+                carry_span[kept, 0], carry_span[kept, 1] = carry_span[i, 0], carry_span[i, 1]
             kept += 1
         live = kept
 
 
-@njit(cache=True, inline="always")
+@njit(**INLINE)
 def _count_offers(v, word, mask, src, dst, in_start, in_links, out_link_start, held, need, busy, offers, offering):
     """v has just received the chunk of (word, mask), which v may need: its out-links to ranks that
     need it offer one more chunk, its in-links from ranks that hold it one fewer."""
@@ -236,7 +273,8 @@ def _initial_offers(src, dst, held, need):
     return offers
 
 
-@njit(cache=True, inline="always")
+
+@njit(**INLINE)
 def _mark_dirty(v, dirty, dirty_list, counters):
     """Rank v is matched again at the end of this event (once, however many arrivals touch it)."""
     if not dirty[v]:
@@ -245,11 +283,11 @@ def _mark_dirty(v, dirty, dirty_list, counters):
         counters[_DIRTY] += 1
 
 
-@njit(cache=True)
+@njit(**KERNEL)
 def _run_events(budget, mode, src, dst, cost, in_start, in_links, out_start, out_nodes, out_link_start, held, need,
                 need_count, offers, offering, arrival, busy, flight_chunk, flight_start, flight_event, calendar,
-                counters, claimed, dirty, dirty_list, retire, carry, carry_count, active, union, positions, rng, m_src,
-                m_dst, m_chunk, m_start, m_end):
+                counters, claimed, dirty, dirty_list, retire, carry, carry_count, carry_span, active, union, positions,
+                rng, m_src, m_dst, m_chunk, m_start, m_end):
     """Up to ``budget`` events; returns True when no link is busy any more (the run is over)."""
     heap, bucket_time, bucket_head, free_buckets, link_next, cost_class, class_bucket, touched = calendar
     counting = counters[_OFFERS] != 0
@@ -269,7 +307,7 @@ def _run_events(budget, mode, src, dst, cost, in_start, in_links, out_start, out
             if counters[_HEAP_SIZE] == 0 or bucket_time[heap[0]] != t:
                 break
             bucket = _heap_pop(heap, bucket_time, counters)
-        retire[:count].sort()  # retire in (src, dst) order, as the reference
+        sort_prefix(retire, count)  # retire in (src, dst) order, as the reference
         event = counters[_EVENTS]
         counters[_EVENTS] += 1
         eventful = False
@@ -280,8 +318,9 @@ def _run_events(budget, mode, src, dst, cost, in_start, in_links, out_start, out
             if offers[e] > 0:
                 offering[v] += 1
             _mark_dirty(v, dirty, dirty_list, counters)
-            if _has(held[v], chunk):
-                chunk = _replacement(u, v, flight_event[e], mode, held, need, arrival, union, positions, rng)
+            if _has(held, v, chunk):
+                want = (offers[e] if offers[e] > 0 else -1) if counting else 0
+                chunk = _replacement(u, v, flight_event[e], mode, held, need, arrival, union, positions, rng, want)
                 if chunk < 0:
                     counters[_WASTED] += 1
                     continue
@@ -304,13 +343,16 @@ def _run_events(budget, mode, src, dst, cost, in_start, in_links, out_start, out
                 _mark_dirty(out_nodes[j], dirty, dirty_list, counters)
         if eventful:
             claimed[0] = t
-        marked = np.sort(dirty_list[:counters[_DIRTY]])
+        marked = counters[_DIRTY]
+        sort_prefix(dirty_list, marked)  # in rank order, as the reference
         counters[_DIRTY] = 0
-        for v in marked:
+        for j in range(marked):
+            v = dirty_list[j]
             dirty[v] = False
             if offering[v] > 0 if counting else need_count[v] > 0:
                 _match(v, t, event, src, cost, in_start, in_links, held, need, busy, flight_chunk, flight_start,
-                       flight_event, calendar, counters, carry, carry_count, active, union, rng, offers, offering)
+                       flight_event, calendar, counters, carry, carry_count, carry_span, active, union, rng, offers,
+                       offering, counting)
         for i in range(counters[_TOUCHED]):  # the next event opens new buckets
             class_bucket[touched[i]] = -1
         counters[_TOUCHED] = 0
@@ -403,8 +445,10 @@ def run_compiled(fabric: Fabric, rng: random.Random, replacement: str, deadline:
     flights = (np.zeros(num_links, dtype=np.bool_), np.zeros(num_links, dtype=np.int64), np.zeros(num_links),
                np.zeros(num_links, dtype=np.int64))  # busy, chunk, start time, start event
     scratch = (np.zeros(num_links + 1, dtype=np.int64), np.zeros((max_in, words), dtype=np.uint64),
-               np.zeros(max_in, dtype=np.int64), np.zeros(max_in, dtype=np.int64), np.zeros(words, dtype=np.uint64),
-               np.zeros(max(1, num_chunks), dtype=np.int64))  # retire, carry, carry_count, active, union, positions
+               np.zeros(max_in, dtype=np.int64), np.zeros((max_in, 2), dtype=np.int64),
+               np.zeros(max_in, dtype=np.int64), np.zeros((1, words), dtype=np.uint64),
+               np.zeros(max(1, num_chunks), dtype=np.int64))
+    # retire, carry, carry_count, carry_span, active, union, positions
     rng_state = np.array(rng.getstate()[1], dtype=np.int64)
     arrays = (*links, held, need, need_count, offers, offering, arrival, *flights, calendar, counters, claimed, dirty,
               dirty_list, *scratch, rng_state, m_src, m_dst, m_chunk, m_start, m_end)
