@@ -16,6 +16,7 @@ from workbench.topology import Link, Topology, TopologyError, build
 
 pytest.importorskip("numba")
 from formulations.tacos import compiled_bits, compiled_engine  # noqa: E402
+from numba import njit  # noqa: E402
 
 GB = 1e9
 COLUMNS = ("src", "dst", "chunk", "started", "ended")
@@ -64,7 +65,8 @@ def test_compiled_engine_gives_the_python_schedule(topo, kind, k, replacement, s
     assert _same(python, compiled)
 
 
-@pytest.mark.parametrize("spec, k", [("mesh:5x5", 3), ("torus:3x3x3", 3), ("dgx1", 9), ("fc:6", 12), ("rfs:2x4x4", 3)])
+@pytest.mark.parametrize("spec, k", [("mesh:5x5", 3), ("torus:3x3x3", 3), ("dgx1", 9), ("fc:6", 12),
+                                     ("rfs:2x4x4", 3)])
 @pytest.mark.parametrize("replacement", matching.REPLACEMENT_MODES)
 def test_engines_agree_with_several_words_of_chunks(spec, k, replacement):
     # 72 to 96 chunks: two 64-bit words per row; the unwound rfs has links of three costs, so the
@@ -111,12 +113,29 @@ def test_the_compiled_mersenne_twister_is_cpythons(seed, bounds):
 
 
 @settings(max_examples=60, deadline=None)
-@given(values=st.lists(st.integers(0, 50), max_size=40), data=st.data())
-def test_the_runtime_free_sort_sorts_the_prefix_only(values, data):
-    n = data.draw(st.integers(0, len(values)))
-    array = np.array(values + [-1], dtype=np.int64)  # a sentinel past the end must stay put
-    compiled_bits.sort_prefix(array, n)
-    assert array.tolist() == sorted(values[:n]) + values[n:] + [-1]
+@given(n=st.integers(1, 9000), data=st.data())
+def test_ordered_sets_drain_their_members_in_order_and_empty(n, data):
+    members = data.draw(st.lists(st.integers(0, n - 1), max_size=300))
+    full = data.draw(st.booleans())
+    ordered = compiled_bits.ordered_set(n, full=full)
+    out = np.full(n + 1, -1, dtype=np.int64)
+    for rounds in range(2):  # the second round finds the set empty, then refilled
+        for i in members:
+            _add(ordered, i)
+        count = _drain(ordered, out)
+        expected = sorted(set(members) | (set(range(n)) if full and rounds == 0 else set()))
+        assert out[:count].tolist() == expected
+        assert not ordered[0].any() and not ordered[1].any()
+
+
+@njit
+def _add(ordered, i):
+    compiled_bits.set_add(ordered, i)
+
+
+@njit
+def _drain(ordered, out):
+    return compiled_bits.set_drain(ordered, out)
 
 
 def test_a_run_that_does_not_record_keeps_only_counts():

@@ -18,9 +18,15 @@ with offers. A rank with none is not matched and a link without offers is not re
 draws a random number, so the schedule is unchanged. On fabrics of one link cost every link runs
 in step, matches are almost never empty (0.02% on a 32x32 mesh), and the counts are not kept.
 
-A row read by a link with offers stops at the word that completes its count, and each row keeps the
-span of words it can be non-zero in, so draws read the span, not the N/64 words of the row. The
-kernels run without numba's reference counting (``compiled_bits.KERNEL``).
+Fronts. Where offers are counted, each rank also keeps its front: the words of its rows where an
+in-neighbour may hold a chunk it needs (marked at deliveries, as the offers are). A row is read over
+the front words only, in increasing order, until its offer count is complete, and keeps the span of
+words it can be non-zero in; draws read the span. So a match reads a few words (about four on the
+3D-RFS), not the N/64 of whole rows.
+
+The links ending together and the ranks to match come out of ordered bit sets in increasing order
+(the reference's order) without sorting. The kernels run without numba's reference counting
+(``compiled_bits.KERNEL``).
 """
 
 from __future__ import annotations
@@ -33,7 +39,8 @@ import numpy as np
 from numba import njit
 
 from formulations.tacos.compiled_bits import (INLINE, KERNEL, _ONE, _ZERO, _has, _popcount, _random, _random_bit_within,
-                                              _randbelow, _trailing_zeros, sort_prefix)
+                                              _randbelow, _trailing_zeros, and_row, front_words, ordered_set,
+                                              set_add, set_drain)
 from formulations.tacos.matching import TIE, Fabric, MatchResult, OutOfTime, end_time, unreachable
 
 _CAUSAL, _REFERENCE, _OFF = 0, 1, 2
@@ -42,7 +49,7 @@ _NEVER = np.iinfo(np.int32).max
 _end_time = njit(**INLINE)(end_time)  # the very grid the Python engine uses
 
 # slots of the integer state vector ``counters``
-_HEAP_SIZE, _EVENTS, _WASTED, _DELIVERIES, _RECORD, _DIRTY, _FREE, _TOUCHED, _OFFERS = range(9)
+_HEAP_SIZE, _EVENTS, _WASTED, _DELIVERIES, _RECORD, _FREE, _TOUCHED, _OFFERS = range(8)
 
 
 # ---------------------------------------------------------------- the calendar of link ends
@@ -108,39 +115,12 @@ def _schedule_end(e, end, calendar, counters):
 
 # ---------------------------------------------------------------- the event loop
 @njit(**INLINE)
-def _and_row(held, u, need, v, rows, r, want):
-    """rows[r] = held[u] & need[v]; returns its bit count and the first and last word that can be non-zero.
-
-    ``want`` > 0 is the count already known (the link's offers): the scan stops at the word that
-    completes it, and the words after it are left unread, outside the span. Without it the whole
-    row is written in one loop the compiler vectorises."""
-    words = rows.shape[1]
-    count = 0
-    if want == 0:
-        for w in range(words):
-            bits = held[u, w] & need[v, w]
-            rows[r, w] = bits
-            count += _popcount(bits)
-        return count, 0, words - 1
-    first = -1
-    for w in range(words):
-        bits = held[u, w] & need[v, w]
-        rows[r, w] = bits
-        if bits != _ZERO:
-            if first < 0:
-                first = w
-            count += _popcount(bits)
-            if count >= want:
-                return count, first, w
-    return count, max(first, 0), words - 1
-
-
-@njit(**INLINE)
-def _replacement(u, v, started_event, mode, held, need, arrival, scratch, positions, rng, want):
+def _replacement(u, v, started_event, mode, held, need, arrival, scratch, positions, rng, want, front):
     """python_engine._Engine._replacement; ``want`` is |need[v] & held[u]| where counted (else 0)."""
     if mode == _OFF or want < 0:
         return -1
-    count, first, last = _and_row(held, u, need, v, scratch, 0, want)
+    front_size = front_words(v, need, front) if want > 0 else 0
+    count, first, last = and_row(held, u, need, v, scratch, 0, want, front, front_size)
     if count == 0:
         return -1
     if mode == _REFERENCE:
@@ -162,15 +142,17 @@ def _replacement(u, v, started_event, mode, held, need, arrival, scratch, positi
 @njit(**INLINE)
 def _match(v, t, event, src, cost, in_start, in_links, held, need, busy, flight_chunk, flight_start,
            flight_event, calendar, counters, carry, carry_count, carry_span, active, union, rng, offers, offering,
-           counting):
+           counting, front):
     """python_engine._Engine._match; ``carry[i]`` is the chunk row of ``active[i]``, zero outside the
     words ``carry_span[i]``. Links without offers are skipped: their rows are empty."""
+    front_size = front_words(v, need, front) if counting else 0
     live = 0
     for i in range(in_start[v], in_start[v + 1]):
         e = in_links[i]
         if busy[e] or offers[e] == 0:
             continue
-        count, first, last = _and_row(held, src[e], need, v, carry, live, offers[e] if counting else 0)
+        count, first, last = and_row(held, src[e], need, v, carry, live, offers[e] if counting else 0, front,
+                                      front_size)
         if count > 0:
             active[live] = e
             carry_count[live] = count
@@ -245,11 +227,14 @@ def _match(v, t, event, src, cost, in_start, in_links, held, need, busy, flight_
 
 
 @njit(**INLINE)
-def _count_offers(v, word, mask, src, dst, in_start, in_links, out_link_start, held, need, busy, offers, offering):
+def _count_offers(v, word, mask, src, dst, in_start, in_links, out_link_start, held, need, busy, offers, offering,
+                  marks):
     """v has just received the chunk of (word, mask), which v may need: its out-links to ranks that
-    need it offer one more chunk, its in-links from ranks that hold it one fewer."""
+    need it offer one more chunk (and the word joins their fronts), its in-links from ranks that hold
+    it one fewer."""
     for f in range(out_link_start[v], out_link_start[v + 1]):
         if need[dst[f], word] & mask != _ZERO:
+            marks[dst[f], word >> 6] |= _ONE << np.uint64(word & 63)
             offers[f] += 1
             if offers[f] == 1 and not busy[f]:
                 offering[dst[f]] += 1
@@ -263,31 +248,26 @@ def _count_offers(v, word, mask, src, dst, in_start, in_links, out_link_start, h
 
 
 @njit(cache=True)
-def _initial_offers(src, dst, held, need):
+def _initial_offers(src, dst, held, need, marks):
+    """Each link's offers, and the fronts: the words where they are."""
     offers = np.zeros(src.shape[0], dtype=np.int64)
     for e in range(src.shape[0]):
         count = 0
         for w in range(held.shape[1]):
-            count += _popcount(held[src[e], w] & need[dst[e], w])
+            bits = held[src[e], w] & need[dst[e], w]
+            if bits != _ZERO:
+                count += _popcount(bits)
+                marks[dst[e], w >> 6] |= _ONE << np.uint64(w & 63)
         offers[e] = count
     return offers
 
 
 
-@njit(**INLINE)
-def _mark_dirty(v, dirty, dirty_list, counters):
-    """Rank v is matched again at the end of this event (once, however many arrivals touch it)."""
-    if not dirty[v]:
-        dirty[v] = True
-        dirty_list[counters[_DIRTY]] = v
-        counters[_DIRTY] += 1
-
-
 @njit(**KERNEL)
 def _run_events(budget, mode, src, dst, cost, in_start, in_links, out_start, out_nodes, out_link_start, held, need,
                 need_count, offers, offering, arrival, busy, flight_chunk, flight_start, flight_event, calendar,
-                counters, claimed, dirty, dirty_list, retire, carry, carry_count, carry_span, active, union, positions,
-                rng, m_src, m_dst, m_chunk, m_start, m_end):
+                counters, claimed, dirty, dirty_list, retiring, retire, carry, carry_count, carry_span, active, union,
+                positions, rng, m_src, m_dst, m_chunk, m_start, m_end, front):
     """Up to ``budget`` events; returns True when no link is busy any more (the run is over)."""
     heap, bucket_time, bucket_head, free_buckets, link_next, cost_class, class_bucket, touched = calendar
     counting = counters[_OFFERS] != 0
@@ -295,19 +275,17 @@ def _run_events(budget, mode, src, dst, cost, in_start, in_links, out_start, out
         budget -= 1
         bucket = _heap_pop(heap, bucket_time, counters)
         t = bucket_time[bucket]
-        count = 0
         while True:
             e = bucket_head[bucket]
             while e >= 0:
-                retire[count] = e
-                count += 1
+                set_add(retiring, e)
                 e = link_next[e]
             free_buckets[counters[_FREE]] = bucket
             counters[_FREE] += 1
             if counters[_HEAP_SIZE] == 0 or bucket_time[heap[0]] != t:
                 break
             bucket = _heap_pop(heap, bucket_time, counters)
-        sort_prefix(retire, count)  # retire in (src, dst) order, as the reference
+        count = set_drain(retiring, retire)  # retire in (src, dst) order, as the reference
         event = counters[_EVENTS]
         counters[_EVENTS] += 1
         eventful = False
@@ -317,10 +295,11 @@ def _run_events(budget, mode, src, dst, cost, in_start, in_links, out_start, out
             busy[e] = False
             if offers[e] > 0:
                 offering[v] += 1
-            _mark_dirty(v, dirty, dirty_list, counters)
+            set_add(dirty, v)  # matched at the end of this event (once, however many arrivals touch it)
             if _has(held, v, chunk):
                 want = (offers[e] if offers[e] > 0 else -1) if counting else 0
-                chunk = _replacement(u, v, flight_event[e], mode, held, need, arrival, union, positions, rng, want)
+                chunk = _replacement(u, v, flight_event[e], mode, held, need, arrival, union, positions, rng, want,
+                                     front)
                 if chunk < 0:
                     counters[_WASTED] += 1
                     continue
@@ -328,7 +307,7 @@ def _run_events(budget, mode, src, dst, cost, in_start, in_links, out_start, out
             held[v, word] |= mask
             if counting:
                 _count_offers(v, word, mask, src, dst, in_start, in_links, out_link_start, held, need, busy, offers,
-                              offering)
+                              offering, front[0])
             if need[v, word] & mask != _ZERO:
                 need[v, word] &= ~mask
                 need_count[v] -= 1
@@ -340,19 +319,16 @@ def _run_events(budget, mode, src, dst, cost, in_start, in_links, out_start, out
             counters[_DELIVERIES] += 1
             eventful = True
             for j in range(out_start[v], out_start[v + 1]):
-                _mark_dirty(out_nodes[j], dirty, dirty_list, counters)
+                set_add(dirty, out_nodes[j])
         if eventful:
             claimed[0] = t
-        marked = counters[_DIRTY]
-        sort_prefix(dirty_list, marked)  # in rank order, as the reference
-        counters[_DIRTY] = 0
+        marked = set_drain(dirty, dirty_list)  # in rank order, as the reference
         for j in range(marked):
             v = dirty_list[j]
-            dirty[v] = False
             if offering[v] > 0 if counting else need_count[v] > 0:
                 _match(v, t, event, src, cost, in_start, in_links, held, need, busy, flight_chunk, flight_start,
                        flight_event, calendar, counters, carry, carry_count, carry_span, active, union, rng, offers,
-                       offering, counting)
+                       offering, counting, front)
         for i in range(counters[_TOUCHED]):  # the next event opens new buckets
             class_bucket[touched[i]] = -1
         counters[_TOUCHED] = 0
@@ -430,13 +406,14 @@ def run_compiled(fabric: Fabric, rng: random.Random, replacement: str, deadline:
     # heap, bucket_time, bucket_head, free_buckets, link_next, cost_class, class_bucket, touched
     counters[_FREE] = buckets - 1  # bucket 0 (the top of the free stack) is the first event, at t = 0:
     counters[_HEAP_SIZE] = 1       # heap[0] = 0, bucket_time[0] = 0.0, no links
-    dirty, dirty_list = np.ones(n, dtype=np.bool_), np.arange(n, dtype=np.int64)
-    counters[_DIRTY] = n  # every rank is matched at t = 0
+    # every rank is matched at t = 0
+    dirty, dirty_list, retiring = ordered_set(n, full=True), np.zeros(n, dtype=np.int64), ordered_set(num_links)
     claimed = np.zeros(1)
     src, dst = np.array(fabric.src, dtype=np.int64), np.array(fabric.dst, dtype=np.int64)
     counters[_OFFERS] = int(len(classes) > 1)  # see the module docstring
+    marks = np.zeros((n, (words + 63) // 64) if counters[_OFFERS] else (1, 1), dtype=np.uint64)
     if counters[_OFFERS]:
-        offers = _initial_offers(src, dst, held, need)
+        offers = _initial_offers(src, dst, held, need, marks)
         offering = np.bincount(dst[offers > 0], minlength=n).astype(np.int64)
     else:  # every link counts as offering: matches read every free in-link, as without counts
         offers, offering = np.ones(num_links, dtype=np.int64), np.zeros(n, dtype=np.int64)
@@ -451,7 +428,8 @@ def run_compiled(fabric: Fabric, rng: random.Random, replacement: str, deadline:
     # retire, carry, carry_count, carry_span, active, union, positions
     rng_state = np.array(rng.getstate()[1], dtype=np.int64)
     arrays = (*links, held, need, need_count, offers, offering, arrival, *flights, calendar, counters, claimed, dirty,
-              dirty_list, *scratch, rng_state, m_src, m_dst, m_chunk, m_start, m_end)
+              dirty_list, retiring, *scratch, rng_state, m_src, m_dst, m_chunk, m_start, m_end,
+              (marks, np.zeros(words, dtype=np.int64)))  # the fronts: marks and a word list
     mode = {"causal": _CAUSAL, "reference": _REFERENCE, "off": _OFF}[replacement]
     budget = 16
     while True:  # a growing number of events per call, with the deadline checked in between
