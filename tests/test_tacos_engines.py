@@ -4,11 +4,11 @@ import random
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from formulations.tacos import Tacos, choose_engine, greedy_all_gather, to_algorithm
-from formulations.tacos import engines, matching
+from formulations.tacos import engines, matching, python_engine
 import workbench.compiled.engines
 from workbench.collective import make_collective
 from workbench.registry import Problem
@@ -80,6 +80,18 @@ def test_engines_agree_with_several_words_of_chunks(spec, k, replacement):
         assert _same(python, _run(topo, collective, seed, replacement, "compiled"))
 
 
+@pytest.mark.parametrize("kind", ["allgather", "broadcast"])
+def test_engines_agree_on_several_costs_and_rows_of_many_words(kind):
+    # offer counts and fronts (links of three costs) over rows of nine words, with gaps between them
+    topo = build("rfs:2x2x2", alpha=0.5e-6, bandwidth=[200 * GB, 100 * GB, 50 * GB]).unwind_switches(1)
+    collective = make_collective(kind, 8, 70, 0 if kind == "broadcast" else None)
+    for seed in range(2):
+        for replacement in matching.REPLACEMENT_MODES:
+            python = _run(topo, collective, seed, replacement, "python")
+            assert not isinstance(python, str) and python.deliveries > 0
+            assert _same(python, _run(topo, collective, seed, replacement, "compiled"))
+
+
 @pytest.mark.parametrize("spec, kind, k", [("ring:8", "allgather", 520), ("fc:8", "alltoall", 66)])
 def test_engines_agree_past_4096_chunks(spec, kind, k):
     # 4,160 and 4,224 chunks: rows of 65 and 66 words, and the Python engine still runs in a second
@@ -108,8 +120,8 @@ def test_the_compiled_mersenne_twister_is_cpythons(seed, bounds):
     reference = random.Random(seed)
     state = np.array(reference.getstate()[1], dtype=np.int64)
     for bound in bounds:  # interleaved as the engines interleave them
-        assert compiled_engine._random(state) == reference.random()
-        assert compiled_engine._randbelow(state, bound) == reference.randrange(bound)
+        assert compiled_bits.random_float(state) == reference.random()
+        assert compiled_bits.randbelow(state, bound) == reference.randrange(bound)
 
 
 @settings(max_examples=60, deadline=None)
@@ -136,6 +148,41 @@ def _add(ordered, i):
 @njit
 def _drain(ordered, out):
     return compiled_bits.set_drain(ordered, out)
+
+
+@settings(max_examples=80, deadline=None)
+@given(words=st.lists(st.integers(0, 2**64 - 1), min_size=1, max_size=6), garbage=st.integers(1, 2**64 - 1),
+       seed=st.integers(0, 2**32), data=st.data())
+def test_a_draw_within_a_span_is_the_python_draw_over_the_whole_row(words, garbage, seed, data):
+    assume(any(words))
+    first = next(i for i, w in enumerate(words) if w)
+    last = max(i for i, w in enumerate(words) if w)
+    pad_before, pad_after = data.draw(st.integers(0, 3)), data.draw(st.integers(0, 3))
+    row = [garbage] * pad_before + words + [garbage] * pad_after  # words outside the span must not be read
+    rows = np.array([row], dtype=np.uint64)
+    value = sum(w << (64 * i) for i, w in enumerate([0] * pad_before + words))
+    reference = random.Random(seed)
+    state = np.array(reference.getstate()[1], dtype=np.int64)
+    count = sum(bin(w).count("1") for w in words)
+    drawn = compiled_bits.random_bit_within(rows, 0, pad_before + first, pad_before + last, count, state)
+    assert drawn == python_engine.random_bit(value, reference)
+    assert compiled_bits.random_float(state) == reference.random()  # the same numbers were used up
+
+
+def test_the_engine_names_the_digest_of_the_helpers_it_inlines():
+    # numba reuses the engine's cached machine code until the engine's own file changes
+    assert compiled_engine.HELPERS_DIGEST == engines_helpers_digest(), (
+        f"compiled_bits.py or compiled_offers.py changed: set HELPERS_DIGEST = \"{engines_helpers_digest()}\" "
+        f"in formulations/tacos/compiled_engine.py")
+
+
+def engines_helpers_digest() -> str:
+    import hashlib
+    from pathlib import Path
+
+    folder = Path(compiled_engine.__file__).parent
+    text = b"".join((folder / name).read_bytes() for name in ("compiled_bits.py", "compiled_offers.py"))
+    return hashlib.sha256(text).hexdigest()[:16]
 
 
 def test_a_run_that_does_not_record_keeps_only_counts():

@@ -34,8 +34,9 @@ Paper symbol -> code name:
 
 Engines (``engine`` parameter): ``python`` and ``compiled`` (numba) give identical schedules for the
 same seed; ``auto`` picks (``engines.choose_engine``). Layout: ``matching`` (shared pieces),
-``engines`` (the choice and the dispatch), ``python_engine``, ``compiled_engine``, ``schedule``
-(matches -> algorithm), this file (the formulation).
+``engines`` (the choice and the dispatch), ``python_engine``, ``compiled_engine`` (with
+``compiled_bits`` and ``compiled_offers``), ``schedule`` (matches -> algorithm), this file (the
+formulation).
 
 All-Gather and Broadcast are the paper's native collectives; the engine accepts any
 non-combining pre/postcondition (gather, scatter, all-to-all, custom), which the paper does not

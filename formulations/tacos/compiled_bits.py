@@ -1,15 +1,13 @@
 """The bit-level pieces of TACOS's compiled engine (``compiled_engine``): LLVM's bit counts,
-CPython's Mersenne Twister, draws from chunk rows, rows read over a rank's front words, and ordered
-sets of small integers.
+CPython's Mersenne Twister, draws from chunk rows, and ordered sets of small integers.
 
 The Mersenne Twister is ``random.Random``'s own: its state (624 words and the position) is copied
 into ``rng`` and advanced with CPython's recurrence, tempering, ``random()`` (53 bits from two
 words) and ``randrange`` (rejection over ``getrandbits``), so the compiled engine draws exactly what
 ``python_engine`` draws.
 
-numba caches machine code per function and checks only that function's own file, so the engine's
-cached loop can keep an old copy of a function from here: after editing this module, delete the
-``*.nbi`` / ``*.nbc`` files in ``formulations/tacos/__pycache__`` (a fresh checkout has none).
+After editing this file, update ``compiled_engine.HELPERS_DIGEST`` (a test says to what): the
+engine's cached machine code inlines these functions, and numba checks only the engine's file.
 """
 
 from __future__ import annotations
@@ -19,8 +17,8 @@ from llvmlite import ir
 from numba import njit, types
 from numba.core.extending import intrinsic
 
-_ONE = np.uint64(1)
-_ZERO = np.uint64(0)
+ONE = np.uint64(1)
+ZERO = np.uint64(0)
 
 # The kernels run without numba's reference counting (``_nrt=False``): they allocate nothing, and
 # with it every array passed to an inlined helper or sliced into a row view cost an atomic increment
@@ -47,9 +45,9 @@ def _bit_intrinsic(name: str, emit):
 
 
 _DEFINED_AT_ZERO = ir.Constant(ir.IntType(1), 0)  # ctlz/cttz of 0 is the word's width, not poison
-_popcount = _bit_intrinsic("_popcount", lambda builder, x: builder.ctpop(x))
-_leading_zeros = _bit_intrinsic("_leading_zeros", lambda builder, x: builder.ctlz(x, _DEFINED_AT_ZERO))
-_trailing_zeros = _bit_intrinsic("_trailing_zeros", lambda builder, x: builder.cttz(x, _DEFINED_AT_ZERO))
+popcount = _bit_intrinsic("popcount", lambda builder, x: builder.ctpop(x))
+leading_zeros = _bit_intrinsic("leading_zeros", lambda builder, x: builder.ctlz(x, _DEFINED_AT_ZERO))
+trailing_zeros = _bit_intrinsic("trailing_zeros", lambda builder, x: builder.cttz(x, _DEFINED_AT_ZERO))
 
 
 # ---------------------------------------------------------------- CPython's Mersenne Twister
@@ -74,7 +72,7 @@ def _next_word(rng):
 
 
 @njit(**INLINE)
-def _random(rng):
+def random_float(rng):
     """random.random(): 53 bits from two words."""
     a = _next_word(rng) >> 5
     b = _next_word(rng) >> 6
@@ -82,9 +80,9 @@ def _random(rng):
 
 
 @njit(**INLINE)
-def _randbelow(rng, n):
+def randbelow(rng, n):
     """random.randrange(n) for 0 < n < 2**32 (CPython 3.11's _randbelow_with_getrandbits)."""
-    k = 64 - _leading_zeros(np.int64(n))
+    k = 64 - leading_zeros(np.int64(n))
     r = _next_word(rng) >> (32 - k)
     while r >= n:
         r = _next_word(rng) >> (32 - k)
@@ -93,96 +91,38 @@ def _randbelow(rng, n):
 
 # ---------------------------------------------------------------- bit rows
 @njit(**INLINE)
-def _has(rows, r, bit):
+def has_bit(rows, r, bit):
     """Whether bit ``bit`` of ``rows[r]`` is set (rows are indexed in place: a row view would cost a
     reference count, an atomic operation, each time)."""
-    return (rows[r, bit >> 6] >> np.uint64(bit & 63)) & _ONE != _ZERO
+    return (rows[r, bit >> 6] >> np.uint64(bit & 63)) & ONE != ZERO
 
 
 @njit(**INLINE)
-def _random_bit_within(rows, r, first, last, count, rng):
+def random_bit_within(rows, r, first, last, count, rng):
     """python_engine.random_bit of ``rows[r]`` with ``count`` set bits, all in words ``first..last``
     (the words outside are not read): the same draws over the same count and bit length, so the same
     bit."""
     top = last
-    while rows[r, top] == _ZERO:
+    while rows[r, top] == ZERO:
         top -= 1
-    length = top * 64 + 64 - np.int64(_leading_zeros(rows[r, top]))
+    length = top * 64 + 64 - np.int64(leading_zeros(rows[r, top]))
     if count == 1:
         return length - 1
     if count * 8 >= length:
         while True:
-            position = np.int64(_random(rng) * length)
-            if position >> 6 >= first and _has(rows, r, position):
+            position = np.int64(random_float(rng) * length)
+            if position >> 6 >= first and has_bit(rows, r, position):
                 return position
-    target = np.int64(_random(rng) * count)
+    target = np.int64(random_float(rng) * count)
     for w in range(first, last + 1):
         word = rows[r, w]
-        here = np.int64(_popcount(word))
+        here = np.int64(popcount(word))
         if target < here:
             for _ in range(target):
-                word &= word - _ONE
-            return w * 64 + np.int64(_trailing_zeros(word))
+                word &= word - ONE
+            return w * 64 + np.int64(trailing_zeros(word))
         target -= here
     return -1
-
-
-# ---------------------------------------------------------------- chunk rows and fronts
-@njit(**INLINE)
-def front_words(v, need, front):
-    """v's front words, increasing, into ``front[1]``; returns how many. ``front[0][v]`` marks, a bit
-    per word, every word where an in-neighbour may hold a chunk v needs (a delivery marks the word
-    at each out-neighbour that needs the chunk, and needs only shrink); words v needs nothing in any
-    more are unmarked here."""
-    marks, wlist = front
-    count = 0
-    for m in range(marks.shape[1]):
-        bits = marks[v, m]
-        while bits != _ZERO:
-            b = np.int64(_trailing_zeros(bits))
-            bits &= bits - _ONE
-            w = m * 64 + b
-            if need[v, w] == _ZERO:
-                marks[v, m] &= ~(_ONE << np.uint64(b))
-            else:
-                wlist[count] = w
-                count += 1
-    return count
-
-
-@njit(**INLINE)
-def and_row(held, u, need, v, rows, r, want, front, front_size):
-    """rows[r] = held[u] & need[v]; returns its bit count and the first and last word that can be
-    non-zero (the row is exact between them and not read outside).
-
-    ``want`` > 0 is the count already known (the link's offers): then only v's front words are read,
-    in increasing order, until the count is complete, and the words between the first and the last
-    found are zero-filled. Without it the whole row is written in one loop the compiler vectorises."""
-    words = rows.shape[1]
-    count = 0
-    if want == 0:
-        for w in range(words):
-            bits = held[u, w] & need[v, w]
-            rows[r, w] = bits
-            count += _popcount(bits)
-        return count, 0, words - 1
-    wlist = front[1]
-    first = last = -1
-    for j in range(front_size):
-        w = wlist[j]
-        bits = held[u, w] & need[v, w]
-        if bits != _ZERO:
-            if first < 0:
-                first = w
-            else:
-                for gap in range(last + 1, w):
-                    rows[r, gap] = _ZERO
-            rows[r, w] = bits
-            last = w
-            count += _popcount(bits)
-            if count >= want:
-                break
-    return count, first, last
 
 
 # ---------------------------------------------------------------- ordered sets of small integers
@@ -207,8 +147,8 @@ def ordered_set(n: int, full: bool = False) -> tuple[np.ndarray, np.ndarray]:
 def set_add(members, i):
     bits, summary = members
     word = i >> 6
-    bits[word] |= _ONE << np.uint64(i & 63)
-    summary[word >> 6] |= _ONE << np.uint64(word & 63)
+    bits[word] |= ONE << np.uint64(i & 63)
+    summary[word >> 6] |= ONE << np.uint64(word & 63)
 
 
 @njit(**INLINE)
@@ -218,14 +158,14 @@ def set_drain(members, out):
     count = 0
     for s in range(summary.shape[0]):
         words = summary[s]
-        summary[s] = _ZERO
-        while words != _ZERO:
-            word = s * 64 + np.int64(_trailing_zeros(words))
-            words &= words - _ONE
+        summary[s] = ZERO
+        while words != ZERO:
+            word = s * 64 + np.int64(trailing_zeros(words))
+            words &= words - ONE
             row = bits[word]
-            bits[word] = _ZERO
-            while row != _ZERO:
-                out[count] = word * 64 + np.int64(_trailing_zeros(row))
-                row &= row - _ONE
+            bits[word] = ZERO
+            while row != ZERO:
+                out[count] = word * 64 + np.int64(trailing_zeros(row))
+                row &= row - ONE
                 count += 1
     return count

@@ -9,21 +9,9 @@ a row to learn that ``v`` is done. Links ending at the same time are retired tog
 order, from a calendar of buckets (below). The loop runs a bounded number of events per call, so
 the caller can watch the deadline between calls.
 
-Offer counts. Where links differ in cost, they end at scattered times, and most ranks marked for
-a match (an in-neighbour received a chunk, say, while the link from it was busy) have no free
-in-link offering anything: matching them would read whole rows to draw nothing. So each link
-keeps ``offers[e] = |held[src] & need[dst]|``, updated at every delivery (the receiver's out-links
-may offer the chunk now; its in-links no longer do), and ``offering[v]`` counts v's free in-links
-with offers. A rank with none is not matched and a link without offers is not read: neither
-draws a random number, so the schedule is unchanged. On fabrics of one link cost every link runs
-in step, matches are almost never empty (0.02% on a 32x32 mesh), and the counts are not kept.
-
-Fronts. Where offers are counted, each rank also keeps its front: the words of its rows where an
-in-neighbour may hold a chunk it needs (marked at deliveries, as the offers are). A row is read over
-the front words only, in increasing order, until its offer count is complete, and keeps the span of
-words it can be non-zero in; draws read the span. So a match reads a few words (about four on the
-3D-RFS), not the N/64 of whole rows.
-
+Where links differ in cost, ranks with no free in-link offering anything are not matched, and rows
+are read over each rank's front words only (``compiled_offers``); on fabrics of one link cost every
+link runs in step, matches are almost never empty (0.02% on a 32x32 mesh), and neither is kept.
 The links ending together and the ranks to match come out of ordered bit sets in increasing order
 (the reference's order) without sorting. The kernels run without numba's reference counting
 (``compiled_bits.KERNEL``).
@@ -38,9 +26,10 @@ from itertools import chain
 import numpy as np
 from numba import njit
 
-from formulations.tacos.compiled_bits import (INLINE, KERNEL, _ONE, _ZERO, _has, _popcount, _random, _random_bit_within,
-                                              _randbelow, _trailing_zeros, and_row, front_words, ordered_set,
-                                              set_add, set_drain)
+from formulations.tacos.compiled_bits import (INLINE, KERNEL, ONE, ZERO, has_bit, ordered_set, popcount,
+                                              random_bit_within, random_float, randbelow, set_add, set_drain,
+                                              trailing_zeros)
+from formulations.tacos.compiled_offers import and_row, front_words, initial_offers, update_offers
 from formulations.tacos.matching import TIE, Fabric, MatchResult, OutOfTime, end_time, unreachable
 
 _CAUSAL, _REFERENCE, _OFF = 0, 1, 2
@@ -48,8 +37,14 @@ _NEVER = np.iinfo(np.int32).max
 
 _end_time = njit(**INLINE)(end_time)  # the very grid the Python engine uses
 
+# numba keeps the kernels' machine code between runs and checks only this file for changes, while
+# the kernels inline the helpers of compiled_bits and compiled_offers: this digest of those two files
+# ties them to this one, so editing a helper (and updating the digest, as a test asks) recompiles.
+HELPERS_DIGEST = "cbf24649793f6429"
+
 # slots of the integer state vector ``counters``
 _HEAP_SIZE, _EVENTS, _WASTED, _DELIVERIES, _RECORD, _FREE, _TOUCHED, _OFFERS = range(8)
+_SLOTS = 8
 
 
 # ---------------------------------------------------------------- the calendar of link ends
@@ -116,35 +111,37 @@ def _schedule_end(e, end, calendar, counters):
 # ---------------------------------------------------------------- the event loop
 @njit(**INLINE)
 def _replacement(u, v, started_event, mode, held, need, arrival, scratch, positions, rng, want, front):
-    """python_engine._Engine._replacement; ``want`` is |need[v] & held[u]| where counted (else 0)."""
-    if mode == _OFF or want < 0:
+    """python_engine._Engine._replacement; ``want`` is |need[v] & held[u]| (> 0) where offers are
+    counted, else 0 (unknown: the whole rows are read)."""
+    if mode == _OFF:
         return -1
     front_size = front_words(v, need, front) if want > 0 else 0
     count, first, last = and_row(held, u, need, v, scratch, 0, want, front, front_size)
     if count == 0:
         return -1
     if mode == _REFERENCE:
-        return _random_bit_within(scratch, 0, first, last, count, rng)
+        return random_bit_within(scratch, 0, first, last, count, rng)
     count = 0
     for w in range(first, last + 1):
         word = scratch[0, w]
-        while word != _ZERO:
-            c = w * 64 + np.int64(_trailing_zeros(word))
-            word &= word - _ONE
+        while word != ZERO:
+            c = w * 64 + np.int64(trailing_zeros(word))
+            word &= word - ONE
             if arrival[u, c] <= started_event:
                 positions[count] = c
                 count += 1
     if count == 0:
         return -1
-    return positions[_randbelow(rng, count)]
+    return positions[randbelow(rng, count)]
 
 
 @njit(**INLINE)
 def _match(v, t, event, src, cost, in_start, in_links, held, need, busy, flight_chunk, flight_start,
            flight_event, calendar, counters, carry, carry_count, carry_span, active, union, rng, offers, offering,
            counting, front):
-    """python_engine._Engine._match; ``carry[i]`` is the chunk row of ``active[i]``, zero outside the
-    words ``carry_span[i]``. Links without offers are skipped: their rows are empty."""
+    """python_engine._Engine._match; ``carry[i]`` is the chunk row of ``active[i]``, exact within the
+    words ``carry_span[i]`` (the words outside hold stale data and are never read). Links without
+    offers are skipped: their rows are empty."""
     front_size = front_words(v, need, front) if counting else 0
     live = 0
     for i in range(in_start[v], in_start[v + 1]):
@@ -161,41 +158,41 @@ def _match(v, t, event, src, cost, in_start, in_links, held, need, busy, flight_
     while live > 0:
         if live == 1:  # the union is the one row
             first, last = carry_span[0, 0], carry_span[0, 1]
-            chunk = _random_bit_within(carry, 0, first, last, carry_count[0], rng)
+            chunk = random_bit_within(carry, 0, first, last, carry_count[0], rng)
         else:
             first, last = carry_span[0, 0], carry_span[0, 1]
             for i in range(1, live):
                 first, last = min(first, carry_span[i, 0]), max(last, carry_span[i, 1])
             for w in range(first, last + 1):
-                union[0, w] = _ZERO
+                union[0, w] = ZERO
             for i in range(live):
                 for w in range(carry_span[i, 0], carry_span[i, 1] + 1):
                     union[0, w] |= carry[i, w]
             count = 0
             for w in range(first, last + 1):
-                count += _popcount(union[0, w])
-            chunk = _random_bit_within(union, 0, first, last, count, rng)
-        word, mask = chunk >> 6, _ONE << np.uint64(chunk & 63)
+                count += popcount(union[0, w])
+            chunk = random_bit_within(union, 0, first, last, count, rng)
+        word, mask = chunk >> 6, ONE << np.uint64(chunk & 63)
         pick = 0
         if live > 1:
             holders = 0
             best = np.inf
             for i in range(live):
-                if carry_span[i, 0] <= word <= carry_span[i, 1] and carry[i, word] & mask != _ZERO:
+                if carry_span[i, 0] <= word <= carry_span[i, 1] and carry[i, word] & mask != ZERO:
                     holders += 1
                     pick = i
                     best = min(best, cost[active[i]])
             if holders > 1:
                 ties = 0
                 for i in range(live):
-                    if (carry_span[i, 0] <= word <= carry_span[i, 1] and carry[i, word] & mask != _ZERO
+                    if (carry_span[i, 0] <= word <= carry_span[i, 1] and carry[i, word] & mask != ZERO
                             and cost[active[i]] <= best + TIE):
                         ties += 1
                         pick = i
                 if ties > 1:
-                    nth = np.int64(_random(rng) * ties)
+                    nth = np.int64(random_float(rng) * ties)
                     for i in range(live):
-                        if (carry_span[i, 0] <= word <= carry_span[i, 1] and carry[i, word] & mask != _ZERO
+                        if (carry_span[i, 0] <= word <= carry_span[i, 1] and carry[i, word] & mask != ZERO
                                 and cost[active[i]] <= best + TIE):
                             if nth == 0:
                                 pick = i
@@ -211,7 +208,7 @@ def _match(v, t, event, src, cost, in_start, in_links, held, need, busy, flight_
         # drop the chunk from every row, then the link just used and the rows left empty (in order)
         kept = 0
         for i in range(live):
-            if carry_span[i, 0] <= word <= carry_span[i, 1] and carry[i, word] & mask != _ZERO:
+            if carry_span[i, 0] <= word <= carry_span[i, 1] and carry[i, word] & mask != ZERO:
                 carry[i, word] &= ~mask
                 carry_count[i] -= 1
             if i == pick or carry_count[i] == 0:
@@ -224,43 +221,6 @@ def _match(v, t, event, src, cost, in_start, in_links, held, need, busy, flight_
                 carry_span[kept, 0], carry_span[kept, 1] = carry_span[i, 0], carry_span[i, 1]
             kept += 1
         live = kept
-
-
-@njit(**INLINE)
-def _count_offers(v, word, mask, src, dst, in_start, in_links, out_link_start, held, need, busy, offers, offering,
-                  marks):
-    """v has just received the chunk of (word, mask), which v may need: its out-links to ranks that
-    need it offer one more chunk (and the word joins their fronts), its in-links from ranks that hold
-    it one fewer."""
-    for f in range(out_link_start[v], out_link_start[v + 1]):
-        if need[dst[f], word] & mask != _ZERO:
-            marks[dst[f], word >> 6] |= _ONE << np.uint64(word & 63)
-            offers[f] += 1
-            if offers[f] == 1 and not busy[f]:
-                offering[dst[f]] += 1
-    if need[v, word] & mask != _ZERO:
-        for i in range(in_start[v], in_start[v + 1]):
-            f = in_links[i]
-            if held[src[f], word] & mask != _ZERO:
-                offers[f] -= 1
-                if offers[f] == 0 and not busy[f]:
-                    offering[v] -= 1
-
-
-@njit(cache=True)
-def _initial_offers(src, dst, held, need, marks):
-    """Each link's offers, and the fronts: the words where they are."""
-    offers = np.zeros(src.shape[0], dtype=np.int64)
-    for e in range(src.shape[0]):
-        count = 0
-        for w in range(held.shape[1]):
-            bits = held[src[e], w] & need[dst[e], w]
-            if bits != _ZERO:
-                count += _popcount(bits)
-                marks[dst[e], w >> 6] |= _ONE << np.uint64(w & 63)
-        offers[e] = count
-    return offers
-
 
 
 @njit(**KERNEL)
@@ -296,19 +256,21 @@ def _run_events(budget, mode, src, dst, cost, in_start, in_links, out_start, out
             if offers[e] > 0:
                 offering[v] += 1
             set_add(dirty, v)  # matched at the end of this event (once, however many arrivals touch it)
-            if _has(held, v, chunk):
-                want = (offers[e] if offers[e] > 0 else -1) if counting else 0
-                chunk = _replacement(u, v, flight_event[e], mode, held, need, arrival, union, positions, rng, want,
-                                     front)
+            if has_bit(held, v, chunk):
+                if counting and offers[e] == 0:  # v needs nothing u holds: nothing to replace it with
+                    chunk = -1
+                else:
+                    chunk = _replacement(u, v, flight_event[e], mode, held, need, arrival, union, positions, rng,
+                                         offers[e] if counting else 0, front)
                 if chunk < 0:
                     counters[_WASTED] += 1
                     continue
-            word, mask = chunk >> 6, _ONE << np.uint64(chunk & 63)
+            word, mask = chunk >> 6, ONE << np.uint64(chunk & 63)
             held[v, word] |= mask
             if counting:
-                _count_offers(v, word, mask, src, dst, in_start, in_links, out_link_start, held, need, busy, offers,
+                update_offers(v, word, mask, src, dst, in_start, in_links, out_link_start, held, need, busy, offers,
                               offering, front[0])
-            if need[v, word] & mask != _ZERO:
+            if need[v, word] & mask != ZERO:
                 need[v, word] &= ~mask
                 need_count[v] -= 1
             if mode == _CAUSAL:
@@ -325,7 +287,7 @@ def _run_events(budget, mode, src, dst, cost, in_start, in_links, out_start, out
         marked = set_drain(dirty, dirty_list)  # in rank order, as the reference
         for j in range(marked):
             v = dirty_list[j]
-            if offering[v] > 0 if counting else need_count[v] > 0:
+            if (offering[v] > 0) if counting else (need_count[v] > 0):
                 _match(v, t, event, src, cost, in_start, in_links, held, need, busy, flight_chunk, flight_start,
                        flight_event, calendar, counters, carry, carry_count, carry_span, active, union, rng, offers,
                        offering, counting, front)
@@ -394,7 +356,7 @@ def run_compiled(fabric: Fabric, rng: random.Random, replacement: str, deadline:
     capacity = fabric.deliveries if record else 0
     m_src, m_dst, m_chunk = (np.zeros(capacity, dtype=np.int64) for _ in range(3))
     m_start, m_end = np.zeros(capacity), np.zeros(capacity)
-    counters = np.zeros(9, dtype=np.int64)
+    counters = np.zeros(_SLOTS, dtype=np.int64)
     counters[_RECORD] = int(record)
     cost = np.array(fabric.cost, dtype=np.float64)
     classes, cost_class = np.unique(cost, return_inverse=True)
@@ -413,9 +375,9 @@ def run_compiled(fabric: Fabric, rng: random.Random, replacement: str, deadline:
     counters[_OFFERS] = int(len(classes) > 1)  # see the module docstring
     marks = np.zeros((n, (words + 63) // 64) if counters[_OFFERS] else (1, 1), dtype=np.uint64)
     if counters[_OFFERS]:
-        offers = _initial_offers(src, dst, held, need, marks)
+        offers = initial_offers(src, dst, held, need, marks)
         offering = np.bincount(dst[offers > 0], minlength=n).astype(np.int64)
-    else:  # every link counts as offering: matches read every free in-link, as without counts
+    else:  # every link counts as offering: matches read every free in-link (``offering`` is not used)
         offers, offering = np.ones(num_links, dtype=np.int64), np.zeros(n, dtype=np.int64)
     out_link_start = np.searchsorted(src, np.arange(n + 1)).astype(np.int64)  # links are sorted by source
     links = (src, dst, cost, in_start, in_links, out_start, out_nodes, out_link_start)
