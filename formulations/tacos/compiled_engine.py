@@ -224,7 +224,7 @@ def _match(v, t, event, src, cost, in_start, in_links, held, need, busy, flight_
 
 
 @njit(**KERNEL)
-def _run_events(budget, mode, src, dst, cost, in_start, in_links, out_start, out_nodes, out_link_start, held, need,
+def _run_events(budget, mode, src, dst, cost, in_start, in_links, out_link_start, held, need,
                 need_count, offers, offering, arrival, busy, flight_chunk, flight_start, flight_event, calendar,
                 counters, claimed, dirty, dirty_list, retiring, retire, carry, carry_count, carry_span, active, union,
                 positions, rng, m_src, m_dst, m_chunk, m_start, m_end, front):
@@ -280,8 +280,8 @@ def _run_events(budget, mode, src, dst, cost, in_start, in_links, out_start, out
                 m_src[i], m_dst[i], m_chunk[i], m_start[i], m_end[i] = u, v, chunk, flight_start[e], t
             counters[_DELIVERIES] += 1
             eventful = True
-            for j in range(out_start[v], out_start[v + 1]):
-                set_add(dirty, out_nodes[j])
+            for f in range(out_link_start[v], out_link_start[v + 1]):  # v's out-neighbours
+                set_add(dirty, dst[f])
         if eventful:
             claimed[0] = t
         marked = set_drain(dirty, dirty_list)  # in rank order, as the reference
@@ -351,7 +351,6 @@ def run_compiled(fabric: Fabric, rng: random.Random, replacement: str, deadline:
             bits = np.unpackbits(held[start:start + 1024].view(np.uint8), axis=1, bitorder="little")
             arrival[start:start + 1024][bits[:, :num_chunks].astype(bool)] = -1
     in_start, in_links = _csr(fabric.in_links)
-    out_start, out_nodes = _csr(fabric.out_nodes)
     max_in = max(1, max((len(row) for row in fabric.in_links), default=0))
     capacity = fabric.deliveries if record else 0
     m_src, m_dst, m_chunk = (np.zeros(capacity, dtype=np.int64) for _ in range(3))
@@ -380,7 +379,7 @@ def run_compiled(fabric: Fabric, rng: random.Random, replacement: str, deadline:
     else:  # every link counts as offering: matches read every free in-link (``offering`` is not used)
         offers, offering = np.ones(num_links, dtype=np.int64), np.zeros(n, dtype=np.int64)
     out_link_start = np.searchsorted(src, np.arange(n + 1)).astype(np.int64)  # links are sorted by source
-    links = (src, dst, cost, in_start, in_links, out_start, out_nodes, out_link_start)
+    links = (src, dst, cost, in_start, in_links, out_link_start)
     flights = (np.zeros(num_links, dtype=np.bool_), np.zeros(num_links, dtype=np.int64), np.zeros(num_links),
                np.zeros(num_links, dtype=np.int64))  # busy, chunk, start time, start event
     scratch = (np.zeros(num_links + 1, dtype=np.int64), np.zeros((max_in, words), dtype=np.uint64),
