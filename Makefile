@@ -30,7 +30,8 @@ bench: $(STAMP)
 	$(PY) -m benchmarks.run_all
 
 # TACOS beside its C++ reference, 16 to 4,096 NPUs (about 5 minutes; part of make bench).
-# TACOS_CPP=/path/to/your/build also runs the C++ reference here, interleaved (see benchmarks/tacos_scaling.py)
+# TACOS_CPP=/path/to/astra-sim/tacos (a checkout, built here once) or =/path/to/your/driver also runs
+# the C++ reference here, interleaved (see benchmarks/tacos_scaling.py)
 bench-tacos: $(STAMP)
 	$(PY) -m benchmarks.tacos_scaling
 

@@ -8,13 +8,14 @@ process a fixed amount, measured separately below. The Python engine gives the s
 and is shown beside it. The C++ column is astra-sim/tacos v1.3.0 (-O2) on this machine class,
 its own "Time to solve" (it builds no schedule), as published in the workbench's issue tracker.
 
-With ``TACOS_CPP`` naming a build of that C++ reference, the C++ is also run here, interleaved with
-ours (one run of each in turn, medians), in the column "C++ here". The workbench neither ships nor
-builds it: ``TACOS_CPP`` is an executable of your own, linked against astra-sim/tacos, called as
-``TACOS_CPP mesh|torus A B [C]`` (Mesh2D, Torus2D, Hypercube3D or Torus3D of that size, 50 GiB/s,
-0.5 us, ``AllGather(npus, 1)``, chunk 1 GiB / npus) and printing the reference's own two lines,
-"Time to solve: X ms" and "Collective Time: Y us". Its collective time is shown beside our claimed
-time, a check that both compute the same kind of schedule.
+With ``TACOS_CPP`` set, the C++ reference is also run here, interleaved with ours (one run of each in
+turn, medians), in the column "C++ here". ``TACOS_CPP`` names either an astra-sim/tacos source
+checkout, against which the workbench builds its driver (``benchmarks/tacos_cpp/driver.cpp``, cached
+under ``build/tacos_cpp/``; ``benchmarks/tacos_cpp_build.py``), or an executable driver of your own,
+linked against astra-sim/tacos. Either is called as ``driver mesh|torus A B [C]`` (Mesh2D, Torus2D,
+Hypercube3D or Torus3D of that size, 50 GiB/s, 0.5 us, ``AllGather(npus, 1)``, chunk 1 GiB / npus)
+and prints the reference's own two lines, "Time to solve: X ms" and "Collective Time: Y us". Its
+collective time is shown beside our claimed time, a check that both compute the same kind of schedule.
 
 Growth: the matching alone ("engine"), and with the algorithm built ("with IR") up to
 ``--ir-max`` NPUs; "optimum" is the exact All-Gather optimum (``workbench.optimum``, plus its
@@ -34,6 +35,7 @@ import time
 import numpy as np
 
 from benchmarks.common import RESULTS, machine, reference_loop, write
+from benchmarks.tacos_cpp_build import resolve as resolve_tacos_cpp
 from formulations.tacos import Tacos, greedy_all_gather, to_algorithm
 from workbench.collective import make_collective
 from workbench.optimum import allgather_cut_ratio
@@ -178,11 +180,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--ir-max", type=int, default=1024)
     parser.add_argument("--python-max", type=int, default=1024, help="largest size timed with the Python engine")
     args = parser.parse_args(argv)
+    executable = os.environ.get("TACOS_CPP") or None
+    if executable:  # before any timing: a checkout is built here (once), a bad path stops at once
+        executable = resolve_tacos_cpp(executable)
     loop = reference_loop()
     greedy_all_gather(build("mesh:2x2"), make_collective("allgather", 4, 1), 1.0, 0, engine="compiled")  # load
-    executable = os.environ.get("TACOS_CPP") or None
-    if executable and not os.access(executable, os.X_OK):
-        raise SystemExit(f"TACOS_CPP={executable}: not an executable file")
     side = []
     for spec, cpp in SIDE_BY_SIDE:
         npus = topology_of(spec).num_npus
