@@ -15,7 +15,7 @@ from workbench.registry import Problem
 from workbench.topology import Link, Topology, TopologyError, build
 
 pytest.importorskip("numba")
-from formulations.tacos import compiled_bits, compiled_engine  # noqa: E402
+from formulations.tacos import compiled_bits, compiled_engine, compiled_offers  # noqa: E402
 from numba import njit  # noqa: E402
 
 GB = 1e9
@@ -69,8 +69,7 @@ def test_compiled_engine_gives_the_python_schedule(topo, kind, k, replacement, s
                                      ("rfs:2x4x4", 3)])
 @pytest.mark.parametrize("replacement", matching.REPLACEMENT_MODES)
 def test_engines_agree_with_several_words_of_chunks(spec, k, replacement):
-    # 72 to 96 chunks: two 64-bit words per row; the unwound rfs has links of three costs, so the
-    # compiled engine keeps offer counts there (not on the one-cost fabrics)
+    # 72 to 96 chunks: two 64-bit words per row; the unwound rfs has links of three costs
     topo = build(spec, alpha=0.5e-6, bandwidth=50 * GB) if spec != "rfs:2x4x4" else \
         build(spec, alpha=0.5e-6, bandwidth=[200 * GB, 100 * GB, 50 * GB]).unwind_switches(1)
     collective = make_collective("allgather", topo.num_npus, k)
@@ -82,7 +81,7 @@ def test_engines_agree_with_several_words_of_chunks(spec, k, replacement):
 
 @pytest.mark.parametrize("kind", ["allgather", "broadcast"])
 def test_engines_agree_on_several_costs_and_rows_of_many_words(kind):
-    # offer counts and fronts (links of three costs) over rows of nine words, with gaps between them
+    # links of three costs over rows of nine words, with gaps between the chunks offered
     topo = build("rfs:2x2x2", alpha=0.5e-6, bandwidth=[200 * GB, 100 * GB, 50 * GB]).unwind_switches(1)
     collective = make_collective(kind, 8, 70, 0 if kind == "broadcast" else None)
     for seed in range(2):
@@ -169,11 +168,77 @@ def test_a_draw_within_a_span_is_the_python_draw_over_the_whole_row(words, garba
     assert compiled_bits.random_float(state) == reference.random()  # the same numbers were used up
 
 
+@settings(max_examples=80, deadline=None)
+@given(data=st.data(), words=st.integers(1, 40))
+def test_the_nth_offer_of_a_link_is_the_python_nth_bit(data, words):
+    # rows of up to 40 words: up to three group counts of 16 words each
+    row = data.draw(st.lists(st.sampled_from([0, 0, 1, 2**63, 2**64 - 1, 0x5555]) | st.integers(0, 2**64 - 1),
+                             min_size=words, max_size=words))
+    value = sum(w << (64 * i) for i, w in enumerate(row))
+    assume(value)
+    target = data.draw(st.integers(0, value.bit_count() - 1))
+    held = np.array([row, [0] * words], dtype=np.uint64)        # rank 0 holds the row's chunks
+    need = np.array([[0] * words, row], dtype=np.uint64)        # rank 1 needs them
+    offers = (np.zeros((1, words), dtype=np.uint64), np.zeros((1, compiled_offers.group_count(words)), dtype=np.int32),
+              np.zeros(1, dtype=np.int64))
+    compiled_offers.initial_offers(np.array([0]), np.array([1]), held, need, *offers)
+    assert offers[2][0] == value.bit_count()
+    assert compiled_nth_offer(offers, target) == python_engine.nth_bit(value, target)
+
+
+@njit
+def compiled_nth_offer(offers, target):
+    return compiled_offers.nth_offer(offers, 0, target)
+
+
+def test_a_match_draws_uniformly_from_the_union_of_its_links_offers():
+    # chunk 0 is offered by three links, chunk 1 by two, chunks 2-5 by one: drawing a link by its
+    # offer count and then one of its chunks would favour chunk 0 three to one; the draw keeps a
+    # chunk only from the first link offering it, so every chunk of the union is equally likely
+    engine = object.__new__(python_engine._Engine)
+    engine.offer = [0b000111, 0b000011, 0b110001, 0b001000]
+    engine.rng = random.Random(7)
+    counts = [0] * 6
+    draws = 60_000
+    for _ in range(draws):
+        counts[engine._draw([0, 1, 2, 3], [])] += 1
+    assert all(abs(c - draws / 6) < 0.03 * draws / 6 for c in counts), counts
+    # chunks already drawn in the match are never drawn again
+    assert {engine._draw([0, 1, 2, 3], [0, 1, 2, 3]) for _ in range(200)} == {4, 5}
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(topo=switchless_fabrics(), kind=st.sampled_from(["allgather", "broadcast", "alltoall"]), seed=st.integers(0, 99))
+def test_offers_stay_what_each_link_can_carry(topo, kind, seed):
+    # offers are kept on fabrics of one link cost
+    topo = Topology.create(topo.num_npus, [Link(l.src, l.dst, 0.5e-6, 50 * GB) for l in topo.links], name="one cost")
+    collective = make_collective(kind, topo.num_npus, 2, 0 if kind == "broadcast" else None)
+    fabric = matching.Fabric.of(topo, collective, 1e6)
+    engine = python_engine._Engine(fabric, random.Random(seed), "causal", float("inf"))
+    stops = {"n": 0}
+    match = engine._match
+
+    def checked_match(v, *args):  # before every match: offer[e] == held[src] & need[dst]
+        stops["n"] += 1
+        assert all(engine.offer[e] == engine.held[u] & engine.need[w]
+                   for e, (u, w) in enumerate(zip(fabric.src, fabric.dst)))
+        return match(v, *args)
+    engine._match = checked_match
+    try:
+        engine.run(record=False)
+    except TopologyError:
+        pass  # unreachable chunks (All-to-All on a sparse fabric): checked up to there
+    assert stops["n"] > 0
+
+
 def test_the_engine_names_the_digest_of_the_helpers_it_inlines():
     # numba reuses the engine's cached machine code until the engine's own file changes
     assert compiled_engine.HELPERS_DIGEST == engines_helpers_digest(), (
-        f"compiled_bits.py or compiled_offers.py changed: set HELPERS_DIGEST = \"{engines_helpers_digest()}\" "
+        f"{', '.join(HELPER_FILES)} changed: set HELPERS_DIGEST = \"{engines_helpers_digest()}\" "
         f"in formulations/tacos/compiled_engine.py")
+
+
+HELPER_FILES = ("compiled_bits.py", "compiled_calendar.py", "compiled_fronts.py", "compiled_offers.py")
 
 
 def engines_helpers_digest() -> str:
@@ -181,7 +246,7 @@ def engines_helpers_digest() -> str:
     from pathlib import Path
 
     folder = Path(compiled_engine.__file__).parent
-    text = b"".join((folder / name).read_bytes() for name in ("compiled_bits.py", "compiled_offers.py"))
+    text = b"".join((folder / name).read_bytes() for name in HELPER_FILES)
     return hashlib.sha256(text).hexdigest()[:16]
 
 

@@ -16,7 +16,9 @@ Paper symbol -> code name:
   earliest arrival first, random among ties  -> ``_match`` in either engine. Destinations are independent
   (only pairs for d compete for d's in-links), so each destination's random pair order is drawn
   on its own: repeatedly a uniform chunk among those a free in-link can carry. That is the same
-  distribution as one global shuffle, and only destinations whose state changed are visited.
+  distribution as one global shuffle, and only destinations whose state changed are visited. (On
+  fabrics of one link cost the uniform chunk is drawn without forming the union, by rejection:
+  ``python_engine``'s docstring.)
 * holdings become true only on arrival (ambiguity A1); one chunk per link at a time (A2)
 * duplicate replacement (A5, spec 2.3): an arrival of a chunk the destination already has is
   relabelled to a random chunk it still needs that the sender held at the transfer's *start*
@@ -35,8 +37,8 @@ Paper symbol -> code name:
 Engines (``engine`` parameter): ``python`` and ``compiled`` (numba) give identical schedules for the
 same seed; ``auto`` picks (``engines.choose_engine``). Layout: ``matching`` (shared pieces),
 ``engines`` (the choice and the dispatch), ``python_engine``, ``compiled_engine`` (with
-``compiled_bits`` and ``compiled_offers``), ``schedule`` (matches -> algorithm), this file (the
-formulation).
+``compiled_bits``, ``compiled_calendar``, ``compiled_fronts``, ``compiled_offers`` and
+``compiled_rows``), ``schedule`` (matches -> algorithm), this file (the formulation).
 
 All-Gather and Broadcast are the paper's native collectives; the engine accepts any
 non-combining pre/postcondition (gather, scatter, all-to-all, custom), which the paper does not

@@ -1,5 +1,5 @@
 """The bit-level pieces of TACOS's compiled engine (``compiled_engine``): LLVM's bit counts,
-CPython's Mersenne Twister, draws from chunk rows, and ordered sets of small integers.
+a prefetch hint, CPython's Mersenne Twister, draws from chunk rows, and ordered sets of small integers.
 
 The Mersenne Twister is ``random.Random``'s own: its state (624 words and the position) is copied
 into ``rng`` and advanced with CPython's recurrence, tempering, ``random()`` (53 bits from two
@@ -15,6 +15,7 @@ from __future__ import annotations
 import numpy as np
 from llvmlite import ir
 from numba import njit, types
+from numba.core import cgutils
 from numba.core.extending import intrinsic
 
 ONE = np.uint64(1)
@@ -48,6 +49,28 @@ _DEFINED_AT_ZERO = ir.Constant(ir.IntType(1), 0)  # ctlz/cttz of 0 is the word's
 popcount = _bit_intrinsic("popcount", lambda builder, x: builder.ctpop(x))
 leading_zeros = _bit_intrinsic("leading_zeros", lambda builder, x: builder.ctlz(x, _DEFINED_AT_ZERO))
 trailing_zeros = _bit_intrinsic("trailing_zeros", lambda builder, x: builder.cttz(x, _DEFINED_AT_ZERO))
+
+
+@intrinsic
+def prefetch(typingctx, rows, r, w):
+    """Ask the CPU to start loading the cache line of ``rows[r, w]`` (a hint, with no effect on any
+    result): the engine's loads land on random words of rows far larger than the caches, and issued
+    a few deliveries ahead they overlap instead of stalling one after the other."""
+    if not (isinstance(rows, types.Array) and rows.ndim == 2):
+        return None
+
+    def codegen(context, builder, signature, args):
+        array = context.make_array(signature.args[0])(context, builder, args[0])
+        pointer = cgutils.get_item_pointer2(context, builder, array.data, cgutils.unpack_tuple(builder, array.shape),
+                                            cgutils.unpack_tuple(builder, array.strides), signature.args[0].layout,
+                                            [args[1], args[2]], wraparound=False, boundscheck=False)
+        i32 = ir.IntType(32)
+        hint = cgutils.get_or_insert_function(
+            builder.module, ir.FunctionType(ir.VoidType(), [pointer.type, i32, i32, i32]), "llvm.prefetch.p0")
+        # read, keep in all cache levels, data cache
+        builder.call(hint, [pointer, ir.Constant(i32, 0), ir.Constant(i32, 3), ir.Constant(i32, 1)])
+        return context.get_dummy_value()
+    return types.void(rows, types.intp, types.intp), codegen
 
 
 # ---------------------------------------------------------------- CPython's Mersenne Twister

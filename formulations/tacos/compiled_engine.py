@@ -5,23 +5,28 @@ Mersenne Twister stream (CPython's own, in ``compiled_bits``). Both engines ther
 same schedule for the same seed; the tests hold them to it.
 
 Chunk sets are rows of 64-bit words (``held[v]``, ``need[v]``); ``need_count[v]`` saves scanning
-a row to learn that ``v`` is done. Links ending at the same time are retired together, in link
-order, from a calendar of buckets (below). The loop runs a bounded number of events per call, so
-the caller can watch the deadline between calls.
+a row to learn that ``v`` is done. Ranks with no free in-link offering anything are not matched.
+Two ways of matching, as in ``python_engine``, each compiled into its own kernel:
 
-Where links differ in cost, ranks with no free in-link offering anything are not matched, and rows
-are read over each rank's front words only (``compiled_offers``); on fabrics of one link cost every
-link runs in step, matches are almost never empty (0.02% on a 32x32 mesh), and neither is kept.
-The links ending together and the ranks to match come out of ordered bit sets in increasing order
-(the reference's order) without sorting. The kernels run without numba's reference counting
-(``compiled_bits.KERNEL``).
+* one link cost (meshes, tori, rings): every rank is matched at every event. Each link keeps its
+  offer row, ``held[src] & need[dst]``, up to date at every delivery, with counts by which its n-th
+  chunk is found without reading the row whole (``compiled_offers``), so a match costs about the
+  same at 64 NPUs as at 40,000; the words a delivery will touch are prefetched a few deliveries
+  ahead, since at that size they are random words of rows far larger than the caches;
+* several link costs (the 3D-RFS): links end at scattered times and few ranks have a free link
+  with offers. Links keep offer counts only, and rows are read over each rank's front words
+  (``compiled_fronts``).
+
+Links ending together are retired in link order from a calendar of buckets (``compiled_calendar``);
+they and the ranks to match come out of ordered bit sets in increasing order (the reference's) without
+sorting. The loop runs a bounded number of events per call, so the caller can watch the deadline.
+The kernels run without numba's reference counting (``compiled_bits.KERNEL``).
 """
 
 from __future__ import annotations
 
 import random
 import time
-from itertools import chain
 
 import numpy as np
 from numba import njit
@@ -29,93 +34,144 @@ from numba import njit
 from formulations.tacos.compiled_bits import (INLINE, KERNEL, ONE, ZERO, has_bit, ordered_set, popcount,
                                               random_bit_within, random_float, randbelow, set_add, set_drain,
                                               trailing_zeros)
-from formulations.tacos.compiled_offers import and_row, front_words, initial_offers, update_offers
-from formulations.tacos.matching import TIE, Fabric, MatchResult, OutOfTime, end_time, unreachable
+from formulations.tacos.compiled_calendar import (BY_OFFERS, DELIVERIES, EVENTS, FREE, HEAP_SIZE, RECORD, SLOTS,
+                                                 TOUCHED, WASTED, end_time_on_grid, heap_pop, schedule_end)
+from formulations.tacos.compiled_fronts import and_row, front_words, initial_counts, prefetch_counts, update_counts
+from formulations.tacos.compiled_offers import (GROUP_SHIFT, group_count, initial_offers, nth_offer, offer_span,
+                                                offers_chunk, prefetch_delivery, update_offers)
+from formulations.tacos.compiled_rows import chunk_rows, csr
+from formulations.tacos.matching import TIE, Fabric, MatchResult, OutOfTime, unreachable
 
 _CAUSAL, _REFERENCE, _OFF = 0, 1, 2
 _NEVER = np.iinfo(np.int32).max
-
-_end_time = njit(**INLINE)(end_time)  # the very grid the Python engine uses
+_AHEAD = 8  # deliveries whose words are prefetched ahead of the one being made
 
 # numba keeps the kernels' machine code between runs and checks only this file for changes, while
-# the kernels inline the helpers of compiled_bits and compiled_offers: this digest of those two files
+# the kernels inline the helpers of the other compiled_* files: this digest of them
 # ties them to this one, so editing a helper (and updating the digest, as a test asks) recompiles.
-HELPERS_DIGEST = "cbf24649793f6429"
-
-# slots of the integer state vector ``counters``
-_HEAP_SIZE, _EVENTS, _WASTED, _DELIVERIES, _RECORD, _FREE, _TOUCHED, _OFFERS = range(8)
-_SLOTS = 8
-
-
-# ---------------------------------------------------------------- the calendar of link ends
-# Links ending at the same time share a bucket; a binary heap orders the buckets by time. Links
-# that start together over links of one cost class end together, so a bucket is found without a
-# search: ``class_bucket[class]`` during the event that fills it. Buckets of different events or
-# classes may still end at the same time; popping takes them all.
-@njit(**INLINE)
-def _heap_push(heap, bucket_time, counters, bucket):
-    i = counters[_HEAP_SIZE]
-    counters[_HEAP_SIZE] += 1
-    t = bucket_time[bucket]
-    while i > 0:
-        parent = (i - 1) >> 1
-        if bucket_time[heap[parent]] <= t:
-            break
-        heap[i] = heap[parent]
-        i = parent
-    heap[i] = bucket
-
-
-@njit(**INLINE)
-def _heap_pop(heap, bucket_time, counters):
-    top = heap[0]
-    size = counters[_HEAP_SIZE] - 1
-    counters[_HEAP_SIZE] = size
-    last = heap[size]
-    t = bucket_time[last]
-    i = 0
-    while True:
-        child = 2 * i + 1
-        if child >= size:
-            break
-        if child + 1 < size and bucket_time[heap[child + 1]] < bucket_time[heap[child]]:
-            child += 1
-        if bucket_time[heap[child]] >= t:
-            break
-        heap[i] = heap[child]
-        i = child
-    if size > 0:
-        heap[i] = last
-    return top
-
-
-@njit(**INLINE)
-def _schedule_end(e, end, calendar, counters):
-    """File link e under its end time: the bucket its cost class opened in this event, or a new one."""
-    heap, bucket_time, bucket_head, free_buckets, link_next, cost_class, class_bucket, touched = calendar
-    cls = cost_class[e]
-    bucket = class_bucket[cls]
-    if bucket < 0:
-        counters[_FREE] -= 1
-        bucket = free_buckets[counters[_FREE]]
-        bucket_time[bucket] = end
-        bucket_head[bucket] = -1
-        _heap_push(heap, bucket_time, counters, bucket)
-        class_bucket[cls] = bucket
-        touched[counters[_TOUCHED]] = cls
-        counters[_TOUCHED] += 1
-    link_next[e] = bucket_head[bucket]
-    bucket_head[bucket] = e
-
+HELPERS_DIGEST = "64311fe7a80d4c6e"
 
 # ---------------------------------------------------------------- the event loop
 @njit(**INLINE)
-def _replacement(u, v, started_event, mode, held, need, arrival, scratch, positions, rng, want, front):
-    """python_engine._Engine._replacement; ``want`` is |need[v] & held[u]| (> 0) where offers are
-    counted, else 0 (unknown: the whole rows are read)."""
+def _replacement(e, u, started_event, mode, offers, arrival, positions, rng):
+    """python_engine._Engine._replacement: a chunk link e (from u) offers (``held[u] & need[v]``),
+    read over its non-empty groups only (offers are sparse where duplicates happen)."""
+    if mode == _OFF or offers[2][e] == 0:
+        return -1
+    rows, groups, _ = offers
+    if mode == _REFERENCE:
+        first, last = offer_span(offers, e)
+        return random_bit_within(rows, e, first, last, offers[2][e], rng)
+    count = 0
+    for g in range(groups.shape[1]):
+        if groups[e, g] == 0:
+            continue
+        for w in range(g << GROUP_SHIFT, min(rows.shape[1], (g + 1) << GROUP_SHIFT)):
+            word = rows[e, w]
+            while word != ZERO:
+                c = w * 64 + np.int64(trailing_zeros(word))
+                word &= word - ONE
+                if arrival[u, c] <= started_event:
+                    positions[count] = c
+                    count += 1
+    if count == 0:
+        return -1
+    return positions[randbelow(rng, count)]
+
+
+@njit(**INLINE)
+def _draw(active, live, picked, npicked, offers, rng):
+    """python_engine._Engine._draw: a chunk uniformly from the union of the live links' offers minus
+    the picked chunks (non-empty)."""
+    counts = offers[2]
+    total = 0
+    for i in range(live):
+        total += counts[active[i]]
+    while True:
+        target = np.int64(random_float(rng) * total)
+        i = 0
+        while target >= counts[active[i]]:
+            target -= counts[active[i]]
+            i += 1
+        chunk = nth_offer(offers, active[i], target)
+        kept = True
+        for j in range(npicked):
+            if picked[j] == chunk:
+                kept = False
+        for j in range(i):
+            if offers_chunk(offers, active[j], chunk):
+                kept = False
+        if kept:
+            return chunk
+
+
+@njit(**INLINE)
+def _match(v, t, event, cost, in_start, in_links, busy, flight_chunk, flight_start, flight_event, calendar,
+           counters, active, left, holds, picked, rng, offers, offering):
+    """python_engine._Engine._match; ``left[i]``: the chunks ``active[i]`` offers that are not picked."""
+    counts = offers[2]
+    live = 0
+    for i in range(in_start[v], in_start[v + 1]):
+        e = in_links[i]
+        if not busy[e] and counts[e] > 0:
+            active[live] = e
+            left[live] = counts[e]
+            live += 1
+    npicked = 0
+    while live > 0:
+        chunk = _draw(active, live, picked, npicked, offers, rng)
+        picked[npicked] = chunk
+        npicked += 1
+        pick = -1
+        holders = 0
+        best = np.inf
+        for i in range(live):
+            holds[i] = offers_chunk(offers, active[i], chunk)
+            if holds[i]:
+                holders += 1
+                pick = i
+                best = min(best, cost[active[i]])
+        if holders > 1:
+            ties = 0
+            for i in range(live):
+                if holds[i] and cost[active[i]] <= best + TIE:
+                    ties += 1
+                    pick = i
+            if ties > 1:
+                nth = np.int64(random_float(rng) * ties)
+                for i in range(live):
+                    if holds[i] and cost[active[i]] <= best + TIE:
+                        if nth == 0:
+                            pick = i
+                            break
+                        nth -= 1
+        e = active[pick]
+        busy[e] = True
+        offering[v] -= 1
+        flight_chunk[e] = chunk
+        flight_start[e] = t
+        flight_event[e] = event
+        schedule_end(e, end_time_on_grid(t, cost[e]), calendar, counters)
+        # keep, in order, the links other than e that still offer a chunk not yet picked
+        kept = 0
+        for i in range(live):
+            if i == pick:
+                continue
+            remaining = left[i] - 1 if holds[i] else left[i]
+            if remaining > 0:
+                active[kept] = active[i]
+                left[kept] = remaining
+                kept += 1
+        live = kept
+
+
+# ---------------------------------------------------------------- matching where links differ in cost
+@njit(**INLINE)
+def _replacement_rows(u, v, started_event, mode, held, need, arrival, scratch, positions, rng, want, front):
+    """python_engine._Engine._replacement where links differ in cost; ``want`` = |need[v] & held[u]| > 0."""
     if mode == _OFF:
         return -1
-    front_size = front_words(v, need, front) if want > 0 else 0
+    front_size = front_words(v, need, front)
     count, first, last = and_row(held, u, need, v, scratch, 0, want, front, front_size)
     if count == 0:
         return -1
@@ -136,19 +192,19 @@ def _replacement(u, v, started_event, mode, held, need, arrival, scratch, positi
 
 
 @njit(**INLINE)
-def _match(v, t, event, src, cost, in_start, in_links, held, need, busy, flight_chunk, flight_start,
-           flight_event, calendar, counters, carry, carry_count, carry_span, active, union, rng, offers, offering,
-           counting, front):
-    """python_engine._Engine._match; ``carry[i]`` is the chunk row of ``active[i]``, exact within the
-    words ``carry_span[i]`` (the words outside hold stale data and are never read). Links without
-    offers are skipped: their rows are empty."""
-    front_size = front_words(v, need, front) if counting else 0
+def _match_rows(v, t, event, src, cost, in_start, in_links, held, need, busy, flight_chunk, flight_start,
+                flight_event, calendar, counters, carry, carry_count, carry_span, active, union, rng, offers, offering,
+                front):
+    """python_engine._Engine._match_union, where links differ in cost; ``carry[i]`` is the chunk row
+    of ``active[i]``, exact within the words ``carry_span[i]`` (the words outside hold stale data
+    and are never read). Links without offers are skipped: their rows are empty."""
+    front_size = front_words(v, need, front)
     live = 0
     for i in range(in_start[v], in_start[v + 1]):
         e = in_links[i]
         if busy[e] or offers[e] == 0:
             continue
-        count, first, last = and_row(held, src[e], need, v, carry, live, offers[e] if counting else 0, front,
+        count, first, last = and_row(held, src[e], need, v, carry, live, offers[e], front,
                                       front_size)
         if count > 0:
             active[live] = e
@@ -204,7 +260,7 @@ def _match(v, t, event, src, cost, in_start, in_links, held, need, busy, flight_
         flight_chunk[e] = chunk
         flight_start[e] = t
         flight_event[e] = event
-        _schedule_end(e, _end_time(t, cost[e]), calendar, counters)
+        schedule_end(e, end_time_on_grid(t, cost[e]), calendar, counters)
         # drop the chunk from every row, then the link just used and the rows left empty (in order)
         kept = 0
         for i in range(live):
@@ -223,125 +279,115 @@ def _match(v, t, event, src, cost, in_start, in_links, held, need, busy, flight_
         live = kept
 
 
-@njit(**KERNEL)
-def _run_events(budget, mode, src, dst, cost, in_start, in_links, out_link_start, held, need,
-                need_count, offers, offering, arrival, busy, flight_chunk, flight_start, flight_event, calendar,
-                counters, claimed, dirty, dirty_list, retiring, retire, carry, carry_count, carry_span, active, union,
-                positions, rng, m_src, m_dst, m_chunk, m_start, m_end, front):
-    """Up to ``budget`` events; returns True when no link is busy any more (the run is over)."""
-    heap, bucket_time, bucket_head, free_buckets, link_next, cost_class, class_bucket, touched = calendar
-    counting = counters[_OFFERS] != 0
-    while counters[_HEAP_SIZE] > 0 and budget > 0:
-        budget -= 1
-        bucket = _heap_pop(heap, bucket_time, counters)
-        t = bucket_time[bucket]
-        while True:
-            e = bucket_head[bucket]
-            while e >= 0:
-                set_add(retiring, e)
-                e = link_next[e]
-            free_buckets[counters[_FREE]] = bucket
-            counters[_FREE] += 1
-            if counters[_HEAP_SIZE] == 0 or bucket_time[heap[0]] != t:
-                break
-            bucket = _heap_pop(heap, bucket_time, counters)
-        count = set_drain(retiring, retire)  # retire in (src, dst) order, as the reference
-        event = counters[_EVENTS]
-        counters[_EVENTS] += 1
-        eventful = False
-        for r in range(count):
-            e = retire[r]
-            u, v, chunk = src[e], dst[e], flight_chunk[e]
-            busy[e] = False
-            if offers[e] > 0:
-                offering[v] += 1
-            set_add(dirty, v)  # matched at the end of this event (once, however many arrivals touch it)
-            if has_bit(held, v, chunk):
-                if counting and offers[e] == 0:  # v needs nothing u holds: nothing to replace it with
-                    chunk = -1
-                else:
-                    chunk = _replacement(u, v, flight_event[e], mode, held, need, arrival, union, positions, rng,
-                                         offers[e] if counting else 0, front)
-                if chunk < 0:
-                    counters[_WASTED] += 1
+
+# ---------------------------------------------------------------- the event loop
+def _event_kernel(by_offers: bool):
+    """The event loop, compiled once per way of matching: ``by_offers`` (one link cost, offer rows)
+    or not (counts and fronts); being a constant of each kernel, the other way's code is left out."""
+
+    @njit(**KERNEL)
+    def _run_events(budget, mode, src, dst, cost, in_start, in_links, out_link_start, held, need, need_count, offers,
+                    offering, arrival, busy, flight_chunk, flight_start, flight_event, calendar, counters, claimed,
+                    dirty, dirty_list, retiring, retire, active, left, holds, picked, carry, carry_count, carry_span,
+                    union, positions, rng, m_src, m_dst, m_chunk, m_start, m_end, front):
+        """Up to ``budget`` events; returns True when no link is busy any more (the run is over).
+        The scratch rows of both ways of matching are passed; one of them is used."""
+        heap, bucket_time, bucket_head, free_buckets, link_next, cost_class, class_bucket, touched = calendar
+        counts = offers[2]
+        while counters[HEAP_SIZE] > 0 and budget > 0:
+            budget -= 1
+            bucket = heap_pop(heap, bucket_time, counters)
+            t = bucket_time[bucket]
+            while True:
+                e = bucket_head[bucket]
+                while e >= 0:
+                    set_add(retiring, e)
+                    e = link_next[e]
+                free_buckets[counters[FREE]] = bucket
+                counters[FREE] += 1
+                if counters[HEAP_SIZE] == 0 or bucket_time[heap[0]] != t:
+                    break
+                bucket = heap_pop(heap, bucket_time, counters)
+            count = set_drain(retiring, retire)  # retire in (src, dst) order, as the reference
+            event = counters[EVENTS]
+            counters[EVENTS] += 1
+            eventful = False
+            for r in range(count + _AHEAD):  # each delivery's words prefetched _AHEAD deliveries before it
+                if r < count:
+                    if by_offers:
+                        prefetch_delivery(retire[r], src, dst, in_start, in_links, out_link_start, held, need,
+                                          flight_chunk, offers)
+                    else:
+                        prefetch_counts(retire[r], src, dst, in_start, in_links, out_link_start, held, need,
+                                        flight_chunk, front[0])
+                if r < _AHEAD:
                     continue
-            word, mask = chunk >> 6, ONE << np.uint64(chunk & 63)
-            held[v, word] |= mask
-            if counting:
-                update_offers(v, word, mask, src, dst, in_start, in_links, out_link_start, held, need, busy, offers,
-                              offering, front[0])
-            if need[v, word] & mask != ZERO:
-                need[v, word] &= ~mask
-                need_count[v] -= 1
-            if mode == _CAUSAL:
-                arrival[v, chunk] = event
-            if counters[_RECORD]:
-                i = counters[_DELIVERIES]
-                m_src[i], m_dst[i], m_chunk[i], m_start[i], m_end[i] = u, v, chunk, flight_start[e], t
-            counters[_DELIVERIES] += 1
-            eventful = True
-            for f in range(out_link_start[v], out_link_start[v + 1]):  # v's out-neighbours
-                set_add(dirty, dst[f])
-        if eventful:
-            claimed[0] = t
-        marked = set_drain(dirty, dirty_list)  # in rank order, as the reference
-        for j in range(marked):
-            v = dirty_list[j]
-            if (offering[v] > 0) if counting else (need_count[v] > 0):
-                _match(v, t, event, src, cost, in_start, in_links, held, need, busy, flight_chunk, flight_start,
-                       flight_event, calendar, counters, carry, carry_count, carry_span, active, union, rng, offers,
-                       offering, counting, front)
-        for i in range(counters[_TOUCHED]):  # the next event opens new buckets
-            class_bucket[touched[i]] = -1
-        counters[_TOUCHED] = 0
-    return counters[_HEAP_SIZE] == 0
+                e = retire[r - _AHEAD]
+                u, v, chunk = src[e], dst[e], flight_chunk[e]
+                busy[e] = False
+                if counts[e] > 0:
+                    offering[v] += 1
+                set_add(dirty, v)  # matched at the end of this event (once, however many arrivals touch it)
+                if has_bit(held, v, chunk):
+                    if by_offers:
+                        chunk = _replacement(e, u, flight_event[e], mode, offers, arrival, positions, rng)
+                    elif counts[e] == 0 or mode == _OFF:  # v needs nothing u holds: nothing to replace it with
+                        chunk = -1
+                    else:
+                        chunk = _replacement_rows(u, v, flight_event[e], mode, held, need, arrival, union, positions,
+                                                  rng, counts[e], front)
+                    if chunk < 0:
+                        counters[WASTED] += 1
+                        continue
+                word, mask = chunk >> 6, ONE << np.uint64(chunk & 63)
+                held[v, word] |= mask
+                if need[v, word] & mask != ZERO:
+                    need[v, word] &= ~mask
+                    need_count[v] -= 1
+                if by_offers:
+                    update_offers(v, word, mask, dst, in_start, in_links, out_link_start, need, busy, offers, offering)
+                else:
+                    update_counts(v, word, mask, src, dst, in_start, in_links, out_link_start, held, need, busy, counts,
+                                  offering, front[0])
+                if mode == _CAUSAL:
+                    arrival[v, chunk] = event
+                if counters[RECORD]:
+                    i = counters[DELIVERIES]
+                    m_src[i], m_dst[i], m_chunk[i], m_start[i], m_end[i] = u, v, chunk, flight_start[e], t
+                counters[DELIVERIES] += 1
+                eventful = True
+                for f in range(out_link_start[v], out_link_start[v + 1]):  # v's out-neighbours
+                    set_add(dirty, dst[f])
+            if eventful:
+                claimed[0] = t
+            marked = set_drain(dirty, dirty_list)  # in rank order, as the reference
+            for j in range(marked):
+                v = dirty_list[j]
+                if offering[v] == 0:
+                    continue
+                if by_offers:
+                    _match(v, t, event, cost, in_start, in_links, busy, flight_chunk, flight_start, flight_event,
+                           calendar, counters, active, left, holds, picked, rng, offers, offering)
+                else:
+                    _match_rows(v, t, event, src, cost, in_start, in_links, held, need, busy, flight_chunk,
+                                flight_start, flight_event, calendar, counters, carry, carry_count, carry_span,
+                                active, union, rng, counts, offering, front)
+            for i in range(counters[TOUCHED]):  # the next event opens new buckets
+                class_bucket[touched[i]] = -1
+            counters[TOUCHED] = 0
+        return counters[HEAP_SIZE] == 0
+    return _run_events
 
 
-def _rows(sets: list[frozenset[int]], n: int, words: int) -> np.ndarray:
-    """Per rank, the bit row of the chunks whose set holds the rank.
-
-    Collectives share one frozenset among many chunks (everyone, a single rank), so chunks are
-    grouped by set object: each group is one word mask OR-ed into its members' rows.
-    """
-    groups: dict[int, tuple[frozenset[int], list[int]]] = {}
-    for chunk, ranks in enumerate(sets):
-        if ranks:
-            groups.setdefault(id(ranks), (ranks, []))[1].append(chunk)
-    rows = np.zeros((n, words), dtype=np.uint64)
-    singles: list[tuple[int, int]] = []  # (rank, chunk) of one-rank sets, done in one pass
-    for ranks, chunks in groups.values():
-        if len(ranks) == 1:
-            rank = next(iter(ranks))
-            singles.extend((rank, c) for c in chunks)
-            continue
-        mask = np.zeros(words, dtype=np.uint64)
-        chunk_ids = np.array(chunks, dtype=np.int64)
-        np.bitwise_or.at(mask, chunk_ids >> 6, _bit_of(chunk_ids))
-        rows[np.fromiter(ranks, dtype=np.int64, count=len(ranks))] |= mask
-    if singles:
-        pairs = np.array(singles, dtype=np.int64)
-        np.bitwise_or.at(rows, (pairs[:, 0], pairs[:, 1] >> 6), _bit_of(pairs[:, 1]))
-    return rows
-
-
-def _bit_of(chunks: np.ndarray) -> np.ndarray:
-    """Each chunk's bit within its 64-bit word."""
-    return np.left_shift(np.uint64(1), (chunks & 63).astype(np.uint64))
-
-
-def _csr(rows: list[list[int]]) -> tuple[np.ndarray, np.ndarray]:
-    start = np.zeros(len(rows) + 1, dtype=np.int64)
-    start[1:] = np.cumsum([len(row) for row in rows])
-    flat = np.fromiter(chain.from_iterable(rows), dtype=np.int64, count=int(start[-1]))
-    return start, flat
+_KERNELS = {True: _event_kernel(True), False: _event_kernel(False)}
 
 
 def run_compiled(fabric: Fabric, rng: random.Random, replacement: str, deadline: float,
                  record: bool) -> MatchResult:
     n, num_chunks, num_links = fabric.num_npus, fabric.num_chunks, len(fabric.src)
     words = max(1, (num_chunks + 63) // 64)
-    held = _rows(fabric.pre, n, words)
-    need = _rows(fabric.post, n, words) & ~held
+    held = chunk_rows(fabric.pre, n, words)
+    need = chunk_rows(fabric.post, n, words) & ~held
     need_count = np.bitwise_count(need).sum(axis=1, dtype=np.int64)
     causal = replacement == "causal"
     # event index of each arrival (-1: held from the start); int32 keeps N x chunks affordable
@@ -350,13 +396,13 @@ def run_compiled(fabric: Fabric, rng: random.Random, replacement: str, deadline:
         for start in range(0, n, 1024):  # rows in blocks: the unpacked bits are a byte per chunk
             bits = np.unpackbits(held[start:start + 1024].view(np.uint8), axis=1, bitorder="little")
             arrival[start:start + 1024][bits[:, :num_chunks].astype(bool)] = -1
-    in_start, in_links = _csr(fabric.in_links)
+    in_start, in_links = csr(fabric.in_links)
     max_in = max(1, max((len(row) for row in fabric.in_links), default=0))
     capacity = fabric.deliveries if record else 0
     m_src, m_dst, m_chunk = (np.zeros(capacity, dtype=np.int64) for _ in range(3))
     m_start, m_end = np.zeros(capacity), np.zeros(capacity)
-    counters = np.zeros(_SLOTS, dtype=np.int64)
-    counters[_RECORD] = int(record)
+    counters = np.zeros(SLOTS, dtype=np.int64)
+    counters[RECORD] = int(record)
     cost = np.array(fabric.cost, dtype=np.float64)
     classes, cost_class = np.unique(cost, return_inverse=True)
     buckets = num_links + 1  # at most one per busy link, and the first event's
@@ -365,46 +411,54 @@ def run_compiled(fabric: Fabric, rng: random.Random, replacement: str, deadline:
                 cost_class.astype(np.int64).reshape(-1), np.full(len(classes), -1, dtype=np.int64),
                 np.zeros(len(classes), dtype=np.int64))
     # heap, bucket_time, bucket_head, free_buckets, link_next, cost_class, class_bucket, touched
-    counters[_FREE] = buckets - 1  # bucket 0 (the top of the free stack) is the first event, at t = 0:
-    counters[_HEAP_SIZE] = 1       # heap[0] = 0, bucket_time[0] = 0.0, no links
+    counters[FREE] = buckets - 1  # bucket 0 (the top of the free stack) is the first event, at t = 0:
+    counters[HEAP_SIZE] = 1       # heap[0] = 0, bucket_time[0] = 0.0, no links
     # every rank is matched at t = 0
     dirty, dirty_list, retiring = ordered_set(n, full=True), np.zeros(n, dtype=np.int64), ordered_set(num_links)
     claimed = np.zeros(1)
     src, dst = np.array(fabric.src, dtype=np.int64), np.array(fabric.dst, dtype=np.int64)
-    counters[_OFFERS] = int(len(classes) > 1)  # see the module docstring
-    marks = np.zeros((n, (words + 63) // 64) if counters[_OFFERS] else (1, 1), dtype=np.uint64)
-    if counters[_OFFERS]:
-        offers = initial_offers(src, dst, held, need, marks)
-        offering = np.bincount(dst[offers > 0], minlength=n).astype(np.int64)
-    else:  # every link counts as offering: matches read every free in-link (``offering`` is not used)
-        offers, offering = np.ones(num_links, dtype=np.int64), np.zeros(n, dtype=np.int64)
+    counters[BY_OFFERS] = int(len(classes) == 1)  # see the module docstring
+    if counters[BY_OFFERS]:
+        offers = (np.zeros((num_links, words), dtype=np.uint64),
+                  np.zeros((num_links, group_count(words)), dtype=np.int32), np.zeros(num_links, dtype=np.int64))
+        initial_offers(src, dst, held, need, *offers)  # rows, group counts, counts (compiled_offers)
+        marks = np.zeros((1, 1), dtype=np.uint64)
+    else:  # counts and fronts only (compiled_fronts)
+        marks = np.zeros((n, (words + 63) // 64), dtype=np.uint64)
+        offers = (np.zeros((1, 1), dtype=np.uint64), np.zeros((1, 1), dtype=np.int32),
+                  initial_counts(src, dst, held, need, marks))
+    offering = np.bincount(dst[offers[2] > 0], minlength=n).astype(np.int64)
     out_link_start = np.searchsorted(src, np.arange(n + 1)).astype(np.int64)  # links are sorted by source
     links = (src, dst, cost, in_start, in_links, out_link_start)
     flights = (np.zeros(num_links, dtype=np.bool_), np.zeros(num_links, dtype=np.int64), np.zeros(num_links),
                np.zeros(num_links, dtype=np.int64))  # busy, chunk, start time, start event
-    scratch = (np.zeros(num_links + 1, dtype=np.int64), np.zeros((max_in, words), dtype=np.uint64),
-               np.zeros(max_in, dtype=np.int64), np.zeros((max_in, 2), dtype=np.int64),
-               np.zeros(max_in, dtype=np.int64), np.zeros((1, words), dtype=np.uint64),
-               np.zeros(max(1, num_chunks), dtype=np.int64))
-    # retire, carry, carry_count, carry_span, active, union, positions
+    rows_words = 1 if counters[BY_OFFERS] else words
+    matching = (np.zeros(max_in, dtype=np.int64), np.zeros(max_in, dtype=np.int64), np.zeros(max_in, dtype=np.bool_),
+                np.zeros(max_in, dtype=np.int64),  # active, left, holds, picked
+                np.zeros((max_in, rows_words), dtype=np.uint64), np.zeros(max_in, dtype=np.int64),
+                np.zeros((max_in, 2), dtype=np.int64), np.zeros((1, words), dtype=np.uint64))
+    # carry, carry_count, carry_span, union
     rng_state = np.array(rng.getstate()[1], dtype=np.int64)
     arrays = (*links, held, need, need_count, offers, offering, arrival, *flights, calendar, counters, claimed, dirty,
-              dirty_list, retiring, *scratch, rng_state, m_src, m_dst, m_chunk, m_start, m_end,
-              (marks, np.zeros(words, dtype=np.int64)))  # the fronts: marks and a word list
+              dirty_list, retiring, np.zeros(num_links + 1, dtype=np.int64), *matching,
+              np.zeros(max(1, num_chunks), dtype=np.int64), rng_state, m_src, m_dst, m_chunk, m_start, m_end,
+              (marks, np.zeros(words, dtype=np.int64)))
+    # ... retiring, retire, the matching's scratch, positions, rng, the record, the fronts (marks, word list)
     mode = {"causal": _CAUSAL, "reference": _REFERENCE, "off": _OFF}[replacement]
+    kernel = _KERNELS[bool(counters[BY_OFFERS])]
     budget = 16
     while True:  # a growing number of events per call, with the deadline checked in between
         started = time.perf_counter()
-        if _run_events(budget, mode, *arrays):
+        if kernel(budget, mode, *arrays):
             break
         now = time.perf_counter()
         if now > deadline:
-            raise OutOfTime(int(counters[_DELIVERIES]), fabric.deliveries)
+            raise OutOfTime(int(counters[DELIVERIES]), fabric.deliveries)
         if now - started < 0.05:
             budget *= 2
     if need_count.any():
         v = int(np.flatnonzero(need_count)[0])
         chunk = next(c for c in range(num_chunks) if (int(need[v, c >> 6]) >> (c & 63)) & 1)
         raise unreachable(v, chunk)
-    return MatchResult(float(claimed[0]), m_src, m_dst, m_chunk, m_start, m_end, int(counters[_DELIVERIES]),
-                       int(counters[_WASTED]), int(counters[_EVENTS]), "compiled")
+    return MatchResult(float(claimed[0]), m_src, m_dst, m_chunk, m_start, m_end, int(counters[DELIVERIES]),
+                       int(counters[WASTED]), int(counters[EVENTS]), "compiled")

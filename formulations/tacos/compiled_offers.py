@@ -1,19 +1,13 @@
-"""Offer counts and fronts for TACOS's compiled engine (``compiled_engine``), where links differ in
-cost.
+"""Offer rows for TACOS's compiled engine (``compiled_engine``): what each link can carry, kept up to
+date, so that a match never reads a chunk row whole.
 
-Offer counts. Links of several costs end at scattered times, and most ranks marked for a match (an
-in-neighbour received a chunk, say, while the link from it was busy) have no free in-link offering
-anything: matching them would read whole rows to draw nothing. So each link keeps
-``offers[e] = |held[src] & need[dst]|``, updated at every delivery (``update_offers``: the
-receiver's out-links may offer the chunk now, its in-links no longer do), and ``offering[v]``
-counts v's free in-links with offers. A rank with none is not matched and a link without offers is
-not read: neither draws a random number, so the schedule is unchanged.
-
-Fronts. ``marks[v]`` has a bit per word of v's chunk rows, set wherever an in-neighbour may hold a
-chunk v needs: every word where one does is marked, since a delivery marks the word at each
-out-neighbour that needs the chunk and needs only shrink. A row is read over v's front words only
-(``front_words``, about four on the 3D-RFS), in increasing order, until its offer count is
-complete (``and_row``), instead of over the N/64 words of whole rows.
+``rows[e]`` is ``held[src] & need[dst]`` of link e, a row of 64-bit words; ``counts[e]`` its number
+of set bits and ``groups[e, g]`` the set bits in its words ``16 g .. 16 g + 15``. A delivery changes
+them at the receiver's links only (``update_offers``): its out-links to ranks that need the chunk
+offer it, its in-links no longer do. ``offering[v]`` counts v's free in-links that offer anything:
+a rank with none is not matched. The ``target``-th offer of a link (``nth_offer``) is found by
+reading its group counts, then the words of one group: N/1024 counts and at most 16 words for N
+chunks, where a whole row is N/64 words.
 
 After editing this file, update ``compiled_engine.HELPERS_DIGEST`` (a test says to what): the
 engine's cached machine code inlines these functions, and numba checks only the engine's file.
@@ -24,97 +18,103 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from formulations.tacos.compiled_bits import INLINE, ONE, ZERO, popcount, trailing_zeros
+from formulations.tacos.compiled_bits import INLINE, ONE, ZERO, popcount, prefetch, trailing_zeros
+
+GROUP_SHIFT = 4  # 16 words (1,024 chunks) per group count
 
 
-@njit(**INLINE)
-def update_offers(v, word, mask, src, dst, in_start, in_links, out_link_start, held, need, busy, offers, offering,
-                  marks):
-    """v has just received the chunk of (word, mask), which v may need: its out-links to ranks that
-    need it offer one more chunk (and the word joins their fronts), its in-links from ranks that hold
-    it one fewer."""
-    for f in range(out_link_start[v], out_link_start[v + 1]):
-        if need[dst[f], word] & mask != ZERO:
-            marks[dst[f], word >> 6] |= ONE << np.uint64(word & 63)
-            offers[f] += 1
-            if offers[f] == 1 and not busy[f]:
-                offering[dst[f]] += 1
-    if need[v, word] & mask != ZERO:
-        for i in range(in_start[v], in_start[v + 1]):
-            f = in_links[i]
-            if held[src[f], word] & mask != ZERO:
-                offers[f] -= 1
-                if offers[f] == 0 and not busy[f]:
-                    offering[v] -= 1
+def group_count(words: int) -> int:
+    """Group counts per link for rows of ``words`` words."""
+    return (words + (1 << GROUP_SHIFT) - 1) >> GROUP_SHIFT
 
 
 @njit(cache=True)
-def initial_offers(src, dst, held, need, marks):
-    """Each link's offers, and the fronts: the words where they are."""
-    offers = np.zeros(src.shape[0], dtype=np.int64)
+def initial_offers(src, dst, held, need, rows, groups, counts):
+    """Fill each link's offer row, group counts and count from the start's rows."""
     for e in range(src.shape[0]):
-        count = 0
+        total = 0
         for w in range(held.shape[1]):
             bits = held[src[e], w] & need[dst[e], w]
-            if bits != ZERO:
-                count += popcount(bits)
-                marks[dst[e], w >> 6] |= ONE << np.uint64(w & 63)
-        offers[e] = count
-    return offers
+            rows[e, w] = bits
+            here = np.int64(popcount(bits))
+            groups[e, w >> GROUP_SHIFT] += here
+            total += here
+        counts[e] = total
 
 
 @njit(**INLINE)
-def front_words(v, need, front):
-    """v's front words, increasing, into ``front[1]``; returns how many. ``front[0][v]`` marks, a bit
-    per word, every word where an in-neighbour may hold a chunk v needs (a delivery marks the word
-    at each out-neighbour that needs the chunk, and needs only shrink); words v needs nothing in any
-    more are unmarked here."""
-    marks, word_list = front
-    count = 0
-    for m in range(marks.shape[1]):
-        bits = marks[v, m]
-        while bits != ZERO:
-            b = np.int64(trailing_zeros(bits))
-            bits &= bits - ONE
-            w = m * 64 + b
-            if need[v, w] == ZERO:
-                marks[v, m] &= ~(ONE << np.uint64(b))
-            else:
-                word_list[count] = w
-                count += 1
-    return count
+def update_offers(v, word, mask, dst, in_start, in_links, out_link_start, need, busy, offers, offering):
+    """v has just received the chunk of (word, mask): its out-links to ranks that need it offer one
+    more chunk, its in-links that offered it one fewer."""
+    rows, groups, counts = offers
+    group = word >> GROUP_SHIFT
+    for f in range(out_link_start[v], out_link_start[v + 1]):
+        if need[dst[f], word] & mask != ZERO and rows[f, word] & mask == ZERO:
+            rows[f, word] |= mask
+            groups[f, group] += 1
+            counts[f] += 1
+            if counts[f] == 1 and not busy[f]:
+                offering[dst[f]] += 1
+    for i in range(in_start[v], in_start[v + 1]):
+        f = in_links[i]
+        if rows[f, word] & mask != ZERO:
+            rows[f, word] &= ~mask
+            groups[f, group] -= 1
+            counts[f] -= 1
+            if counts[f] == 0 and not busy[f]:
+                offering[v] -= 1
 
 
 @njit(**INLINE)
-def and_row(held, u, need, v, rows, r, want, front, front_size):
-    """rows[r] = held[u] & need[v]; returns its bit count and the first and last word that can be
-    non-zero (the row is exact between them and not read outside).
+def prefetch_delivery(e, src, dst, in_start, in_links, out_link_start, held, need, flight_chunk, offers):
+    """Prefetch the words that delivering link e's chunk will read: the receiver's rows and the
+    offer rows of its links, and its out-neighbours' need."""
+    v, word = dst[e], flight_chunk[e] >> 6
+    prefetch(held, v, word)
+    prefetch(need, v, word)
+    rows = offers[0]
+    for f in range(out_link_start[v], out_link_start[v + 1]):
+        prefetch(rows, f, word)
+        prefetch(need, dst[f], word)
+    for i in range(in_start[v], in_start[v + 1]):
+        prefetch(rows, in_links[i], word)
 
-    ``want`` > 0 is the count already known (the link's offers): then only v's front words are read,
-    in increasing order, until the count is complete, and the words between the first and the last
-    found are zero-filled. Without it the whole row is written in one loop the compiler vectorises."""
-    words = rows.shape[1]
-    count = 0
-    if want == 0:
-        for w in range(words):
-            bits = held[u, w] & need[v, w]
-            rows[r, w] = bits
-            count += popcount(bits)
-        return count, 0, words - 1
-    word_list = front[1]
-    first = last = -1
-    for j in range(front_size):
-        w = word_list[j]
-        bits = held[u, w] & need[v, w]
-        if bits != ZERO:
-            if first < 0:
-                first = w
-            else:
-                for gap in range(last + 1, w):
-                    rows[r, gap] = ZERO
-            rows[r, w] = bits
-            last = w
-            count += popcount(bits)
-            if count >= want:
-                break
-    return count, first, last
+
+@njit(**INLINE)
+def nth_offer(offers, e, target):
+    """The ``target``-th chunk link e offers, lowest first (python_engine.nth_bit of its row)."""
+    rows, groups, _ = offers
+    g = 0
+    while target >= groups[e, g]:
+        target -= groups[e, g]
+        g += 1
+    w = g << GROUP_SHIFT
+    while True:
+        here = np.int64(popcount(rows[e, w]))
+        if target < here:
+            break
+        target -= here
+        w += 1
+    word = rows[e, w]
+    for _ in range(target):
+        word &= word - ONE
+    return w * 64 + np.int64(trailing_zeros(word))
+
+
+@njit(**INLINE)
+def offer_span(offers, e):
+    """The first and last word of link e's non-empty groups (its row is zero outside them); e must
+    offer something."""
+    rows, groups, _ = offers
+    first, last = 0, groups.shape[1] - 1
+    while groups[e, first] == 0:
+        first += 1
+    while groups[e, last] == 0:
+        last -= 1
+    return first << GROUP_SHIFT, min(rows.shape[1], (last + 1) << GROUP_SHIFT) - 1
+
+
+@njit(**INLINE)
+def offers_chunk(offers, e, chunk):
+    """Whether link e offers ``chunk``."""
+    return (offers[0][e, chunk >> 6] >> np.uint64(chunk & 63)) & ONE != ZERO

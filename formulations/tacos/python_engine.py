@@ -6,7 +6,23 @@ The reference loop; ``compiled_engine`` is the same loop compiled and must stay 
 * ``held[v]`` / ``need[v]``: precond / postcond bitsets (``need`` keeps chunks still in flight to
   ``v``, as in the released code, so a second copy can be sent; its arrival is a duplicate);
 * ``arrival[v][c]``: the index of the event at which ``c`` reached ``v`` (-1 if ``v`` started
-  with it); events happen at strictly increasing times, so comparing indices compares times.
+  with it); events happen at strictly increasing times, so comparing indices compares times;
+* ``offer[e]``: what link ``e`` can carry, ``held[src] & need[dst]``, kept up to date at every
+  delivery on fabrics of one link cost (the receiver's out-links may now offer the chunk, its
+  in-links no longer do).
+
+A match draws each chunk uniformly from the union of its free in-links' offers (minus the chunks
+already drawn in this match), as the paper's greedy does. Where links differ in cost, the union is
+formed and a bit drawn from it (``_match_union``). On fabrics of one link cost (meshes, tori,
+rings, hypercubes), where every rank is matched at every event, the draw does not form the union:
+a link is chosen with weight its offer count, then a chunk of that link's offer, uniformly; the draw
+is kept only if no link earlier in the match's list offers the chunk too, and the chunk is not
+already drawn. Each chunk of the union is so kept with probability 1/total, whichever links offer
+it, so the kept draw is uniform over the union; the expected number of tries is the offers' total
+over the union's size, at most the number of links. The compiled engine so never reads a chunk
+row whole while matching there (``compiled_offers``); where links differ in cost it reads a few
+words of each row (``compiled_fronts``), which stays cheaper than keeping offer rows up to date.
+Both draws give every chunk of the union the same chance; they use the random stream differently.
 """
 
 from __future__ import annotations
@@ -47,6 +63,17 @@ def random_bit(x: int, rng: random.Random) -> int:
     return int(np.flatnonzero(bits)[target])
 
 
+def nth_bit(x: int, target: int) -> int:
+    """The ``target``-th set bit of ``x``, lowest first (0 <= target < x.bit_count())."""
+    if target < 24:
+        for _ in range(target):
+            x &= x - 1
+        return (x & -x).bit_length() - 1
+    bits = np.unpackbits(np.frombuffer(x.to_bytes((x.bit_length() + 7) // 8, "little"), dtype=np.uint8),
+                         bitorder="little")
+    return int(np.flatnonzero(bits)[target])
+
+
 def bit_positions(x: int) -> list[int]:
     positions = []
     while x:
@@ -74,6 +101,11 @@ class _Engine:
             for v in needers:
                 if v not in fabric.pre[chunk]:
                     self.need[v] |= 1 << chunk
+        self.by_offers = len(set(fabric.cost)) == 1  # see the module docstring
+        self.offer = [self.held[u] & self.need[v] for u, v in zip(fabric.src, fabric.dst)] if self.by_offers else []
+        self.out_links: list[list[int]] = [[] for _ in range(n)]
+        for e, u in enumerate(fabric.src):
+            self.out_links[u].append(e)
 
     def run(self, record: bool) -> MatchResult:
         fabric = self.fabric
@@ -108,6 +140,8 @@ class _Engine:
                 bit = 1 << chunk
                 held[v] |= bit
                 need[v] &= ~bit
+                if self.by_offers:
+                    self._offers_after(v, bit)
                 arrival[v, chunk] = event
                 deliveries += 1
                 if record:
@@ -130,6 +164,17 @@ class _Engine:
                        "started": np.array(s, np.float64), "ended": np.array(e, np.float64)}
         return MatchResult(claimed, **columns, deliveries=deliveries, wasted=wasted, events=events, engine="python")
 
+    def _offers_after(self, v: int, bit: int) -> None:
+        """v has just received the chunk ``bit``: its out-links offer it to ranks that need it, its
+        in-links no longer offer it."""
+        offer, need, dst = self.offer, self.need, self.fabric.dst
+        for f in self.out_links[v]:
+            if need[dst[f]] & bit:
+                offer[f] |= bit
+        for f in self.fabric.in_links[v]:
+            if offer[f] & bit:
+                offer[f] ^= bit
+
     def _replacement(self, u: int, v: int, started_event: int) -> int:
         """A chunk to relabel a redundant arrival with, or -1 to drop it (spec 2.3, A5)."""
         if self.replacement == "off":
@@ -147,6 +192,53 @@ class _Engine:
 
     def _match(self, v: int, t: float, event: int, busy, inflight, ending, heap) -> None:
         """Greedy matching of destination v's free in-links at time t (Alg. 1 restricted to v)."""
+        if not self.by_offers:
+            return self._match_union(v, t, event, busy, inflight, ending, heap)
+        offer, cost, rng = self.offer, self.fabric.cost, self.rng
+        active = [e for e in self.fabric.in_links[v] if not busy[e] and offer[e]]
+        picked: list[int] = []
+        while active:
+            chunk = self._draw(active, picked)
+            picked.append(chunk)
+            holders = [e for e in active if (offer[e] >> chunk) & 1]
+            if len(holders) == 1:
+                e = holders[0]
+            else:
+                best = min(cost[x] for x in holders)
+                ties = [x for x in holders if cost[x] <= best + TIE]
+                e = ties[int(rng.random() * len(ties))] if len(ties) > 1 else ties[0]
+            busy[e] = True
+            inflight[e] = (chunk, t, event)
+            end = end_time(t, cost[e])
+            slot = ending.get(end)
+            if slot is None:
+                ending[end] = [e]
+                heapq.heappush(heap, end)
+            else:
+                slot.append(e)
+            active = [x for x in active
+                      if x != e and offer[x].bit_count() > sum((offer[x] >> c) & 1 for c in picked)]
+
+    def _draw(self, active: list[int], picked: list[int]) -> int:
+        """A chunk drawn uniformly from the union of ``active``'s offers minus ``picked`` (non-empty):
+        see the module docstring."""
+        offer, rng = self.offer, self.rng
+        counts = [offer[e].bit_count() for e in active]
+        total = sum(counts)
+        while True:
+            target = int(rng.random() * total)
+            i = 0
+            while target >= counts[i]:
+                target -= counts[i]
+                i += 1
+            chunk = nth_bit(offer[active[i]], target)
+            if chunk not in picked and not any((offer[e] >> chunk) & 1 for e in active[:i]):
+                return chunk
+
+
+    def _match_union(self, v: int, t: float, event: int, busy, inflight, ending, heap) -> None:
+        """``_match`` where links differ in cost: the union of the free in-links' offers is formed, and a
+        chunk drawn from it with ``random_bit``."""
         fabric = self.fabric
         need_v = self.need[v]
         held, src, cost = self.held, fabric.src, fabric.cost
