@@ -341,14 +341,14 @@ def _event_kernel(by_offers: bool):
                         continue
                 word, mask = chunk >> 6, ONE << np.uint64(chunk & 63)
                 held[v, word] |= mask
+                if by_offers:
+                    update_offers(v, word, mask, dst, in_start, in_links, out_link_start, need, busy, offers, offering)
+                else:  # before need[v] loses the chunk: it tells whether v's in-links offered it
+                    update_counts(v, word, mask, src, dst, in_start, in_links, out_link_start, held, need, busy, counts,
+                                  offering, front[0])
                 if need[v, word] & mask != ZERO:
                     need[v, word] &= ~mask
                     need_count[v] -= 1
-                if by_offers:
-                    update_offers(v, word, mask, dst, in_start, in_links, out_link_start, need, busy, offers, offering)
-                else:
-                    update_counts(v, word, mask, src, dst, in_start, in_links, out_link_start, held, need, busy, counts,
-                                  offering, front[0])
                 if mode == _CAUSAL:
                     arrival[v, chunk] = event
                 if counters[RECORD]:
@@ -456,6 +456,8 @@ def run_compiled(fabric: Fabric, rng: random.Random, replacement: str, deadline:
             raise OutOfTime(int(counters[DELIVERIES]), fabric.deliveries)
         if now - started < 0.05:
             budget *= 2
+    if not need_count.any() and offers[2].any():  # nothing is needed, so no link can offer anything
+        raise RuntimeError("TACOS compiled engine: offer counts out of step with the chunk rows")
     if need_count.any():
         v = int(np.flatnonzero(need_count)[0])
         chunk = next(c for c in range(num_chunks) if (int(need[v, c >> 6]) >> (c & 63)) & 1)
