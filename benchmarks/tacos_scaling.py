@@ -184,7 +184,10 @@ def main(argv: list[str] | None = None) -> None:
     if executable:  # before any timing: a checkout is built here (once), a bad path stops at once
         executable = resolve_tacos_cpp(executable)
     loop = reference_loop()
-    greedy_all_gather(build("mesh:2x2"), make_collective("allgather", 4, 1), 1.0, 0, engine="compiled")  # load
+    for spec in ("mesh:2x2", "rfs:2x2x2"):  # load both of the engine's kernels (one link cost, several)
+        view = topology_of(spec)
+        view = view.unwind_switches(1) if view.num_switches else view
+        greedy_all_gather(view, make_collective("allgather", view.num_npus, 1), 1.0, 0, engine="compiled")
     side = []
     for spec, cpp in SIDE_BY_SIDE:
         npus = topology_of(spec).num_npus
