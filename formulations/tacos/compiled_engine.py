@@ -51,7 +51,44 @@ _AHEAD = 8  # deliveries whose words are prefetched ahead of the one being made
 # ties them to this one, so editing a helper (and updating the digest, as a test asks) recompiles.
 HELPERS_DIGEST = "64311fe7a80d4c6e"
 
-# ---------------------------------------------------------------- the event loop
+# ---------------------------------------------------------------- matching
+@njit(**INLINE)
+def _send(v, chunk, t, event, holds, live, active, cost, rng, busy, offering, flight_chunk, flight_start,
+          flight_event, calendar, counters):
+    """python_engine._Engine._send: ``chunk`` over the cheapest of the links ``active[i]`` with
+    ``holds[i]`` (random among ties); returns its index i."""
+    pick = -1
+    holders = 0
+    best = np.inf
+    for i in range(live):
+        if holds[i]:
+            holders += 1
+            pick = i
+            best = min(best, cost[active[i]])
+    if holders > 1:
+        ties = 0
+        for i in range(live):
+            if holds[i] and cost[active[i]] <= best + TIE:
+                ties += 1
+                pick = i
+        if ties > 1:
+            nth = np.int64(random_float(rng) * ties)
+            for i in range(live):
+                if holds[i] and cost[active[i]] <= best + TIE:
+                    if nth == 0:
+                        pick = i
+                        break
+                    nth -= 1
+    e = active[pick]
+    busy[e] = True
+    offering[v] -= 1
+    flight_chunk[e] = chunk
+    flight_start[e] = t
+    flight_event[e] = event
+    schedule_end(e, end_time_on_grid(t, cost[e]), calendar, counters)
+    return pick
+
+
 @njit(**INLINE)
 def _replacement(e, u, started_event, mode, offers, arrival, positions, rng):
     """python_engine._Engine._replacement: a chunk link e (from u) offers (``held[u] & need[v]``),
@@ -66,17 +103,24 @@ def _replacement(e, u, started_event, mode, offers, arrival, positions, rng):
     for g in range(groups.shape[1]):
         if groups[e, g] == 0:
             continue
-        for w in range(g << GROUP_SHIFT, min(rows.shape[1], (g + 1) << GROUP_SHIFT)):
-            word = rows[e, w]
-            while word != ZERO:
-                c = w * 64 + np.int64(trailing_zeros(word))
-                word &= word - ONE
-                if arrival[u, c] <= started_event:
-                    positions[count] = c
-                    count += 1
-    if count == 0:
-        return -1
-    return positions[randbelow(rng, count)]
+        count = _held_by_then(rows, e, g << GROUP_SHIFT, min(rows.shape[1], (g + 1) << GROUP_SHIFT) - 1, u,
+                              started_event, arrival, positions, count)
+    return positions[randbelow(rng, count)] if count > 0 else -1
+
+
+@njit(**INLINE)
+def _held_by_then(rows, r, first, last, u, started_event, arrival, positions, count):
+    """Append to ``positions[count:]`` the chunks of ``rows[r]`` (words first..last) that u held when
+    event ``started_event`` began (causal replacement); returns the new count."""
+    for w in range(first, last + 1):
+        word = rows[r, w]
+        while word != ZERO:
+            c = w * 64 + np.int64(trailing_zeros(word))
+            word &= word - ONE
+            if arrival[u, c] <= started_event:
+                positions[count] = c
+                count += 1
+    return count
 
 
 @njit(**INLINE)
@@ -122,37 +166,11 @@ def _match(v, t, event, cost, in_start, in_links, busy, flight_chunk, flight_sta
         chunk = _draw(active, live, picked, npicked, offers, rng)
         picked[npicked] = chunk
         npicked += 1
-        pick = -1
-        holders = 0
-        best = np.inf
         for i in range(live):
             holds[i] = offers_chunk(offers, active[i], chunk)
-            if holds[i]:
-                holders += 1
-                pick = i
-                best = min(best, cost[active[i]])
-        if holders > 1:
-            ties = 0
-            for i in range(live):
-                if holds[i] and cost[active[i]] <= best + TIE:
-                    ties += 1
-                    pick = i
-            if ties > 1:
-                nth = np.int64(random_float(rng) * ties)
-                for i in range(live):
-                    if holds[i] and cost[active[i]] <= best + TIE:
-                        if nth == 0:
-                            pick = i
-                            break
-                        nth -= 1
-        e = active[pick]
-        busy[e] = True
-        offering[v] -= 1
-        flight_chunk[e] = chunk
-        flight_start[e] = t
-        flight_event[e] = event
-        schedule_end(e, end_time_on_grid(t, cost[e]), calendar, counters)
-        # keep, in order, the links other than e that still offer a chunk not yet picked
+        pick = _send(v, chunk, t, event, holds, live, active, cost, rng, busy, offering, flight_chunk, flight_start,
+                     flight_event, calendar, counters)
+        # keep, in order, the links other than the one used that still offer a chunk not yet picked
         kept = 0
         for i in range(live):
             if i == pick:
@@ -177,24 +195,14 @@ def _replacement_rows(u, v, started_event, mode, held, need, arrival, scratch, p
         return -1
     if mode == _REFERENCE:
         return random_bit_within(scratch, 0, first, last, count, rng)
-    count = 0
-    for w in range(first, last + 1):
-        word = scratch[0, w]
-        while word != ZERO:
-            c = w * 64 + np.int64(trailing_zeros(word))
-            word &= word - ONE
-            if arrival[u, c] <= started_event:
-                positions[count] = c
-                count += 1
-    if count == 0:
-        return -1
-    return positions[randbelow(rng, count)]
+    count = _held_by_then(scratch, 0, first, last, u, started_event, arrival, positions, 0)
+    return positions[randbelow(rng, count)] if count > 0 else -1
 
 
 @njit(**INLINE)
 def _match_rows(v, t, event, src, cost, in_start, in_links, held, need, busy, flight_chunk, flight_start,
-                flight_event, calendar, counters, carry, carry_count, carry_span, active, union, rng, offers, offering,
-                front):
+                flight_event, calendar, counters, carry, carry_count, carry_span, active, holds, union, rng, offers,
+                offering, front):
     """python_engine._Engine._match_union, where links differ in cost; ``carry[i]`` is the chunk row
     of ``active[i]``, exact within the words ``carry_span[i]`` (the words outside hold stale data
     and are never read). Links without offers are skipped: their rows are empty."""
@@ -229,42 +237,14 @@ def _match_rows(v, t, event, src, cost, in_start, in_links, held, need, busy, fl
                 count += popcount(union[0, w])
             chunk = random_bit_within(union, 0, first, last, count, rng)
         word, mask = chunk >> 6, ONE << np.uint64(chunk & 63)
-        pick = 0
-        if live > 1:
-            holders = 0
-            best = np.inf
-            for i in range(live):
-                if carry_span[i, 0] <= word <= carry_span[i, 1] and carry[i, word] & mask != ZERO:
-                    holders += 1
-                    pick = i
-                    best = min(best, cost[active[i]])
-            if holders > 1:
-                ties = 0
-                for i in range(live):
-                    if (carry_span[i, 0] <= word <= carry_span[i, 1] and carry[i, word] & mask != ZERO
-                            and cost[active[i]] <= best + TIE):
-                        ties += 1
-                        pick = i
-                if ties > 1:
-                    nth = np.int64(random_float(rng) * ties)
-                    for i in range(live):
-                        if (carry_span[i, 0] <= word <= carry_span[i, 1] and carry[i, word] & mask != ZERO
-                                and cost[active[i]] <= best + TIE):
-                            if nth == 0:
-                                pick = i
-                                break
-                            nth -= 1
-        e = active[pick]
-        busy[e] = True
-        offering[v] -= 1
-        flight_chunk[e] = chunk
-        flight_start[e] = t
-        flight_event[e] = event
-        schedule_end(e, end_time_on_grid(t, cost[e]), calendar, counters)
+        for i in range(live):
+            holds[i] = carry_span[i, 0] <= word <= carry_span[i, 1] and carry[i, word] & mask != ZERO
+        pick = _send(v, chunk, t, event, holds, live, active, cost, rng, busy, offering, flight_chunk, flight_start,
+                     flight_event, calendar, counters)
         # drop the chunk from every row, then the link just used and the rows left empty (in order)
         kept = 0
         for i in range(live):
-            if carry_span[i, 0] <= word <= carry_span[i, 1] and carry[i, word] & mask != ZERO:
+            if holds[i]:
                 carry[i, word] &= ~mask
                 carry_count[i] -= 1
             if i == pick or carry_count[i] == 0:
@@ -277,7 +257,6 @@ def _match_rows(v, t, event, src, cost, in_start, in_links, held, need, busy, fl
                 carry_span[kept, 0], carry_span[kept, 1] = carry_span[i, 0], carry_span[i, 1]
             kept += 1
         live = kept
-
 
 
 # ---------------------------------------------------------------- the event loop
@@ -371,7 +350,7 @@ def _event_kernel(by_offers: bool):
                 else:
                     _match_rows(v, t, event, src, cost, in_start, in_links, held, need, busy, flight_chunk,
                                 flight_start, flight_event, calendar, counters, carry, carry_count, carry_span,
-                                active, union, rng, counts, offering, front)
+                                active, holds, union, rng, counts, offering, front)
             for i in range(counters[TOUCHED]):  # the next event opens new buckets
                 class_bucket[touched[i]] = -1
             counters[TOUCHED] = 0

@@ -194,30 +194,37 @@ class _Engine:
         """Greedy matching of destination v's free in-links at time t (Alg. 1 restricted to v)."""
         if not self.by_offers:
             return self._match_union(v, t, event, busy, inflight, ending, heap)
-        offer, cost, rng = self.offer, self.fabric.cost, self.rng
+        offer = self.offer
         active = [e for e in self.fabric.in_links[v] if not busy[e] and offer[e]]
         picked: list[int] = []
         while active:
             chunk = self._draw(active, picked)
             picked.append(chunk)
-            holders = [e for e in active if (offer[e] >> chunk) & 1]
-            if len(holders) == 1:
-                e = holders[0]
-            else:
-                best = min(cost[x] for x in holders)
-                ties = [x for x in holders if cost[x] <= best + TIE]
-                e = ties[int(rng.random() * len(ties))] if len(ties) > 1 else ties[0]
-            busy[e] = True
-            inflight[e] = (chunk, t, event)
-            end = end_time(t, cost[e])
-            slot = ending.get(end)
-            if slot is None:
-                ending[end] = [e]
-                heapq.heappush(heap, end)
-            else:
-                slot.append(e)
+            e = self._send([x for x in active if (offer[x] >> chunk) & 1], chunk, t, event, busy, inflight, ending,
+                           heap)
             active = [x for x in active
                       if x != e and offer[x].bit_count() > sum((offer[x] >> c) & 1 for c in picked)]
+
+    def _send(self, holders: list[int], chunk: int, t: float, event: int, busy, inflight, ending, heap) -> int:
+        """Send ``chunk`` over the cheapest of the free links ``holders`` offering it (random among
+        ties, spec 2.4) from time t; returns the link."""
+        cost = self.fabric.cost
+        if len(holders) == 1:
+            e = holders[0]
+        else:
+            best = min(cost[x] for x in holders)
+            ties = [x for x in holders if cost[x] <= best + TIE]
+            e = ties[int(self.rng.random() * len(ties))] if len(ties) > 1 else ties[0]
+        busy[e] = True
+        inflight[e] = (chunk, t, event)
+        end = end_time(t, cost[e])
+        slot = ending.get(end)
+        if slot is None:
+            ending[end] = [e]
+            heapq.heappush(heap, end)
+        else:
+            slot.append(e)
+        return e
 
     def _draw(self, active: list[int], picked: list[int]) -> int:
         """A chunk drawn uniformly from the union of ``active``'s offers minus ``picked`` (non-empty):
@@ -241,7 +248,7 @@ class _Engine:
         chunk drawn from it with ``random_bit``."""
         fabric = self.fabric
         need_v = self.need[v]
-        held, src, cost = self.held, fabric.src, fabric.cost
+        held, src = self.held, fabric.src
         carry = {}
         for e in fabric.in_links[v]:
             if not busy[e]:
@@ -262,25 +269,8 @@ class _Engine:
                 return
             chunk = random_bit(union, rng)
             picked |= 1 << chunk
-            if len(active) == 1:
-                e = active[0]
-            else:
-                holders = [e for e in active if (carry[e] >> chunk) & 1]
-                if len(holders) == 1:
-                    e = holders[0]
-                else:
-                    best = min(cost[x] for x in holders)
-                    ties = [x for x in holders if cost[x] <= best + TIE]
-                    e = ties[int(rng.random() * len(ties))] if len(ties) > 1 else ties[0]
-            busy[e] = True
-            inflight[e] = (chunk, t, event)
-            end = end_time(t, cost[e])
-            slot = ending.get(end)
-            if slot is None:
-                ending[end] = [e]
-                heapq.heappush(heap, end)
-            else:
-                slot.append(e)
+            holders = active if len(active) == 1 else [x for x in active if (carry[x] >> chunk) & 1]
+            e = self._send(holders, chunk, t, event, busy, inflight, ending, heap)
             active = [x for x in active if x != e and carry[x] & ~picked]
 
 
