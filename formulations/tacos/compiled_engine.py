@@ -49,7 +49,7 @@ _AHEAD = 8  # deliveries whose words are prefetched ahead of the one being made
 # numba keeps the kernels' machine code between runs and checks only this file for changes, while
 # the kernels inline the helpers of the other compiled_* files: this digest of them
 # ties them to this one, so editing a helper (and updating the digest, as a test asks) recompiles.
-HELPERS_DIGEST = "64311fe7a80d4c6e"
+HELPERS_DIGEST = "8084a1985a1a384a"
 
 # ---------------------------------------------------------------- matching
 @njit(**INLINE)
@@ -91,10 +91,9 @@ def _send(v, chunk, t, event, holds, live, active, cost, rng, busy, offering, fl
 
 @njit(**INLINE)
 def _replacement(e, u, started_event, mode, offers, arrival, positions, rng):
-    """python_engine._Engine._replacement: a chunk link e (from u) offers (``held[u] & need[v]``),
-    read over its non-empty groups only (offers are sparse where duplicates happen)."""
-    if mode == _OFF or offers[2][e] == 0:
-        return -1
+    """python_engine._Engine._replacement: a chunk link e (from u) offers (``held[u] & need[v]``, not
+    empty; mode not "off"), read over its non-empty groups only (offers are sparse where duplicates
+    happen)."""
     rows, groups, _ = offers
     if mode == _REFERENCE:
         first, last = offer_span(offers, e)
@@ -186,9 +185,8 @@ def _match(v, t, event, cost, in_start, in_links, busy, flight_chunk, flight_sta
 # ---------------------------------------------------------------- matching where links differ in cost
 @njit(**INLINE)
 def _replacement_rows(u, v, started_event, mode, held, need, arrival, scratch, positions, rng, want, front):
-    """python_engine._Engine._replacement where links differ in cost; ``want`` = |need[v] & held[u]| > 0."""
-    if mode == _OFF:
-        return -1
+    """python_engine._Engine._replacement where links differ in cost; ``want`` = |need[v] & held[u]| > 0
+    and mode is not "off"."""
     front_size = front_words(v, need, front)
     count, first, last = and_row(held, u, need, v, scratch, 0, want, front, front_size)
     if count == 0:
@@ -308,10 +306,10 @@ def _event_kernel(by_offers: bool):
                     offering[v] += 1
                 set_add(dirty, v)  # matched at the end of this event (once, however many arrivals touch it)
                 if has_bit(held, v, chunk):
-                    if by_offers:
-                        chunk = _replacement(e, u, flight_event[e], mode, offers, arrival, positions, rng)
-                    elif counts[e] == 0 or mode == _OFF:  # v needs nothing u holds: nothing to replace it with
+                    if counts[e] == 0 or mode == _OFF:  # v needs nothing u holds: nothing to replace it with
                         chunk = -1
+                    elif by_offers:
+                        chunk = _replacement(e, u, flight_event[e], mode, offers, arrival, positions, rng)
                     else:
                         chunk = _replacement_rows(u, v, flight_event[e], mode, held, need, arrival, union, positions,
                                                   rng, counts[e], front)

@@ -100,21 +100,12 @@ def front_words(v, need, front):
 
 @njit(**INLINE)
 def and_row(held, u, need, v, rows, r, want, front, front_size):
-    """rows[r] = held[u] & need[v]; returns its bit count and the first and last word that can be
-    non-zero (the row is exact between them and not read outside).
-
-    ``want`` > 0 is the count already known (the link's offers): then only v's front words are read,
-    in increasing order, until the count is complete, and the words between the first and the last
-    found are zero-filled. Without it the whole row is written in one loop the compiler vectorises."""
-    words = rows.shape[1]
-    count = 0
-    if want == 0:
-        for w in range(words):
-            bits = held[u, w] & need[v, w]
-            rows[r, w] = bits
-            count += popcount(bits)
-        return count, 0, words - 1
+    """rows[r] = held[u] & need[v], whose bit count ``want`` (> 0, the link's offers) is known; returns
+    the count found and the first and last word that can be non-zero (the row is exact between them
+    and not read outside). Only v's front words are read, in increasing order, until the count is
+    complete; the words between the first and the last found are zero-filled."""
     word_list = front[1]
+    count = 0
     first = last = -1
     for j in range(front_size):
         w = word_list[j]
