@@ -23,7 +23,8 @@ Paper symbol -> code name:
 * duplicate replacement (A5, spec 2.3): an arrival of a chunk the destination already has is
   relabelled to a random chunk it still needs that the sender held at the transfer's *start*
   (``replacement="causal"``, default), at its arrival (``"reference"``, the released code), or
-  dropped (``"off"``)
+  dropped (``"off"``). Only where links differ in cost: where they all cost the same, every
+  transfer ends before anyone is matched again, so no chunk can arrive twice
 * switch unwinding (section IV-G): ``Topology.unwind_switches(d)`` with ``switch_degree`` d (1, an
   integer, or ``"full"`` = N-1); the schedule is synthesized on that view and timed on the
   physical topology with the switch node (``meta["synthesis_view"]``)

@@ -12,7 +12,9 @@ Two ways of matching, as in ``python_engine``, each compiled into its own kernel
   offer row, ``held[src] & need[dst]``, up to date at every delivery, with counts by which its n-th
   chunk is found without reading the row whole (``compiled_offers``), so a match costs about the
   same at 64 NPUs as at 40,000; the words a delivery will touch are prefetched a few deliveries
-  ahead, since at that size they are random words of rows far larger than the caches;
+  ahead, since at that size they are random words of rows far larger than the caches. No chunk
+  can arrive twice there, so no arrival times are kept (an N x chunks matrix, one more random
+  store per delivery: 6.4 GB at 40,000 NPUs);
 * several link costs (the 3D-RFS): links end at scattered times and few ranks have a free link
   with offers. Links keep offer counts only, and rows are read over each rank's front words
   (``compiled_fronts``).
@@ -37,10 +39,10 @@ from formulations.tacos.compiled_bits import (INLINE, KERNEL, ONE, ZERO, has_bit
 from formulations.tacos.compiled_calendar import (BY_OFFERS, DELIVERIES, EVENTS, FREE, HEAP_SIZE, RECORD, SLOTS,
                                                  TOUCHED, WASTED, end_time_on_grid, heap_pop, schedule_end)
 from formulations.tacos.compiled_fronts import and_row, front_words, initial_counts, prefetch_counts, update_counts
-from formulations.tacos.compiled_offers import (GROUP_SHIFT, group_count, initial_offers, nth_offer, offer_span,
-                                                offers_chunk, prefetch_delivery, update_offers)
+from formulations.tacos.compiled_offers import (group_count, initial_offers, nth_offer, offers_chunk,
+                                                prefetch_delivery, update_offers)
 from formulations.tacos.compiled_rows import chunk_rows, csr
-from formulations.tacos.matching import TIE, Fabric, MatchResult, OutOfTime, unreachable
+from formulations.tacos.matching import DUPLICATE_ON_ONE_COST, TIE, Fabric, MatchResult, OutOfTime, unreachable
 
 _CAUSAL, _REFERENCE, _OFF = 0, 1, 2
 _NEVER = np.iinfo(np.int32).max
@@ -49,7 +51,7 @@ _AHEAD = 8  # deliveries whose words are prefetched ahead of the one being made
 # numba keeps the kernels' machine code between runs and checks only this file for changes, while
 # the kernels inline the helpers of the other compiled_* files: this digest of them
 # ties them to this one, so editing a helper (and updating the digest, as a test asks) recompiles.
-HELPERS_DIGEST = "8084a1985a1a384a"
+HELPERS_DIGEST = "ef1112b2348fc2fe"
 
 # ---------------------------------------------------------------- matching
 @njit(**INLINE)
@@ -87,24 +89,6 @@ def _send(v, chunk, t, event, holds, live, active, cost, rng, busy, offering, fl
     flight_event[e] = event
     schedule_end(e, end_time_on_grid(t, cost[e]), calendar, counters)
     return pick
-
-
-@njit(**INLINE)
-def _replacement(e, u, started_event, mode, offers, arrival, positions, rng):
-    """python_engine._Engine._replacement: a chunk link e (from u) offers (``held[u] & need[v]``, not
-    empty; mode not "off"), read over its non-empty groups only (offers are sparse where duplicates
-    happen)."""
-    rows, groups, _ = offers
-    if mode == _REFERENCE:
-        first, last = offer_span(offers, e)
-        return random_bit_within(rows, e, first, last, offers[2][e], rng)
-    count = 0
-    for g in range(groups.shape[1]):
-        if groups[e, g] == 0:
-            continue
-        count = _held_by_then(rows, e, g << GROUP_SHIFT, min(rows.shape[1], (g + 1) << GROUP_SHIFT) - 1, u,
-                              started_event, arrival, positions, count)
-    return positions[randbelow(rng, count)] if count > 0 else -1
 
 
 @njit(**INLINE)
@@ -306,10 +290,10 @@ def _event_kernel(by_offers: bool):
                     offering[v] += 1
                 set_add(dirty, v)  # matched at the end of this event (once, however many arrivals touch it)
                 if has_bit(held, v, chunk):
+                    if by_offers:
+                        raise RuntimeError(DUPLICATE_ON_ONE_COST)
                     if counts[e] == 0 or mode == _OFF:  # v needs nothing u holds: nothing to replace it with
                         chunk = -1
-                    elif by_offers:
-                        chunk = _replacement(e, u, flight_event[e], mode, offers, arrival, positions, rng)
                     else:
                         chunk = _replacement_rows(u, v, flight_event[e], mode, held, need, arrival, union, positions,
                                                   rng, counts[e], front)
@@ -326,7 +310,7 @@ def _event_kernel(by_offers: bool):
                 if need[v, word] & mask != ZERO:
                     need[v, word] &= ~mask
                     need_count[v] -= 1
-                if mode == _CAUSAL:
+                if not by_offers and mode == _CAUSAL:  # no arrival times kept where no duplicate can arrive
                     arrival[v, chunk] = event
                 if counters[RECORD]:
                     i = counters[DELIVERIES]
@@ -366,8 +350,10 @@ def run_compiled(fabric: Fabric, rng: random.Random, replacement: str, deadline:
     held = chunk_rows(fabric.pre, n, words)
     need = chunk_rows(fabric.post, n, words) & ~held
     need_count = np.bitwise_count(need).sum(axis=1, dtype=np.int64)
-    causal = replacement == "causal"
-    # event index of each arrival (-1: held from the start); int32 keeps N x chunks affordable
+    by_offers = len(set(fabric.cost)) == 1  # see the module docstring
+    # event index of each arrival (-1: held from the start); int32 keeps N x chunks affordable. Read
+    # only by causal replacement, and only where a duplicate can arrive (matching.DUPLICATE_ON_ONE_COST)
+    causal = replacement == "causal" and not by_offers
     arrival = np.full((n, num_chunks) if causal else (1, 1), _NEVER, dtype=np.int32)
     if causal:
         for start in range(0, n, 1024):  # rows in blocks: the unpacked bits are a byte per chunk
@@ -394,7 +380,7 @@ def run_compiled(fabric: Fabric, rng: random.Random, replacement: str, deadline:
     dirty, dirty_list, retiring = ordered_set(n, full=True), np.zeros(n, dtype=np.int64), ordered_set(num_links)
     claimed = np.zeros(1)
     src, dst = np.array(fabric.src, dtype=np.int64), np.array(fabric.dst, dtype=np.int64)
-    counters[BY_OFFERS] = int(len(classes) == 1)  # see the module docstring
+    counters[BY_OFFERS] = int(by_offers)
     if counters[BY_OFFERS]:
         offers = (np.zeros((num_links, words), dtype=np.uint64),
                   np.zeros((num_links, group_count(words)), dtype=np.int32), np.zeros(num_links, dtype=np.int64))

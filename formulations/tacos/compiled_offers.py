@@ -102,19 +102,6 @@ def nth_offer(offers, e, target):
 
 
 @njit(**INLINE)
-def offer_span(offers, e):
-    """The first and last word of link e's non-empty groups (its row is zero outside them); e must
-    offer something."""
-    rows, groups, _ = offers
-    first, last = 0, groups.shape[1] - 1
-    while groups[e, first] == 0:
-        first += 1
-    while groups[e, last] == 0:
-        last -= 1
-    return first << GROUP_SHIFT, min(rows.shape[1], (last + 1) << GROUP_SHIFT) - 1
-
-
-@njit(**INLINE)
 def offers_chunk(offers, e, chunk):
     """Whether link e offers ``chunk``."""
     return (offers[0][e, chunk >> 6] >> np.uint64(chunk & 63)) & ONE != ZERO

@@ -101,6 +101,13 @@ def deliveries(collective: Collective) -> int:
     return sum(len(needers) - len(holders & needers) for holders, needers in zip(collective.pre, collective.post))
 
 
+# Where every link costs the same, every flight started at an event ends at the next one, before
+# anyone is matched again; a match never draws a chunk twice, nor one its rank holds. So no chunk can
+# reach a rank twice there, and the engines keep no arrival times for causal replacement: a duplicate
+# would be a bug in the engine, not a case to handle.
+DUPLICATE_ON_ONE_COST = "TACOS engine: a chunk arrived twice on a fabric of one link cost, which cannot happen"
+
+
 def unreachable(rank: int, chunk: int) -> TopologyError:
     return TopologyError(f"rank {rank} can never receive chunk {chunk}: TACOS sends a chunk only to ranks that "
                          f"need it, so a chunk that must be relayed through other ranks (All-to-All, Scatter on a "

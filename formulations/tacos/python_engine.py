@@ -6,7 +6,9 @@ The reference loop; ``compiled_engine`` is the same loop compiled and must stay 
 * ``held[v]`` / ``need[v]``: precond / postcond bitsets (``need`` keeps chunks still in flight to
   ``v``, as in the released code, so a second copy can be sent; its arrival is a duplicate);
 * ``arrival[v][c]``: the index of the event at which ``c`` reached ``v`` (-1 if ``v`` started
-  with it); events happen at strictly increasing times, so comparing indices compares times;
+  with it); events happen at strictly increasing times, so comparing indices compares times.
+  Kept only for causal replacement where links differ in cost: elsewhere no chunk can arrive
+  twice (``matching.DUPLICATE_ON_ONE_COST``);
 * ``offer[e]``: what link ``e`` can carry, ``held[src] & need[dst]``, kept up to date at every
   delivery on fabrics of one link cost (the receiver's out-links may now offer the chunk, its
   in-links no longer do).
@@ -33,8 +35,8 @@ import time
 
 from workbench.lazy import lazy_module
 
-from formulations.tacos.matching import (TIE, Fabric, MatchResult, OutOfTime, empty_matches, end_time,
-                                         unreachable)
+from formulations.tacos.matching import (DUPLICATE_ON_ONE_COST, TIE, Fabric, MatchResult, OutOfTime,
+                                         empty_matches, end_time, unreachable)
 
 np = lazy_module("numpy")  # imported on first use (workbench.lazy)
 
@@ -92,16 +94,19 @@ class _Engine:
         n = fabric.num_npus
         self.held = [0] * n
         self.need = [0] * n
-        self.arrival = np.full((n, fabric.num_chunks), np.iinfo(np.int64).max, dtype=np.int64)
+        self.by_offers = len(set(fabric.cost)) == 1  # see the module docstring
+        # read only by causal replacement, and only where a duplicate can arrive
+        self.arrival = (np.full((n, fabric.num_chunks), np.iinfo(np.int64).max, dtype=np.int64)
+                        if replacement == "causal" and not self.by_offers else None)
         for chunk, holders in enumerate(fabric.pre):
             for v in holders:
                 self.held[v] |= 1 << chunk
-                self.arrival[v, chunk] = -1
+                if self.arrival is not None:
+                    self.arrival[v, chunk] = -1
         for chunk, needers in enumerate(fabric.post):
             for v in needers:
                 if v not in fabric.pre[chunk]:
                     self.need[v] |= 1 << chunk
-        self.by_offers = len(set(fabric.cost)) == 1  # see the module docstring
         self.offer = [self.held[u] & self.need[v] for u, v in zip(fabric.src, fabric.dst)] if self.by_offers else []
         self.out_links: list[list[int]] = [[] for _ in range(n)]
         for e, u in enumerate(fabric.src):
@@ -133,6 +138,8 @@ class _Engine:
                 busy[e] = False
                 dirty.add(v)
                 if (held[v] >> chunk) & 1:
+                    if self.by_offers:
+                        raise RuntimeError(DUPLICATE_ON_ONE_COST)
                     chunk = self._replacement(u, v, started_event)
                     if chunk < 0:
                         wasted += 1
@@ -142,7 +149,8 @@ class _Engine:
                 need[v] &= ~bit
                 if self.by_offers:
                     self._offers_after(v, bit)
-                arrival[v, chunk] = event
+                if arrival is not None:
+                    arrival[v, chunk] = event
                 deliveries += 1
                 if record:
                     matches.append((u, v, chunk, started, t))
