@@ -283,3 +283,30 @@ def test_without_numba_auto_falls_back_and_compiled_is_refused(monkeypatch):
     assert choose_engine("auto", 10**9) == "python"
     with pytest.raises(ValueError, match="needs numba"):
         choose_engine("compiled", 1)
+
+
+@pytest.mark.parametrize("engine", ["python", "compiled"])
+def test_a_duplicate_on_a_fabric_of_one_link_cost_is_an_engine_error(engine, monkeypatch):
+    # It cannot happen (matching.DUPLICATE_ON_ONE_COST), so no arrival times are kept there: an engine
+    # put out of step (link 0 -> 1 made to offer the chunk rank 1 starts with) stops instead of
+    # relabelling from times it does not have.
+    if engine == "python":
+        start = python_engine._Engine.__init__
+
+        def corrupted(self, *args, **kwargs):
+            start(self, *args, **kwargs)
+            self.offer[0] |= 1 << 1
+        monkeypatch.setattr(python_engine._Engine, "__init__", corrupted)
+    else:
+        fill = compiled_engine.initial_offers
+
+        def corrupted(src, dst, held, need, rows, groups, counts):
+            fill(src, dst, held, need, rows, groups, counts)
+            rows[0, 0] |= np.uint64(1 << 1)
+            groups[0, 0] += 1
+            counts[0] += 1
+        monkeypatch.setattr(compiled_engine, "initial_offers", corrupted)
+    topo = build("ring:2")
+    assert topo.links[0].src == 0 and topo.links[0].dst == 1
+    with pytest.raises(RuntimeError, match="arrived twice"):
+        greedy_all_gather(topo, make_collective("allgather", 2, 1), 1e6, 0, engine=engine)

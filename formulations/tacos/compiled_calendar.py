@@ -15,8 +15,8 @@ from formulations.tacos.matching import end_time
 end_time_on_grid = njit(**INLINE)(end_time)  # the very grid the Python engine uses
 
 # slots of the integer state vector ``counters``
-HEAP_SIZE, EVENTS, WASTED, DELIVERIES, RECORD, FREE, TOUCHED, BY_OFFERS = range(8)
-SLOTS = 8
+HEAP_SIZE, EVENTS, WASTED, DELIVERIES, RECORD, FREE, TOUCHED = range(7)
+SLOTS = 7
 
 
 # ---------------------------------------------------------------- the calendar of link ends

@@ -36,7 +36,7 @@ from numba import njit
 from formulations.tacos.compiled_bits import (INLINE, KERNEL, ONE, ZERO, has_bit, ordered_set, popcount,
                                               random_bit_within, random_float, randbelow, set_add, set_drain,
                                               trailing_zeros)
-from formulations.tacos.compiled_calendar import (BY_OFFERS, DELIVERIES, EVENTS, FREE, HEAP_SIZE, RECORD, SLOTS,
+from formulations.tacos.compiled_calendar import (DELIVERIES, EVENTS, FREE, HEAP_SIZE, RECORD, SLOTS,
                                                  TOUCHED, WASTED, end_time_on_grid, heap_pop, schedule_end)
 from formulations.tacos.compiled_fronts import and_row, front_words, initial_counts, prefetch_counts, update_counts
 from formulations.tacos.compiled_offers import (group_count, initial_offers, nth_offer, offers_chunk,
@@ -51,7 +51,7 @@ _AHEAD = 8  # deliveries whose words are prefetched ahead of the one being made
 # numba keeps the kernels' machine code between runs and checks only this file for changes, while
 # the kernels inline the helpers of the other compiled_* files: this digest of them
 # ties them to this one, so editing a helper (and updating the digest, as a test asks) recompiles.
-HELPERS_DIGEST = "ef1112b2348fc2fe"
+HELPERS_DIGEST = "6f7dea273f9a889b"
 
 # ---------------------------------------------------------------- matching
 @njit(**INLINE)
@@ -380,8 +380,7 @@ def run_compiled(fabric: Fabric, rng: random.Random, replacement: str, deadline:
     dirty, dirty_list, retiring = ordered_set(n, full=True), np.zeros(n, dtype=np.int64), ordered_set(num_links)
     claimed = np.zeros(1)
     src, dst = np.array(fabric.src, dtype=np.int64), np.array(fabric.dst, dtype=np.int64)
-    counters[BY_OFFERS] = int(by_offers)
-    if counters[BY_OFFERS]:
+    if by_offers:
         offers = (np.zeros((num_links, words), dtype=np.uint64),
                   np.zeros((num_links, group_count(words)), dtype=np.int32), np.zeros(num_links, dtype=np.int64))
         initial_offers(src, dst, held, need, *offers)  # rows, group counts, counts (compiled_offers)
@@ -395,7 +394,7 @@ def run_compiled(fabric: Fabric, rng: random.Random, replacement: str, deadline:
     links = (src, dst, cost, in_start, in_links, out_link_start)
     flights = (np.zeros(num_links, dtype=np.bool_), np.zeros(num_links, dtype=np.int64), np.zeros(num_links),
                np.zeros(num_links, dtype=np.int64))  # busy, chunk, start time, start event
-    rows_words = 1 if counters[BY_OFFERS] else words
+    rows_words = 1 if by_offers else words
     matching = (np.zeros(max_in, dtype=np.int64), np.zeros(max_in, dtype=np.int64), np.zeros(max_in, dtype=np.bool_),
                 np.zeros(max_in, dtype=np.int64),  # active, left, holds, picked
                 np.zeros((max_in, rows_words), dtype=np.uint64), np.zeros(max_in, dtype=np.int64),
@@ -408,7 +407,7 @@ def run_compiled(fabric: Fabric, rng: random.Random, replacement: str, deadline:
               (marks, np.zeros(words, dtype=np.int64)))
     # ... retiring, retire, the matching's scratch, positions, rng, the record, the fronts (marks, word list)
     mode = {"causal": _CAUSAL, "reference": _REFERENCE, "off": _OFF}[replacement]
-    kernel = _KERNELS[bool(counters[BY_OFFERS])]
+    kernel = _KERNELS[by_offers]
     budget = 16
     while True:  # a growing number of events per call, with the deadline checked in between
         started = time.perf_counter()

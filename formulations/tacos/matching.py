@@ -101,10 +101,12 @@ def deliveries(collective: Collective) -> int:
     return sum(len(needers) - len(holders & needers) for holders, needers in zip(collective.pre, collective.post))
 
 
-# Where every link costs the same, every flight started at an event ends at the next one, before
-# anyone is matched again; a match never draws a chunk twice, nor one its rank holds. So no chunk can
-# reach a rank twice there, and the engines keep no arrival times for causal replacement: a duplicate
-# would be a bug in the engine, not a case to handle.
+# Where every link costs the same, every flight started at an event ends at the next one (one end
+# time, one calendar entry), and all of them are delivered before anyone is matched again. So a rank,
+# matched at most once per event, is matched with all its in-links free and nothing in flight to it;
+# its match never draws a chunk twice, nor one it holds (offers are ``held[src] & need[dst]``). No
+# chunk can reach a rank twice there, and the engines keep no arrival times for causal replacement: a
+# duplicate would be a bug in the engine, not a case to handle.
 DUPLICATE_ON_ONE_COST = "TACOS engine: a chunk arrived twice on a fabric of one link cost, which cannot happen"
 
 

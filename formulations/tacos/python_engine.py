@@ -4,11 +4,12 @@ The reference loop; ``compiled_engine`` is the same loop compiled and must stay 
 (every random draw in the same order). State, per NPU ``v``:
 
 * ``held[v]`` / ``need[v]``: precond / postcond bitsets (``need`` keeps chunks still in flight to
-  ``v``, as in the released code, so a second copy can be sent; its arrival is a duplicate);
+  ``v``, as in the released code, so where links differ in cost a second copy can be sent; its
+  arrival is a duplicate);
 * ``arrival[v][c]``: the index of the event at which ``c`` reached ``v`` (-1 if ``v`` started
-  with it); events happen at strictly increasing times, so comparing indices compares times.
-  Kept only for causal replacement where links differ in cost: elsewhere no chunk can arrive
-  twice (``matching.DUPLICATE_ON_ONE_COST``);
+  with it); events are numbered in the order they happen (several share a time only where a link
+  costs nothing), so comparing indices orders arrivals. Kept only for causal replacement where
+  links differ in cost: elsewhere no chunk can arrive twice (``matching.DUPLICATE_ON_ONE_COST``);
 * ``offer[e]``: what link ``e`` can carry, ``held[src] & need[dst]``, kept up to date at every
   delivery on fabrics of one link cost (the receiver's out-links may now offer the chunk, its
   in-links no longer do).
