@@ -35,7 +35,7 @@ bench: $(STAMP)
 bench-tacos: $(STAMP)
 	$(PY) -m benchmarks.tacos_scaling
 
-# TACOS at 4,096 to 40,000 NPUs, matching only (hours: up to one hour per case; rows kept per family)
+# TACOS from 64 to 40,000 NPUs, matching only (hours: up to one hour per case; rows kept per family)
 bench-tacos-large: $(STAMP)
 	$(PY) -m benchmarks.tacos_large
 

@@ -97,7 +97,8 @@ def render(store: dict) -> str:
                 lines.append(f"| {family} | {row['spec']} | {row['npus']:,} | over {entry['budget']:,.0f}{reached} "
                              f"| | | | {row['peak_gib']:.1f} |")
                 continue
-            lines.append(f"| {family} | {row['spec']} | {row['npus']:,} | {row['seconds']:,.1f} "
+            seconds = f"{row['seconds']:,.1f}" if row["seconds"] >= 10 else f"{row['seconds']:.3g}"
+            lines.append(f"| {family} | {row['spec']} | {row['npus']:,} | {seconds} "
                          f"| {row['claimed'] * 1e3:.3f} | {row['events']:,} | {row['deliveries']:,} "
                          f"| {row['peak_gib']:.1f} |")
             done.append((row["npus"], row["seconds"]))
