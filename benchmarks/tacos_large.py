@@ -63,8 +63,8 @@ print(json.dumps(row))
 
 
 def run_case(spec: str, budget: float) -> dict:
-    done = subprocess.run([sys.executable, "-c", CHILD, spec, str(budget), str(LARGE)], capture_output=True, text=True,
-                          timeout=budget + 600)
+    done = subprocess.run([sys.executable, "-c", CHILD, spec, str(budget), str(LARGE)], capture_output=True,
+                          text=True, timeout=budget + 600)
     if done.returncode != 0:
         raise RuntimeError(f"{spec}: {done.stderr.strip().splitlines()[-1] if done.stderr.strip() else 'failed'}")
     return json.loads(done.stdout.strip().splitlines()[-1])
