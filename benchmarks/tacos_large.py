@@ -5,7 +5,8 @@ All-Gather, 1 chunk per NPU, 1 GiB, alpha 0.5 us, 50 GiB/s (3D-RFS: 200/100/50 G
 compiled engine, ``record=False`` (claimed time and counters only: a 40,000-NPU All-Gather has
 1.6 billion deliveries). Each case runs in its own process under a time budget (``--budget``,
 default one hour, the target), after a tiny run of both kernels so that loading numba and the
-cached machine code (about 0.35 s) is not charged to it; below 4,096 NPUs the median of 5 runs.
+cached machine code (about 0.35 s) is not charged to it, and with the topology built before the
+timing; below 4,096 NPUs the median of 5 runs.
 A family's larger sizes are skipped once one size ran out of the budget. The TACOS paper
 synthesized 40,000 NPUs in 2.52 h on 64 threads.
 """
@@ -30,31 +31,27 @@ FAMILIES = {
                      "rfs:2x4x5000"],
 }
 LARGE = 4096  # from here on, one run per case; the fits are given below and above it too
+SPANS = {"from 64 NPUs up": lambda n: True, f"64 to {LARGE:,}": lambda n: n <= LARGE,
+         f"{LARGE:,} up": lambda n: n >= LARGE}  # the growth is fitted over each
 CHILD = """
-import json, resource, statistics, sys, time
-from benchmarks.tacos_scaling import topology_of
+import json, resource, sys, time
+from benchmarks.common import timed
+from benchmarks.tacos_scaling import load_engines, topology_of, view_of
 from formulations.tacos import greedy_all_gather
 from formulations.tacos.matching import OutOfTime
 from workbench.collective import make_collective
 spec, budget, large = sys.argv[1], float(sys.argv[2]), int(sys.argv[3])
-def run(spec, deadline):
-    topology = topology_of(spec)
-    view = topology.unwind_switches(1) if topology.num_switches else topology
-    n = topology.num_npus
-    return greedy_all_gather(view, make_collective("allgather", n, 1), 2**30 / n, 0, engine="compiled",
-                             record=False, deadline=deadline)
-for warm in ("mesh:2x2", "rfs:2x2x2"):  # load both kernels first
-    run(warm, time.perf_counter() + budget)
-n = topology_of(spec).num_npus
-seconds = []
+load_engines()
+view = view_of(topology_of(spec))
+n = view.num_npus
+collective = make_collective("allgather", n, 1)
 started = time.perf_counter()
 try:
-    for _ in range(1 if n >= large else 5):
-        began = time.perf_counter()
-        r = run(spec, started + budget)
-        seconds.append(time.perf_counter() - began)
-    row = {"seconds": statistics.median(seconds), "runs": len(seconds), "claimed": r.claimed_time,
-           "events": r.events, "deliveries": r.deliveries}
+    seconds, samples, r = timed(lambda: greedy_all_gather(view, collective, 2**30 / n, 0, engine="compiled",
+                                                          record=False, deadline=started + budget),
+                                1 if n >= large else 5)
+    row = {"seconds": seconds, "runs": len(samples), "claimed": r.claimed_time, "events": r.events,
+           "deliveries": r.deliveries}
 except OutOfTime as exc:
     row = {"seconds": None, "reached": exc.done / max(1, exc.total)}
 row.update(spec=spec, npus=n, peak_gib=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20)
@@ -102,15 +99,13 @@ def render(store: dict) -> str:
                          f"| {row['claimed'] * 1e3:.3f} | {row['events']:,} | {row['deliveries']:,} "
                          f"| {row['peak_gib']:.1f} |")
             done.append((row["npus"], row["seconds"]))
-        fits = [(label, slope(points)) for label, points in (
-            ("from 64 NPUs up", done), (f"64 to {LARGE:,}", [p for p in done if p[0] <= LARGE]),
-            (f"{LARGE:,} up", [p for p in done if p[0] >= LARGE]))]
-        if fits[0][1] is not None:
-            slopes.append(f"| {family} | " + " | ".join("" if k is None else f"{k:.2f}" for _, k in fits) + " |")
+        fits = [slope([p for p in done if within(p[0])]) for within in SPANS.values()]
+        if fits[0] is not None:
+            slopes.append(f"| {family} | " + " | ".join("" if k is None else f"{k:.2f}" for k in fits) + " |")
     missing = [family for family in FAMILIES if family not in store]
     if slopes:
         lines += ["", "Fitted growth exponents (least squares on log time against log NPUs, over the rows measured):",
-                  "", "| family | from 64 NPUs up | 64 to 4,096 | 4,096 up |", "|---|---|---|---|", *slopes]
+                  "", "| family | " + " | ".join(SPANS) + " |", "|---" * (len(SPANS) + 1) + "|", *slopes]
     lines += ["", "Runs:", *runs]
     if missing:
         lines += ["", "Not run yet: " + ", ".join(missing) + "."]

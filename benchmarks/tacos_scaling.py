@@ -113,11 +113,23 @@ def load_cost(repeats: int = 5) -> float:
     return statistics.median(samples)
 
 
+def view_of(topology):
+    """The topology as TACOS matches on it: switches unwound (d = 1)."""
+    return topology.unwind_switches(1) if topology.num_switches else topology
+
+
+def load_engines() -> None:
+    """Load both of the compiled engine's kernels (one link cost, several) before any timing."""
+    for spec in ("mesh:2x2", "rfs:2x2x2"):
+        view = view_of(topology_of(spec))
+        greedy_all_gather(view, make_collective("allgather", view.num_npus, 1), 1.0, 0, engine="compiled")
+
+
 def measure(spec: str, ir_max: int) -> dict:
     topology = topology_of(spec)
     n = topology.num_npus
     collective = make_collective("allgather", n, 1)
-    view = topology.unwind_switches(1) if topology.num_switches else topology
+    view = view_of(topology)
     started = time.perf_counter()
     result = greedy_all_gather(view, collective, GiB / n, seed=0, engine="compiled", record=n <= ir_max)
     engine = time.perf_counter() - started
@@ -184,10 +196,7 @@ def main(argv: list[str] | None = None) -> None:
     if executable:  # before any timing: a checkout is built here (once), a bad path stops at once
         executable = resolve_tacos_cpp(executable)
     loop = reference_loop()
-    for spec in ("mesh:2x2", "rfs:2x2x2"):  # load both of the engine's kernels (one link cost, several)
-        view = topology_of(spec)
-        view = view.unwind_switches(1) if view.num_switches else view
-        greedy_all_gather(view, make_collective("allgather", view.num_npus, 1), 1.0, 0, engine="compiled")
+    load_engines()
     side = []
     for spec, cpp in SIDE_BY_SIDE:
         npus = topology_of(spec).num_npus

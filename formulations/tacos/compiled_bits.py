@@ -136,8 +136,14 @@ def random_bit_within(rows, r, first, last, count, rng):
             position = np.int64(random_float(rng) * length)
             if position >> 6 >= first and has_bit(rows, r, position):
                 return position
-    target = np.int64(random_float(rng) * count)
-    for w in range(first, last + 1):
+    return nth_bit_from(rows, r, first, np.int64(random_float(rng) * count))
+
+
+@njit(**INLINE)
+def nth_bit_from(rows, r, w, target):
+    """The ``target``-th set bit of ``rows[r]`` from word ``w`` on, lowest first (python_engine.nth_bit;
+    there is one)."""
+    while True:
         word = rows[r, w]
         here = np.int64(popcount(word))
         if target < here:
@@ -145,7 +151,7 @@ def random_bit_within(rows, r, first, last, count, rng):
                 word &= word - ONE
             return w * 64 + np.int64(trailing_zeros(word))
         target -= here
-    return -1
+        w += 1
 
 
 # ---------------------------------------------------------------- ordered sets of small integers

@@ -4,8 +4,8 @@ Every random draw happens in the same order as in ``python_engine`` and comes fr
 Mersenne Twister stream (CPython's own, in ``compiled_bits``). Both engines therefore give the
 same schedule for the same seed; the tests hold them to it.
 
-Chunk sets are rows of 64-bit words (``held[v]``, ``need[v]``); ``need_count[v]`` saves scanning
-a row to learn that ``v`` is done. Ranks with no free in-link offering anything are not matched.
+Chunk sets are rows of 64-bit words (``held[v]``, ``need[v]``). Ranks with no free in-link offering
+anything are not matched.
 Two ways of matching, as in ``python_engine``, each compiled into its own kernel:
 
 * one link cost (meshes, tori, rings): every rank is matched at every event. Each link keeps its
@@ -39,8 +39,8 @@ from formulations.tacos.compiled_bits import (INLINE, KERNEL, ONE, ZERO, has_bit
 from formulations.tacos.compiled_calendar import (DELIVERIES, EVENTS, FREE, HEAP_SIZE, RECORD, SLOTS,
                                                  TOUCHED, WASTED, end_time_on_grid, heap_pop, schedule_end)
 from formulations.tacos.compiled_fronts import and_row, front_words, initial_counts, prefetch_counts, update_counts
-from formulations.tacos.compiled_offers import (group_count, initial_offers, nth_offer, offers_chunk,
-                                                prefetch_delivery, update_offers)
+from formulations.tacos.compiled_offers import (group_count, initial_offers, nth_offer, prefetch_delivery,
+                                                update_offers)
 from formulations.tacos.compiled_rows import chunk_rows, csr
 from formulations.tacos.matching import DUPLICATE_ON_ONE_COST, TIE, Fabric, MatchResult, OutOfTime, unreachable
 
@@ -51,7 +51,7 @@ _AHEAD = 8  # deliveries whose words are prefetched ahead of the one being made
 # numba keeps the kernels' machine code between runs and checks only this file for changes, while
 # the kernels inline the helpers of the other compiled_* files: this digest of them
 # ties them to this one, so editing a helper (and updating the digest, as a test asks) recompiles.
-HELPERS_DIGEST = "6f7dea273f9a889b"
+HELPERS_DIGEST = "77dfddb7e04c5d88"
 
 # ---------------------------------------------------------------- matching
 @njit(**INLINE)
@@ -126,7 +126,7 @@ def _draw(active, live, picked, npicked, offers, rng):
             if picked[j] == chunk:
                 kept = False
         for j in range(i):
-            if offers_chunk(offers, active[j], chunk):
+            if has_bit(offers[0], active[j], chunk):
                 kept = False
         if kept:
             return chunk
@@ -150,7 +150,7 @@ def _match(v, t, event, cost, in_start, in_links, busy, flight_chunk, flight_sta
         picked[npicked] = chunk
         npicked += 1
         for i in range(live):
-            holds[i] = offers_chunk(offers, active[i], chunk)
+            holds[i] = has_bit(offers[0], active[i], chunk)
         pick = _send(v, chunk, t, event, holds, live, active, cost, rng, busy, offering, flight_chunk, flight_start,
                      flight_event, calendar, counters)
         # keep, in order, the links other than the one used that still offer a chunk not yet picked
@@ -247,7 +247,7 @@ def _event_kernel(by_offers: bool):
     or not (counts and fronts); being a constant of each kernel, the other way's code is left out."""
 
     @njit(**KERNEL)
-    def _run_events(budget, mode, src, dst, cost, in_start, in_links, out_link_start, held, need, need_count, offers,
+    def _run_events(budget, mode, src, dst, cost, in_start, in_links, out_link_start, held, need, offers,
                     offering, arrival, busy, flight_chunk, flight_start, flight_event, calendar, counters, claimed,
                     dirty, dirty_list, retiring, retire, active, left, holds, picked, carry, carry_count, carry_span,
                     union, positions, rng, m_src, m_dst, m_chunk, m_start, m_end, front):
@@ -307,9 +307,7 @@ def _event_kernel(by_offers: bool):
                 else:  # before need[v] loses the chunk: it tells whether v's in-links offered it
                     update_counts(v, word, mask, src, dst, in_start, in_links, out_link_start, held, need, busy, counts,
                                   offering, front[0])
-                if need[v, word] & mask != ZERO:
-                    need[v, word] &= ~mask
-                    need_count[v] -= 1
+                need[v, word] &= ~mask
                 if not by_offers and mode == _CAUSAL:  # no arrival times kept where no duplicate can arrive
                     arrival[v, chunk] = event
                 if counters[RECORD]:
@@ -349,7 +347,6 @@ def run_compiled(fabric: Fabric, rng: random.Random, replacement: str, deadline:
     words = max(1, (num_chunks + 63) // 64)
     held = chunk_rows(fabric.pre, n, words)
     need = chunk_rows(fabric.post, n, words) & ~held
-    need_count = np.bitwise_count(need).sum(axis=1, dtype=np.int64)
     by_offers = len(set(fabric.cost)) == 1  # see the module docstring
     # event index of each arrival (-1: held from the start); int32 keeps N x chunks affordable. Read
     # only by causal replacement, and only where a duplicate can arrive (matching.DUPLICATE_ON_ONE_COST)
@@ -401,7 +398,7 @@ def run_compiled(fabric: Fabric, rng: random.Random, replacement: str, deadline:
                 np.zeros((max_in, 2), dtype=np.int64), np.zeros((1, words), dtype=np.uint64))
     # carry, carry_count, carry_span, union
     rng_state = np.array(rng.getstate()[1], dtype=np.int64)
-    arrays = (*links, held, need, need_count, offers, offering, arrival, *flights, calendar, counters, claimed, dirty,
+    arrays = (*links, held, need, offers, offering, arrival, *flights, calendar, counters, claimed, dirty,
               dirty_list, retiring, np.zeros(num_links + 1, dtype=np.int64), *matching,
               np.zeros(max(1, num_chunks), dtype=np.int64), rng_state, m_src, m_dst, m_chunk, m_start, m_end,
               (marks, np.zeros(words, dtype=np.int64)))
@@ -418,10 +415,11 @@ def run_compiled(fabric: Fabric, rng: random.Random, replacement: str, deadline:
             raise OutOfTime(int(counters[DELIVERIES]), fabric.deliveries)
         if now - started < 0.05:
             budget *= 2
-    if not need_count.any() and offers[2].any():  # nothing is needed, so no link can offer anything
+    pending = need.any(axis=1)
+    if not pending.any() and offers[2].any():  # nothing is needed, so no link can offer anything
         raise RuntimeError("TACOS compiled engine: offer counts out of step with the chunk rows")
-    if need_count.any():
-        v = int(np.flatnonzero(need_count)[0])
+    if pending.any():
+        v = int(np.flatnonzero(pending)[0])
         chunk = next(c for c in range(num_chunks) if (int(need[v, c >> 6]) >> (c & 63)) & 1)
         raise unreachable(v, chunk)
     return MatchResult(float(claimed[0]), m_src, m_dst, m_chunk, m_start, m_end, int(counters[DELIVERIES]),

@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from formulations.tacos.compiled_bits import INLINE, ONE, ZERO, popcount, prefetch, trailing_zeros
+from formulations.tacos.compiled_bits import INLINE, ZERO, nth_bit_from, popcount, prefetch
 
 GROUP_SHIFT = 4  # 16 words (1,024 chunks) per group count
 
@@ -88,20 +88,4 @@ def nth_offer(offers, e, target):
     while target >= groups[e, g]:
         target -= groups[e, g]
         g += 1
-    w = g << GROUP_SHIFT
-    while True:
-        here = np.int64(popcount(rows[e, w]))
-        if target < here:
-            break
-        target -= here
-        w += 1
-    word = rows[e, w]
-    for _ in range(target):
-        word &= word - ONE
-    return w * 64 + np.int64(trailing_zeros(word))
-
-
-@njit(**INLINE)
-def offers_chunk(offers, e, chunk):
-    """Whether link e offers ``chunk``."""
-    return (offers[0][e, chunk >> 6] >> np.uint64(chunk & 63)) & ONE != ZERO
+    return nth_bit_from(rows, e, g << GROUP_SHIFT, target)

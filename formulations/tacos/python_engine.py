@@ -54,16 +54,7 @@ def random_bit(x: int, rng: random.Random) -> int:
             position = int(draw() * length)
             if (x >> position) & 1:
                 return position
-    target = int(rng.random() * count)  # sparse: the target-th set bit, lowest first
-    if count <= 24:
-        while True:
-            low = x & -x
-            if target == 0:
-                return low.bit_length() - 1
-            x ^= low
-            target -= 1
-    bits = np.unpackbits(np.frombuffer(x.to_bytes((length + 7) // 8, "little"), dtype=np.uint8), bitorder="little")
-    return int(np.flatnonzero(bits)[target])
+    return nth_bit(x, int(rng.random() * count))  # sparse: the target-th set bit, lowest first
 
 
 def nth_bit(x: int, target: int) -> int:
