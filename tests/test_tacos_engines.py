@@ -179,16 +179,15 @@ def test_the_nth_offer_of_a_link_is_the_python_nth_bit(data, words):
     target = data.draw(st.integers(0, value.bit_count() - 1))
     held = np.array([row, [0] * words], dtype=np.uint64)        # rank 0 holds the row's chunks
     need = np.array([[0] * words, row], dtype=np.uint64)        # rank 1 needs them
-    offers = (np.zeros((1, words), dtype=np.uint64), np.zeros((1, compiled_offers.group_count(words)), dtype=np.int32),
-              np.zeros(1, dtype=np.int64))
+    offers = (np.zeros((1, compiled_offers.group_count(words)), dtype=np.int32), np.zeros(1, dtype=np.int64))
     compiled_offers.initial_offers(np.array([0]), np.array([1]), held, need, *offers)
-    assert offers[2][0] == value.bit_count()
-    assert compiled_nth_offer(offers, target) == python_engine.nth_bit(value, target)
+    assert offers[1][0] == value.bit_count()
+    assert compiled_nth_offer(held, need, offers, target) == python_engine.nth_bit(value, target)
 
 
 @njit
-def compiled_nth_offer(offers, target):
-    return compiled_offers.nth_offer(offers, 0, target)
+def compiled_nth_offer(held, need, offers, target):
+    return compiled_offers.nth_offer(0, 1, held, need, offers, 0, target)
 
 
 def test_a_match_draws_uniformly_from_the_union_of_its_links_offers():
@@ -300,11 +299,10 @@ def test_a_duplicate_on_a_fabric_of_one_link_cost_is_an_engine_error(engine, mon
     else:
         fill = compiled_engine.initial_offers
 
-        def corrupted(src, dst, held, need, rows, groups, counts):
-            fill(src, dst, held, need, rows, groups, counts)
-            rows[0, 0] |= np.uint64(1 << 1)
-            groups[0, 0] += 1
-            counts[0] += 1
+        def corrupted(src, dst, held, need, groups, counts):
+            held[0, 0] |= np.uint64(1 << 1)  # rank 0 holds chunk 1 too, and rank 1 needs it
+            need[1, 0] |= np.uint64(1 << 1)
+            fill(src, dst, held, need, groups, counts)
         monkeypatch.setattr(compiled_engine, "initial_offers", corrupted)
     topo = build("ring:2")
     assert topo.links[0].src == 0 and topo.links[0].dst == 1

@@ -64,9 +64,10 @@ def prefetch(typingctx, rows, r, w):
         pointer = cgutils.get_item_pointer2(context, builder, array.data, cgutils.unpack_tuple(builder, array.shape),
                                             cgutils.unpack_tuple(builder, array.strides), signature.args[0].layout,
                                             [args[1], args[2]], wraparound=False, boundscheck=False)
-        i32 = ir.IntType(32)
+        i32, byte_pointer = ir.IntType(32), ir.IntType(8).as_pointer()
+        pointer = builder.bitcast(pointer, byte_pointer)  # one declaration serves rows of any type
         hint = cgutils.get_or_insert_function(
-            builder.module, ir.FunctionType(ir.VoidType(), [pointer.type, i32, i32, i32]), "llvm.prefetch.p0")
+            builder.module, ir.FunctionType(ir.VoidType(), [byte_pointer, i32, i32, i32]), "llvm.prefetch.p0")
         # read, keep in all cache levels, data cache
         builder.call(hint, [pointer, ir.Constant(i32, 0), ir.Constant(i32, 3), ir.Constant(i32, 1)])
         return context.get_dummy_value()
@@ -147,11 +148,17 @@ def nth_bit_from(rows, r, w, target):
         word = rows[r, w]
         here = np.int64(popcount(word))
         if target < here:
-            for _ in range(target):
-                word &= word - ONE
-            return w * 64 + np.int64(trailing_zeros(word))
+            return w * 64 + nth_bit_of_word(word, target)
         target -= here
         w += 1
+
+
+@njit(**INLINE)
+def nth_bit_of_word(word, target):
+    """The position of the ``target``-th set bit of ``word``, lowest first (there is one)."""
+    for _ in range(target):
+        word &= word - ONE
+    return np.int64(trailing_zeros(word))
 
 
 # ---------------------------------------------------------------- ordered sets of small integers

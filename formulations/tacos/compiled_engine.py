@@ -8,13 +8,13 @@ Chunk sets are rows of 64-bit words (``held[v]``, ``need[v]``). Ranks with no fr
 anything are not matched.
 Two ways of matching, as in ``python_engine``, each compiled into its own kernel:
 
-* one link cost (meshes, tori, rings): every rank is matched at every event. Each link keeps its
-  offer row, ``held[src] & need[dst]``, up to date at every delivery, with counts by which its n-th
-  chunk is found without reading the row whole (``compiled_offers``), so a match costs about the
-  same at 64 NPUs as at 40,000; the words a delivery will touch are prefetched a few deliveries
-  ahead, since at that size they are random words of rows far larger than the caches. No chunk
-  can arrive twice there, so no arrival times are kept (an N x chunks matrix, one more random
-  store per delivery: 6.4 GB at 40,000 NPUs);
+* one link cost (meshes, tori, rings): every rank is matched at every event. Each link keeps the
+  count of its offers, ``held[src] & need[dst]``, by groups of words, up to date at every
+  delivery, by which its n-th chunk is found without reading the rows whole (``compiled_offers``),
+  so a match costs about the same at 64 NPUs as at 40,000; the words a delivery will touch are
+  prefetched a few deliveries ahead, since at that size they are random words of rows far larger
+  than the caches. No chunk can arrive twice there, so no arrival times are kept (an N x chunks
+  matrix, one more random store per delivery: 6.4 GB at 40,000 NPUs);
 * several link costs (the 3D-RFS): links end at scattered times and few ranks have a free link
   with offers. Links keep offer counts only, and rows are read over each rank's front words
   (``compiled_fronts``).
@@ -51,7 +51,7 @@ _AHEAD = 8  # deliveries whose words are prefetched ahead of the one being made
 # numba keeps the kernels' machine code between runs and checks only this file for changes, while
 # the kernels inline the helpers of the other compiled_* files: this digest of them
 # ties them to this one, so editing a helper (and updating the digest, as a test asks) recompiles.
-HELPERS_DIGEST = "77dfddb7e04c5d88"
+HELPERS_DIGEST = "eb451f0fa7571852"
 
 # ---------------------------------------------------------------- matching
 @njit(**INLINE)
@@ -107,10 +107,10 @@ def _held_by_then(rows, r, first, last, u, started_event, arrival, positions, co
 
 
 @njit(**INLINE)
-def _draw(active, live, picked, npicked, offers, rng):
+def _draw(v, src, held, need, active, live, picked, npicked, offers, rng):
     """python_engine._Engine._draw: a chunk uniformly from the union of the live links' offers minus
     the picked chunks (non-empty)."""
-    counts = offers[2]
+    counts = offers[1]
     total = 0
     for i in range(live):
         total += counts[active[i]]
@@ -120,23 +120,23 @@ def _draw(active, live, picked, npicked, offers, rng):
         while target >= counts[active[i]]:
             target -= counts[active[i]]
             i += 1
-        chunk = nth_offer(offers, active[i], target)
+        chunk = nth_offer(src[active[i]], v, held, need, offers, active[i], target)
         kept = True
         for j in range(npicked):
             if picked[j] == chunk:
                 kept = False
         for j in range(i):
-            if has_bit(offers[0], active[j], chunk):
+            if has_bit(held, src[active[j]], chunk):  # v needs every chunk drawn: its sender offers it
                 kept = False
         if kept:
             return chunk
 
 
 @njit(**INLINE)
-def _match(v, t, event, cost, in_start, in_links, busy, flight_chunk, flight_start, flight_event, calendar,
-           counters, active, left, holds, picked, rng, offers, offering):
+def _match(v, t, event, src, cost, in_start, in_links, held, need, busy, flight_chunk, flight_start, flight_event,
+           calendar, counters, active, left, holds, picked, rng, offers, offering):
     """python_engine._Engine._match; ``left[i]``: the chunks ``active[i]`` offers that are not picked."""
-    counts = offers[2]
+    counts = offers[1]
     live = 0
     for i in range(in_start[v], in_start[v + 1]):
         e = in_links[i]
@@ -146,11 +146,11 @@ def _match(v, t, event, cost, in_start, in_links, busy, flight_chunk, flight_sta
             live += 1
     npicked = 0
     while live > 0:
-        chunk = _draw(active, live, picked, npicked, offers, rng)
+        chunk = _draw(v, src, held, need, active, live, picked, npicked, offers, rng)
         picked[npicked] = chunk
         npicked += 1
         for i in range(live):
-            holds[i] = has_bit(offers[0], active[i], chunk)
+            holds[i] = has_bit(held, src[active[i]], chunk)
         pick = _send(v, chunk, t, event, holds, live, active, cost, rng, busy, offering, flight_chunk, flight_start,
                      flight_event, calendar, counters)
         # keep, in order, the links other than the one used that still offer a chunk not yet picked
@@ -243,7 +243,7 @@ def _match_rows(v, t, event, src, cost, in_start, in_links, held, need, busy, fl
 
 # ---------------------------------------------------------------- the event loop
 def _event_kernel(by_offers: bool):
-    """The event loop, compiled once per way of matching: ``by_offers`` (one link cost, offer rows)
+    """The event loop, compiled once per way of matching: ``by_offers`` (one link cost, offer counts by groups)
     or not (counts and fronts); being a constant of each kernel, the other way's code is left out."""
 
     @njit(**KERNEL)
@@ -254,7 +254,7 @@ def _event_kernel(by_offers: bool):
         """Up to ``budget`` events; returns True when no link is busy any more (the run is over).
         The scratch rows of both ways of matching are passed; one of them is used."""
         heap, bucket_time, bucket_head, free_buckets, link_next, cost_class, class_bucket, touched = calendar
-        counts = offers[2]
+        counts = offers[1]
         while counters[HEAP_SIZE] > 0 and budget > 0:
             budget -= 1
             bucket = heap_pop(heap, bucket_time, counters)
@@ -277,7 +277,7 @@ def _event_kernel(by_offers: bool):
                 if r < count:
                     if by_offers:
                         prefetch_delivery(retire[r], src, dst, in_start, in_links, out_link_start, held, need,
-                                          flight_chunk, offers)
+                                          flight_chunk, offers[0])
                     else:
                         prefetch_counts(retire[r], src, dst, in_start, in_links, out_link_start, held, need,
                                         flight_chunk, front[0])
@@ -303,7 +303,8 @@ def _event_kernel(by_offers: bool):
                 word, mask = chunk >> 6, ONE << np.uint64(chunk & 63)
                 held[v, word] |= mask
                 if by_offers:
-                    update_offers(v, word, mask, dst, in_start, in_links, out_link_start, need, busy, offers, offering)
+                    update_offers(v, word, mask, src, dst, in_start, in_links, out_link_start, held, need, busy, offers,
+                                  offering)
                 else:  # before need[v] loses the chunk: it tells whether v's in-links offered it
                     update_counts(v, word, mask, src, dst, in_start, in_links, out_link_start, held, need, busy, counts,
                                   offering, front[0])
@@ -325,8 +326,8 @@ def _event_kernel(by_offers: bool):
                 if offering[v] == 0:
                     continue
                 if by_offers:
-                    _match(v, t, event, cost, in_start, in_links, busy, flight_chunk, flight_start, flight_event,
-                           calendar, counters, active, left, holds, picked, rng, offers, offering)
+                    _match(v, t, event, src, cost, in_start, in_links, held, need, busy, flight_chunk, flight_start,
+                           flight_event, calendar, counters, active, left, holds, picked, rng, offers, offering)
                 else:
                     _match_rows(v, t, event, src, cost, in_start, in_links, held, need, busy, flight_chunk,
                                 flight_start, flight_event, calendar, counters, carry, carry_count, carry_span,
@@ -378,15 +379,13 @@ def run_compiled(fabric: Fabric, rng: random.Random, replacement: str, deadline:
     claimed = np.zeros(1)
     src, dst = np.array(fabric.src, dtype=np.int64), np.array(fabric.dst, dtype=np.int64)
     if by_offers:
-        offers = (np.zeros((num_links, words), dtype=np.uint64),
-                  np.zeros((num_links, group_count(words)), dtype=np.int32), np.zeros(num_links, dtype=np.int64))
-        initial_offers(src, dst, held, need, *offers)  # rows, group counts, counts (compiled_offers)
+        offers = (np.zeros((num_links, group_count(words)), dtype=np.int32), np.zeros(num_links, dtype=np.int64))
+        initial_offers(src, dst, held, need, *offers)  # group counts, counts (compiled_offers)
         marks = np.zeros((1, 1), dtype=np.uint64)
     else:  # counts and fronts only (compiled_fronts)
         marks = np.zeros((n, (words + 63) // 64), dtype=np.uint64)
-        offers = (np.zeros((1, 1), dtype=np.uint64), np.zeros((1, 1), dtype=np.int32),
-                  initial_counts(src, dst, held, need, marks))
-    offering = np.bincount(dst[offers[2] > 0], minlength=n).astype(np.int64)
+        offers = (np.zeros((1, 1), dtype=np.int32), initial_counts(src, dst, held, need, marks))
+    offering = np.bincount(dst[offers[1] > 0], minlength=n).astype(np.int64)
     out_link_start = np.searchsorted(src, np.arange(n + 1)).astype(np.int64)  # links are sorted by source
     links = (src, dst, cost, in_start, in_links, out_link_start)
     flights = (np.zeros(num_links, dtype=np.bool_), np.zeros(num_links, dtype=np.int64), np.zeros(num_links),
@@ -416,7 +415,7 @@ def run_compiled(fabric: Fabric, rng: random.Random, replacement: str, deadline:
         if now - started < 0.05:
             budget *= 2
     pending = need.any(axis=1)
-    if not pending.any() and offers[2].any():  # nothing is needed, so no link can offer anything
+    if not pending.any() and offers[1].any():  # nothing is needed, so no link can offer anything
         raise RuntimeError("TACOS compiled engine: offer counts out of step with the chunk rows")
     if pending.any():
         v = int(np.flatnonzero(pending)[0])
