@@ -50,7 +50,8 @@ def _run(view, collective, seed, replacement, engine):
 def _same(a, b) -> bool:
     if isinstance(a, str) or isinstance(b, str):
         return a == b
-    return (a.claimed_time == b.claimed_time and (a.deliveries, a.wasted, a.events) == (b.deliveries, b.wasted, b.events)
+    return (a.claimed_time == b.claimed_time
+            and (a.deliveries, a.wasted, a.events) == (b.deliveries, b.wasted, b.events)
             and all(np.array_equal(getattr(a, c), getattr(b, c)) for c in COLUMNS))
 
 
@@ -63,6 +64,17 @@ def test_compiled_engine_gives_the_python_schedule(topo, kind, k, replacement, s
     python = _run(topo, collective, seed, replacement, "python")
     compiled = _run(topo, collective, seed, replacement, "compiled")
     assert _same(python, compiled)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(topo=switchless_fabrics(), kind=st.sampled_from(["allgather", "broadcast", "gather", "scatter", "alltoall"]),
+       k=st.sampled_from([1, 3, 150]), seed=st.integers(0, 2**32 - 1))
+def test_compiled_engine_gives_the_python_schedule_on_one_link_cost(topo, kind, k, seed):
+    # fabrics of one link cost take the other way of matching (offer counts by groups of words);
+    # 150 chunks per rank make rows of several groups
+    topo = Topology.create(topo.num_npus, [Link(l.src, l.dst, 0.5e-6, 50 * GB) for l in topo.links], name="one cost")
+    collective = make_collective(kind, topo.num_npus, k, 0 if kind in ("broadcast", "gather", "scatter") else None)
+    assert _same(_run(topo, collective, seed, "causal", "python"), _run(topo, collective, seed, "causal", "compiled"))
 
 
 @pytest.mark.parametrize("spec, k", [("mesh:5x5", 3), ("torus:3x3x3", 3), ("dgx1", 9), ("fc:6", 12),
@@ -171,23 +183,30 @@ def test_a_draw_within_a_span_is_the_python_draw_over_the_whole_row(words, garba
 @settings(max_examples=80, deadline=None)
 @given(data=st.data(), words=st.integers(1, 40))
 def test_the_nth_offer_of_a_link_is_the_python_nth_bit(data, words):
-    # rows of up to 40 words: up to three group counts of 16 words each
-    row = data.draw(st.lists(st.sampled_from([0, 0, 1, 2**63, 2**64 - 1, 0x5555]) | st.integers(0, 2**64 - 1),
-                             min_size=words, max_size=words))
+    # rows of up to 40 words: up to three group counts of 16 words each. Rank 0 holds the offered
+    # chunks and more, rank 1 needs them and others (disjoint extras), and the rows the link does
+    # not read are noise: only the AND of rank 0's held and rank 1's need is offered
+    def row_of_words():
+        return data.draw(st.lists(st.sampled_from([0, 0, 1, 2**63, 2**64 - 1, 0x5555]) | st.integers(0, 2**64 - 1),
+                                  min_size=words, max_size=words))
+    row, extra, noise = row_of_words(), row_of_words(), row_of_words()
     value = sum(w << (64 * i) for i, w in enumerate(row))
     assume(value)
     target = data.draw(st.integers(0, value.bit_count() - 1))
-    held = np.array([row, [0] * words], dtype=np.uint64)        # rank 0 holds the row's chunks
-    need = np.array([[0] * words, row], dtype=np.uint64)        # rank 1 needs them
-    offers = (np.zeros((1, compiled_offers.group_count(words)), dtype=np.int32), np.zeros(1, dtype=np.int64))
-    compiled_offers.initial_offers(np.array([0]), np.array([1]), held, need, *offers)
-    assert offers[1][0] == value.bit_count()
-    assert compiled_nth_offer(held, need, offers, target) == python_engine.nth_bit(value, target)
+    held_extra = [x & ~r for x, r in zip(extra, row)]
+    need_extra = [~x & ~r & (2**64 - 1) & n for x, r, n in zip(extra, row, noise)]
+    held = np.array([[r | x for r, x in zip(row, held_extra)], noise], dtype=np.uint64)
+    need = np.array([noise, [r | x for r, x in zip(row, need_extra)]], dtype=np.uint64)
+    groups = np.zeros((1, compiled_offers.group_count(words)), dtype=compiled_offers.GROUP_COUNT)
+    counts = np.zeros(1, dtype=np.int64)
+    compiled_offers.initial_offers(np.array([0]), np.array([1]), held, need, groups, counts)
+    assert counts[0] == value.bit_count()
+    assert compiled_nth_offer(held, need, groups, target) == python_engine.nth_bit(value, target)
 
 
 @njit
-def compiled_nth_offer(held, need, offers, target):
-    return compiled_offers.nth_offer(0, 1, held, need, offers, 0, target)
+def compiled_nth_offer(held, need, groups, target):
+    return compiled_offers.nth_offer(0, 1, held, need, groups, 0, target)
 
 
 def test_a_match_draws_uniformly_from_the_union_of_its_links_offers():
@@ -287,7 +306,8 @@ def test_without_numba_auto_falls_back_and_compiled_is_refused(monkeypatch):
 @pytest.mark.parametrize("engine", ["python", "compiled"])
 def test_a_duplicate_on_a_fabric_of_one_link_cost_is_an_engine_error(engine, monkeypatch):
     # It cannot happen (matching.DUPLICATE_ON_ONE_COST), so no arrival times are kept there: an engine
-    # put out of step (link 0 -> 1 made to offer the chunk rank 1 starts with) stops instead of
+    # put out of step (python: link 0 -> 1 made to offer the chunk rank 1 starts with; compiled: a
+    # start where rank 1 needs the chunk it holds, and rank 0 holds it too) stops instead of
     # relabelling from times it does not have.
     if engine == "python":
         start = python_engine._Engine.__init__

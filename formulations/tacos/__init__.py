@@ -84,7 +84,8 @@ class Tacos:
                    switch_degree: int | str = 1, replacement: str = "causal", engine: str = "auto",
                    **params: Any) -> SynthesisResult:
         if params:
-            raise ValueError(f"tacos: unknown parameters {sorted(params)} (restarts, switch_degree, replacement, engine)")
+            raise ValueError(f"tacos: unknown parameters {sorted(params)} "
+                             "(restarts, switch_degree, replacement, engine)")
         if replacement not in REPLACEMENT_MODES:
             raise ValueError(f"tacos: replacement must be one of {REPLACEMENT_MODES}, got {replacement!r}")
         if not isinstance(restarts, int) or restarts < 1:

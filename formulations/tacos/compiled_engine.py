@@ -16,7 +16,8 @@ Two ways of matching, as in ``python_engine``, each compiled into its own kernel
   than the caches. No chunk can arrive twice there, so no arrival times are kept (an N x chunks
   matrix, one more random store per delivery: 6.4 GB at 40,000 NPUs);
 * several link costs (the 3D-RFS): links end at scattered times and few ranks have a free link
-  with offers. Links keep offer counts only, and rows are read over each rank's front words
+  with offers. Links keep one offer count each (no group counts), and rows are read over each
+  rank's front words
   (``compiled_fronts``).
 
 Links ending together are retired in link order from a calendar of buckets (``compiled_calendar``);
@@ -39,7 +40,7 @@ from formulations.tacos.compiled_bits import (INLINE, KERNEL, ONE, ZERO, has_bit
 from formulations.tacos.compiled_calendar import (DELIVERIES, EVENTS, FREE, HEAP_SIZE, RECORD, SLOTS,
                                                  TOUCHED, WASTED, end_time_on_grid, heap_pop, schedule_end)
 from formulations.tacos.compiled_fronts import and_row, front_words, initial_counts, prefetch_counts, update_counts
-from formulations.tacos.compiled_offers import (group_count, initial_offers, nth_offer, prefetch_delivery,
+from formulations.tacos.compiled_offers import (GROUP_COUNT, group_count, initial_offers, nth_offer, prefetch_delivery,
                                                 update_offers)
 from formulations.tacos.compiled_rows import chunk_rows, csr
 from formulations.tacos.matching import DUPLICATE_ON_ONE_COST, TIE, Fabric, MatchResult, OutOfTime, unreachable
@@ -51,7 +52,7 @@ _AHEAD = 8  # deliveries whose words are prefetched ahead of the one being made
 # numba keeps the kernels' machine code between runs and checks only this file for changes, while
 # the kernels inline the helpers of the other compiled_* files: this digest of them
 # ties them to this one, so editing a helper (and updating the digest, as a test asks) recompiles.
-HELPERS_DIGEST = "eb451f0fa7571852"
+HELPERS_DIGEST = "ff71e307cb178406"
 
 # ---------------------------------------------------------------- matching
 @njit(**INLINE)
@@ -120,13 +121,13 @@ def _draw(v, src, held, need, active, live, picked, npicked, offers, rng):
         while target >= counts[active[i]]:
             target -= counts[active[i]]
             i += 1
-        chunk = nth_offer(src[active[i]], v, held, need, offers, active[i], target)
+        chunk = nth_offer(src[active[i]], v, held, need, offers[0], active[i], target)
         kept = True
         for j in range(npicked):
             if picked[j] == chunk:
                 kept = False
-        for j in range(i):
-            if has_bit(held, src[active[j]], chunk):  # v needs every chunk drawn: its sender offers it
+        for j in range(i):  # the chunk is in need[v]: link j offers it iff its sender holds it
+            if has_bit(held, src[active[j]], chunk):
                 kept = False
         if kept:
             return chunk
@@ -302,7 +303,7 @@ def _event_kernel(by_offers: bool):
                         continue
                 word, mask = chunk >> 6, ONE << np.uint64(chunk & 63)
                 held[v, word] |= mask
-                if by_offers:
+                if by_offers:  # in any order: it reads the neighbours' rows only (no self-links)
                     update_offers(v, word, mask, src, dst, in_start, in_links, out_link_start, held, need, busy, offers,
                                   offering)
                 else:  # before need[v] loses the chunk: it tells whether v's in-links offered it
@@ -379,7 +380,7 @@ def run_compiled(fabric: Fabric, rng: random.Random, replacement: str, deadline:
     claimed = np.zeros(1)
     src, dst = np.array(fabric.src, dtype=np.int64), np.array(fabric.dst, dtype=np.int64)
     if by_offers:
-        offers = (np.zeros((num_links, group_count(words)), dtype=np.int32), np.zeros(num_links, dtype=np.int64))
+        offers = (np.zeros((num_links, group_count(words)), dtype=GROUP_COUNT), np.zeros(num_links, dtype=np.int64))
         initial_offers(src, dst, held, need, *offers)  # group counts, counts (compiled_offers)
         marks = np.zeros((1, 1), dtype=np.uint64)
     else:  # counts and fronts only (compiled_fronts)

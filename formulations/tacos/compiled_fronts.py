@@ -1,5 +1,6 @@
 """Offer counts and fronts for TACOS's compiled engine (``compiled_engine``) where links differ in
-cost (on fabrics of one link cost it keeps whole offer rows instead: ``compiled_offers``).
+cost (on fabrics of one link cost it keeps offer counts by groups of words instead:
+``compiled_offers``).
 
 Offer counts. Links of several costs end at scattered times, and most ranks marked for a match (an
 in-neighbour received a chunk, say, while the link from it was busy) have no free in-link offering
