@@ -19,8 +19,10 @@ import subprocess
 import sys
 import time
 
+import numpy as np
+
 from benchmarks.common import RESULTS, machine, reference_loop, write
-from benchmarks.tacos_scaling import slope
+from benchmarks.tacos_scaling import SIDE_BY_SIDE, slope
 from workbench.files import write_atomic
 
 FAMILIES = {
@@ -68,6 +70,8 @@ def run_case(spec: str, budget: float) -> dict:
 
 
 STORE = "tacos_large.json"
+FIGURE = "tacos_large.png"
+PAPER_40K = 2.52 * 3600  # the TACOS paper's 40,000-NPU synthesis, on 64 threads
 
 
 def load_store() -> dict:
@@ -106,13 +110,46 @@ def render(store: dict) -> str:
     if slopes:
         lines += ["", "Fitted growth exponents (least squares on log time against log NPUs, over the rows measured):",
                   "", "| family | " + " | ".join(SPANS) + " |", "|---" * (len(SPANS) + 1) + "|", *slopes]
-    lines += ["", "Runs:", *runs]
+    lines += ["", f"![growth]({FIGURE})", "", "Runs:", *runs]
     if missing:
         lines += ["", "Not run yet: " + ", ".join(missing) + "."]
     lines += ["", "Regenerate with `make bench-tacos-large` (hours: up to the budget per case), or one family "
               "with `python -m benchmarks.tacos_large --families \"3D torus\"` (the other families' rows are kept "
               f"in `results/bench/{STORE}`).", ""]
     return "\n".join(lines)
+
+
+def plot(store: dict, path) -> None:
+    """Matching time against NPUs, log-log: each family's rows and its fitted power law from 64 NPUs
+    up, the published C++ on 2D meshes up to 1,024 NPUs, the one-hour target and the paper's 40,000."""
+    import matplotlib.pyplot as plt
+
+    from workbench.plots import finish_axes
+
+    fig, ax = plt.subplots(figsize=(7, 4.8))
+    for family in FAMILIES:
+        points = [(row["npus"], row["seconds"]) for row in store.get(family, {}).get("rows", []) if row["seconds"]]
+        if not points:
+            continue
+        k = slope(points)
+        line, = ax.plot(*zip(*points), marker="o", label=f"{family}, ours" + (f" (fitted N^{k:.2f})" if k else ""))
+        if k is not None:
+            n = np.array([p[0] for p in points], dtype=float)
+            scale = np.exp(np.mean(np.log([p[1] for p in points]) - k * np.log(n)))
+            ax.plot(n, scale * n ** k, linestyle=":", color=line.get_color(), linewidth=1)
+    published = [(int(np.prod([int(x) for x in spec.split(":")[1].split("x")])), seconds)
+                 for spec, seconds in SIDE_BY_SIDE if seconds and spec.startswith("mesh:") and spec.count("x") == 1]
+    ax.plot(*zip(*published), marker="^", linestyle="--", color="grey",
+            label=f"2D mesh, C++ reference, published (N^{slope(published):.2f})")
+    ax.axhline(3600, color="black", linewidth=0.8, linestyle="-.", label="one hour (the target)")
+    ax.plot([40000], [PAPER_40K], marker="*", markersize=12, linestyle="", color="black",
+            label="TACOS paper, 40,000 NPUs on 64 threads")
+    finish_axes(fig, ax, path, "NPUs", "matching time (s)", "TACOS All-Gather, 64 to 40,000 NPUs (1 chunk per NPU)")
+
+
+def report(store: dict) -> None:
+    write("tacos_large.md", render(store))
+    plot(store, RESULTS / FIGURE)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -122,7 +159,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--remark", default="", help="a note on this run, shown beside its machine line")
     parser.add_argument("--fresh", action="store_true", help="measure every case again (default: keep the cases "
                         "of a family already measured with this budget, and go on from there)")
+    parser.add_argument("--report", action="store_true", help="measure nothing: write the table and the figure "
+                        f"again from results/bench/{STORE}")
     args = parser.parse_args(argv)
+    if args.report:
+        report(load_store())
+        return
     loop = reference_loop()
     for family in args.families:
         kept = load_store().get(family)
@@ -145,7 +187,7 @@ def main(argv: list[str] | None = None) -> None:
             remark = args.remark if earlier in ("", args.remark) else f"{earlier}; resumed: {args.remark}"
             store[family] = {"machine": machine(), "loop": loop, "budget": args.budget, "remark": remark, "rows": rows}
             write_atomic(RESULTS / STORE, json.dumps(store, indent=1) + "\n")
-            write("tacos_large.md", render(store))
+            report(store)
             if row["seconds"] is None:
                 break
 

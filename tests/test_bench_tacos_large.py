@@ -38,3 +38,13 @@ def test_a_case_over_its_budget_is_shown_and_left_out_of_the_fits():
     text = render({"2D mesh": _entry(rows)})
     assert re.search(r"\| mesh:32x32 \| 1,024 \| over 3,600 \(25% of the deliveries made\)", text)
     assert _fits(text, "2D mesh") == ["2.00", "2.00", ""]
+
+
+def test_the_figure_draws_the_rows_measured(tmp_path):
+    # a family with a case over its budget, one with no rows, one not run: the figure still draws
+    from benchmarks.tacos_large import plot
+    rows = [_row("mesh:8x8", 64, 1e-3), _row("mesh:16x16", 256, 16e-3),
+            {"spec": "mesh:32x32", "npus": 1024, "seconds": None, "reached": 0.25, "peak_gib": 0.2}]
+    path = tmp_path / "large.png"
+    plot({"2D mesh": _entry(rows), "3D torus": _entry([])}, path)
+    assert path.stat().st_size > 10_000
