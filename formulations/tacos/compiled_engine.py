@@ -17,8 +17,7 @@ Two ways of matching, as in ``python_engine``, each compiled into its own kernel
   matrix, one more random store per delivery: 6.4 GB at 40,000 NPUs);
 * several link costs (the 3D-RFS): links end at scattered times and few ranks have a free link
   with offers. Links keep one offer count each (no group counts), and rows are read over each
-  rank's front words
-  (``compiled_fronts``).
+  rank's front words (``compiled_fronts``).
 
 Links ending together are retired in link order from a calendar of buckets (``compiled_calendar``);
 they and the ranks to match come out of ordered bit sets in increasing order (the reference's) without
