@@ -22,7 +22,7 @@ import time
 import numpy as np
 
 from benchmarks.common import RESULTS, machine, reference_loop, write
-from benchmarks.tacos_scaling import SIDE_BY_SIDE, slope
+from benchmarks.tacos_scaling import SIDE_BY_SIDE, power_law, slope, topology_of
 from workbench.files import write_atomic
 
 FAMILIES = {
@@ -131,13 +131,14 @@ def plot(store: dict, path) -> None:
         points = [(row["npus"], row["seconds"]) for row in store.get(family, {}).get("rows", []) if row["seconds"]]
         if not points:
             continue
-        k = slope(points)
-        line, = ax.plot(*zip(*points), marker="o", label=f"{family}, ours" + (f" (fitted N^{k:.2f})" if k else ""))
-        if k is not None:
+        fit = power_law(points)
+        label = f"{family}, ours" + (f" (fitted N^{fit[0]:.2f})" if fit else "")
+        line, = ax.plot(*zip(*points), marker="o", label=label)
+        if fit is not None:
+            k, scale = fit
             n = np.array([p[0] for p in points], dtype=float)
-            scale = np.exp(np.mean(np.log([p[1] for p in points]) - k * np.log(n)))
             ax.plot(n, scale * n ** k, linestyle=":", color=line.get_color(), linewidth=1)
-    published = [(int(np.prod([int(x) for x in spec.split(":")[1].split("x")])), seconds)
+    published = [(topology_of(spec).num_npus, seconds)
                  for spec, seconds in SIDE_BY_SIDE if seconds and spec.startswith("mesh:") and spec.count("x") == 1]
     ax.plot(*zip(*published), marker="^", linestyle="--", color="grey",
             label=f"2D mesh, C++ reference, published (N^{slope(published):.2f})")

@@ -144,11 +144,19 @@ def measure(spec: str, ir_max: int) -> dict:
             "events": result.events, "claimed": result.claimed_time, "optimum": optimum}
 
 
-def slope(points: list[tuple[int, float]]) -> float | None:
+def power_law(points: list[tuple[int, float]]) -> tuple[float, float] | None:
+    """(k, c) of the least-squares fit t = c N^k on log-log axes, over the points from 64 NPUs up."""
     points = [(n, t) for n, t in points if n >= 64 and t > 0]
     if len(points) < 2:
         return None
-    return float(np.polyfit(np.log([p[0] for p in points]), np.log([p[1] for p in points]), 1)[0])
+    k, log_c = np.polyfit(np.log([p[0] for p in points]), np.log([p[1] for p in points]), 1)
+    return float(k), float(np.exp(log_c))
+
+
+def slope(points: list[tuple[int, float]]) -> float | None:
+    """The exponent k of ``power_law``."""
+    fit = power_law(points)
+    return None if fit is None else fit[0]
 
 
 def headline() -> list[tuple[str, float, float]]:

@@ -47,6 +47,11 @@ def _run(view, collective, seed, replacement, engine):
         return str(error)
 
 
+def _one_cost(topo: Topology) -> Topology:
+    """The fabric with every link of one cost: matched by offer counts (matching.DUPLICATE_ON_ONE_COST)."""
+    return Topology.create(topo.num_npus, [Link(l.src, l.dst, 0.5e-6, 50 * GB) for l in topo.links], name="one cost")
+
+
 def _same(a, b) -> bool:
     if isinstance(a, str) or isinstance(b, str):
         return a == b
@@ -72,7 +77,7 @@ def test_compiled_engine_gives_the_python_schedule(topo, kind, k, replacement, s
 def test_compiled_engine_gives_the_python_schedule_on_one_link_cost(topo, kind, k, seed):
     # fabrics of one link cost take the other way of matching (offer counts by groups of words);
     # 150 chunks per rank make rows of several groups
-    topo = Topology.create(topo.num_npus, [Link(l.src, l.dst, 0.5e-6, 50 * GB) for l in topo.links], name="one cost")
+    topo = _one_cost(topo)
     collective = make_collective(kind, topo.num_npus, k, 0 if kind in ("broadcast", "gather", "scatter") else None)
     assert _same(_run(topo, collective, seed, "causal", "python"), _run(topo, collective, seed, "causal", "compiled"))
 
@@ -229,7 +234,7 @@ def test_a_match_draws_uniformly_from_the_union_of_its_links_offers():
 @given(topo=switchless_fabrics(), kind=st.sampled_from(["allgather", "broadcast", "alltoall"]), seed=st.integers(0, 99))
 def test_offers_stay_what_each_link_can_carry(topo, kind, seed):
     # offers are kept on fabrics of one link cost
-    topo = Topology.create(topo.num_npus, [Link(l.src, l.dst, 0.5e-6, 50 * GB) for l in topo.links], name="one cost")
+    topo = _one_cost(topo)
     collective = make_collective(kind, topo.num_npus, 2, 0 if kind == "broadcast" else None)
     fabric = matching.Fabric.of(topo, collective, 1e6)
     engine = python_engine._Engine(fabric, random.Random(seed), "causal", float("inf"))

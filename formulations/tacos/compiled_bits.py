@@ -137,28 +137,22 @@ def random_bit_within(rows, r, first, last, count, rng):
             position = np.int64(random_float(rng) * length)
             if position >> 6 >= first and has_bit(rows, r, position):
                 return position
-    return nth_bit_from(rows, r, first, np.int64(random_float(rng) * count))
+    return nth_bit_of_and(rows, r, rows, r, first, np.int64(random_float(rng) * count))
 
 
 @njit(**INLINE)
-def nth_bit_from(rows, r, w, target):
-    """The ``target``-th set bit of ``rows[r]`` from word ``w`` on, lowest first (python_engine.nth_bit;
-    there is one)."""
+def nth_bit_of_and(left, r, right, s, w, target):
+    """The ``target``-th set bit of ``left[r] & right[s]`` from word ``w`` on, lowest first
+    (python_engine.nth_bit; there is one). A row alone is ANDed with itself."""
     while True:
-        word = rows[r, w]
+        word = left[r, w] & right[s, w]
         here = np.int64(popcount(word))
         if target < here:
-            return w * 64 + nth_bit_of_word(word, target)
+            for _ in range(target):
+                word &= word - ONE
+            return w * 64 + np.int64(trailing_zeros(word))
         target -= here
         w += 1
-
-
-@njit(**INLINE)
-def nth_bit_of_word(word, target):
-    """The position of the ``target``-th set bit of ``word``, lowest first (there is one)."""
-    for _ in range(target):
-        word &= word - ONE
-    return np.int64(trailing_zeros(word))
 
 
 # ---------------------------------------------------------------- ordered sets of small integers

@@ -51,7 +51,7 @@ _AHEAD = 8  # deliveries whose words are prefetched ahead of the one being made
 # numba keeps the kernels' machine code between runs and checks only this file for changes, while
 # the kernels inline the helpers of the other compiled_* files: this digest of them
 # ties them to this one, so editing a helper (and updating the digest, as a test asks) recompiles.
-HELPERS_DIGEST = "ff71e307cb178406"
+HELPERS_DIGEST = "d4dcae0f21432bac"
 
 # ---------------------------------------------------------------- matching
 @njit(**INLINE)

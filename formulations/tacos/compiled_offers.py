@@ -23,7 +23,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from formulations.tacos.compiled_bits import INLINE, ZERO, nth_bit_of_word, popcount, prefetch
+from formulations.tacos.compiled_bits import INLINE, ZERO, nth_bit_of_and, popcount, prefetch
 
 GROUP_SHIFT = 4  # 16 words (1,024 chunks) per group count
 # a group count is at most 1,024: 16 bits halve the counts' memory (12.8 MB at 40,000 NPUs, read and
@@ -95,11 +95,4 @@ def nth_offer(u, v, held, need, groups, e, target):
     while target >= groups[e, g]:
         target -= groups[e, g]
         g += 1
-    w = g << GROUP_SHIFT
-    while True:
-        word = held[u, w] & need[v, w]
-        here = np.int64(popcount(word))
-        if target < here:
-            return w * 64 + nth_bit_of_word(word, target)
-        target -= here
-        w += 1
+    return nth_bit_of_and(held, u, need, v, g << GROUP_SHIFT, target)
