@@ -44,8 +44,8 @@ def test_bad_input_is_one_line_and_exit_2(name, tmp_path, binary, capsys):
     assert not out.exists()
 
 
-@pytest.mark.parametrize("command", [["simulate"], ["export", "-o", "{out}"],
-                                     ["export", "--format", "mscclpp", "-o", "{out}"]])
+@pytest.mark.parametrize("command", [["simulate"], ["export", "-o", "{out}.xml"],
+                                     ["export", "--format", "mscclpp", "-o", "{out}.json"]])
 @pytest.mark.parametrize("damage", ["drop", "no-node"])
 def test_an_invalid_algorithm_is_named_by_the_verifier_with_exit_1(tmp_path, capsys, command, damage):
     import json
@@ -65,12 +65,12 @@ def test_an_invalid_algorithm_is_named_by_the_verifier_with_exit_1(tmp_path, cap
     else:
         data["transfers"][0]["dst"] = 99
     path.write_text(json.dumps(data))
-    out = tmp_path / "out.file"
+    out = tmp_path / "out"
     argv = [command[0], str(path)] + [w.format(out=out) for w in command[1:]]
     assert main(argv) == 1
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith(f"INVALID {path}: "), err
-    assert not out.exists()
+    assert [p.name for p in tmp_path.iterdir()] == ["algo.json"]  # nothing written beside the input
 
 
 def test_written_files_follow_the_umask(tmp_path):

@@ -174,7 +174,7 @@ def test_cli_export_interpret_import(tmp_path, capsys):
     bad = tmp_path / "bad.xml"
     bad.write_text("<algo><gpu")
     capsys.readouterr()
-    assert main(["interpret", str(bad)]) == 1
+    assert main(["interpret", str(bad)]) == 2  # not a runtime file at all: bad input, as import says
     assert main(["import", str(bad), "--topology", "dgx1", "--size", "1MB", "-o", str(tmp_path / "x.json")]) == 2
     assert "not well-formed" in capsys.readouterr().err
     assert main(["export", str(source), "--format", "svg", "-o", str(xml)]) == 2

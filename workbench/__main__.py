@@ -1,5 +1,13 @@
+"""``python -m workbench``: the command line, with the current folder taken off ``sys.path`` first
+(``-m`` put it there; the ``workbench`` script never has it; see ``workbench.safe_path``)."""
+
 import sys
 
-from workbench.cli import main
+from workbench.safe_path import safe_sys_path
+
+if not sys.flags.safe_path:
+    sys.path[:] = safe_sys_path(sys.path)
+
+from workbench.cli import main  # noqa: E402  (after sys.path is clean)
 
 sys.exit(main())

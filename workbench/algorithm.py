@@ -18,13 +18,14 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from workbench import fastjson
-from workbench.files import write_atomic
+from workbench.files import write_output
 from workbench.collective import Collective, CollectiveError, collective_from_dict, make_collective
 from workbench.topology import Topology, TopologyError, topology_from_dict
 
 __all__ = ["FORMAT", "Transfer", "Algorithm", "AlgorithmFormatError", "load_algorithm"]
 
 FORMAT = "workbench.algorithm/1"
+_INF = math.inf
 
 
 class AlgorithmFormatError(ValueError):
@@ -190,12 +191,14 @@ class Algorithm:
         }
 
     def save(self, path: str | Path) -> None:
-        """Write atomically, so a reader never sees half a file."""
+        """Write atomically, so a reader never sees half a file (a character device such as
+        /dev/null is written through; ``workbench.files.OutputError`` names a path that cannot
+        take the file)."""
         with no_cyclic_gc():
             document = self.to_dict()
             # meta is small: an infinity there (a solver's bound) is written as json always wrote it
             text = fastjson.dumps(document, non_finite=fastjson.has_non_finite(document["meta"]))
-        write_atomic(path, text)
+        write_output(path, text)
 
     @classmethod
     def from_dict(cls, data: Any, source: str = "algorithm") -> "Algorithm":
@@ -222,6 +225,9 @@ def no_cyclic_gc():
 
 
 def _load(path: Path) -> Algorithm:
+    from workbench.safe_load import refuse_special
+
+    refuse_special(path, AlgorithmFormatError)  # a FIFO would block the read, a device never end it
     try:
         text = path.read_bytes()
     except OSError as exc:
@@ -235,6 +241,12 @@ def _load(path: Path) -> Algorithm:
     except fastjson.JSONDecodeError as exc:
         text.decode("utf-8")  # a binary file: UnicodeDecodeError, which callers report as "not a text file"
         raise AlgorithmFormatError(f"{path}: not valid JSON (line {exc.lineno}: {exc.msg})") from None
+    except UnicodeDecodeError:
+        raise  # a binary file: callers report it as "not a text file"
+    except RecursionError:  # arrays or objects nested deeper than the parser's recursion allows
+        raise AlgorithmFormatError(f"{path}: nested too deeply to be an algorithm file") from None
+    except ValueError:  # the parser's one other refusal: an integer with more digits than Python converts
+        raise AlgorithmFormatError(f"{path}: an integer has more digits than can be read") from None
     return _parse(data, str(path))
 
 
@@ -294,8 +306,9 @@ def _is_int(value: Any) -> bool:
 
 
 def _parse_transfers(raw: list, source: str) -> list[Transfer]:
-    """Every transfer; the common shape (single chunk or chunk list, ints, known op) is read on a
-    fast path, anything else goes through ``_parse_transfer`` for its checks and messages."""
+    """Every transfer; the common shape (single chunk or chunk list, ints, known op, claimed times
+    with 0 <= t_start <= t_end < inf) is read on a fast path, anything else goes through
+    ``_parse_transfer`` for its checks and messages."""
     out = []
     append = out.append
     for index, entry in enumerate(raw):
@@ -308,7 +321,9 @@ def _parse_transfers(raw: list, source: str) -> list[Transfer]:
             if (type(ident) is int and type(src) is int and type(dst) is int and type(chunk) is int
                     and "chunks" not in entry and (op == "copy" or op == "reduce") and type(deps) is list
                     and all(type(d) is int for d in deps)
-                    and (t_start is None or type(t_start) is float) and (t_end is None or type(t_end) is float)):
+                    and (t_start is None or (type(t_start) is float and 0.0 <= t_start < _INF))
+                    and (t_end is None or (type(t_end) is float
+                                           and (0.0 if t_start is None else t_start) <= t_end < _INF))):
                 append(Transfer(ident, (chunk,), src, dst, op, tuple(deps), t_start, t_end))
                 continue
         except (TypeError, KeyError, AttributeError):
@@ -348,5 +363,15 @@ def _parse_transfer(entry: Any, index: int, source: str) -> Transfer:
         value = entry.get(key)
         if value is not None and (not isinstance(value, (int, float)) or isinstance(value, bool)):
             raise AlgorithmFormatError(f"{where}.{key}: expected a number or null")
-        times.append(None if value is None else float(value))
+        try:
+            times.append(None if value is None else float(value))
+        except OverflowError:  # an integer past the float range: not a finite time
+            times.append(_INF)
+        # NaN fails both comparisons: a claimed time is finite and not negative
+        if times[-1] is not None and not 0.0 <= times[-1] < _INF:
+            raise AlgorithmFormatError(f"{where}.{key}: transfer {entry['id']} claims {key}={value!r}; a claimed "
+                                       "time must be finite and at least 0")
+    if times[0] is not None and times[1] is not None and times[1] < times[0]:
+        raise AlgorithmFormatError(f"{where}: transfer {entry['id']} claims t_end={times[1]!r} before "
+                                   f"t_start={times[0]!r}")
     return Transfer(entry["id"], chunks, entry["src"], entry["dst"], op, tuple(deps), times[0], times[1])

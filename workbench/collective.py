@@ -225,13 +225,20 @@ def custom_collective(
     return Collective("custom", num_ranks, 1, tuple(pre_sets), tuple(post_sets), bool(combining), None)
 
 
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
 def pairs_to_lists(pairs: Any, field_name: str, source: str) -> list[list[int]]:
+    """``[[chunk, [ranks]], ...]`` as the rank lists of chunks 0..n-1; ``CollectiveError`` naming the
+    entry otherwise (booleans are not integers)."""
     if not isinstance(pairs, list):
         raise CollectiveError(f"{source}: {field_name} must be a list of [chunk, [ranks]]")
     result: dict[int, list[int]] = {}
     for i, entry in enumerate(pairs):
-        if not (isinstance(entry, list) and len(entry) == 2 and isinstance(entry[0], int) and isinstance(entry[1], list)):
-            raise CollectiveError(f"{source}: {field_name}[{i}] must be [chunk, [ranks]]")
+        if not (isinstance(entry, list) and len(entry) == 2 and _is_int(entry[0]) and isinstance(entry[1], list)
+                and all(map(_is_int, entry[1]))):
+            raise CollectiveError(f"{source}: {field_name}[{i}] must be [chunk, [ranks]] (integers)")
         if entry[0] in result:
             raise CollectiveError(f"{source}: {field_name}[{i}]: chunk {entry[0]} listed twice")
         result[entry[0]] = entry[1]
@@ -249,11 +256,13 @@ def collective_from_dict(data: Any, source: str = "collective") -> Collective:
             raise CollectiveError(f"{source}: missing field {key!r}")
     kind = data["kind"]
     ranks = data["ranks"]
-    if not isinstance(ranks, int) or ranks < 1:
+    if not isinstance(ranks, int) or isinstance(ranks, bool) or ranks < 1:
         raise CollectiveError(f"{source}.ranks: expected a positive integer, got {ranks!r}")
+    if not isinstance(data["combining"], bool):  # by type: the string "no" is not true
+        raise CollectiveError(f"{source}.combining: expected true or false, got {data['combining']!r}")
     pre = pairs_to_lists(data["pre"], "pre", source)
     post = pairs_to_lists(data["post"], "post", source)
-    explicit = custom_collective(ranks, pre, post, bool(data["combining"]), source)
+    explicit = custom_collective(ranks, pre, post, data["combining"], source)
     if kind == "custom":
         return explicit
     chunks_per_rank = data.get("chunks_per_rank", 1)

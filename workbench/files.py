@@ -1,12 +1,15 @@
-"""Atomic file writes: a temporary file in the same folder, fsync, then a rename; the user's umask applies."""
+"""Writing files: atomic writes (a temporary file in the same folder, fsync, then a rename; the
+user's umask applies), and the one writer of user-named outputs with its checks."""
 
 from __future__ import annotations
 
+import errno
 import os
+import stat
 import tempfile
 from pathlib import Path
 
-__all__ = ["write_atomic"]
+__all__ = ["write_atomic", "OutputError", "check_output_file", "check_output_folder", "write_output"]
 
 
 def _umask() -> int:
@@ -39,3 +42,135 @@ def write_atomic(path: str | Path, text: str | bytes) -> Path:
         Path(tmp).unlink(missing_ok=True)
         raise
     return path
+
+
+# ============================================================================ user-named outputs
+# Every command that writes a file or folder the user named (``-o``, ``--out``) checks it with
+# ``check_output_file`` / ``check_output_folder`` before any work and writes it with ``write_output``:
+# a rename over a device node or a FIFO would replace it (as root, ``-o /dev/null`` would replace
+# /dev/null), so character devices are written through and other non-regular files are refused.
+
+class OutputError(Exception):
+    """An output path that cannot take what a command writes: one line naming the path, exit code 2."""
+
+
+def _kind(path: Path) -> str | None:
+    """What is at ``path`` (symlinks followed): None when nothing is, else 'file', 'folder',
+    'character device', 'FIFO', 'socket', 'block device' or 'special file'."""
+    try:
+        mode = path.stat().st_mode
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        if exc.errno in (errno.ENOTDIR, errno.ELOOP, errno.ENAMETOOLONG):
+            return None  # a parent that is not a folder: _check_creatable names it
+        raise OutputError(f"{path}: cannot look at it ({exc.strerror})") from None
+    for test, name in ((stat.S_ISREG, "file"), (stat.S_ISDIR, "folder"), (stat.S_ISCHR, "character device"),
+                       (stat.S_ISFIFO, "FIFO"), (stat.S_ISSOCK, "socket"), (stat.S_ISBLK, "block device")):
+        if test(mode):
+            return name
+    return "special file"
+
+
+def _describe(path: Path, exc: OSError) -> str:
+    if exc.errno == errno.ENOSPC:
+        return f"{path}: no space left on device (nothing written)"
+    if exc.errno == errno.EDQUOT:
+        return f"{path}: disk quota exceeded (nothing written)"
+    return f"{path}: cannot write ({exc.strerror or exc})"
+
+
+def _check_creatable(folder: Path, named: Path) -> None:
+    """``folder`` exists or can be created, and a file can be created in it. Probed by creating and
+    removing a hidden temporary file in the nearest existing folder: permission bits do not tell
+    (root passes every access check; /proc refuses new files whatever the bits say)."""
+    existing = folder
+    while _kind(existing) is None and existing != existing.parent:
+        existing = existing.parent
+    kind = _kind(existing)
+    if kind != "folder":
+        raise OutputError(f"{named}: {existing} is a {kind or 'missing folder'}, not a folder")
+    try:
+        fd, probe = tempfile.mkstemp(dir=existing, prefix=".workbench-probe-", suffix=".tmp")
+    except OSError as exc:
+        where = "in" if existing == folder else "under"
+        raise OutputError(f"{named}: cannot create a file {where} {existing} ({exc.strerror or exc})") from None
+    os.close(fd)
+    Path(probe).unlink(missing_ok=True)
+
+
+def check_output_file(path: str | Path, extensions: tuple[str, ...] = (), what: str = "output file") -> Path:
+    """Refuse, before any work, a path that cannot take the file a command will write: a folder,
+    FIFO, socket or block device there, a name without one of ``extensions`` (lower-case, with the
+    dot; any case is accepted), or a folder where no file can be created. A character device
+    (``/dev/null``, a terminal) passes: ``write_output`` writes through it. Raises ``OutputError``."""
+    path = Path(path)
+    kind = _kind(path)
+    if kind == "character device":
+        return path
+    if kind == "folder":
+        raise OutputError(f"{path}: is a folder, not a file")
+    if kind not in (None, "file"):
+        raise OutputError(f"{path}: is a {kind}, not a regular file (refused: writing would replace it)")
+    if extensions and path.suffix.lower() not in extensions:
+        listed = extensions[0] if len(extensions) == 1 else f"{', '.join(extensions[:-1])} or {extensions[-1]}"
+        raise OutputError(f"{path}: {what}s end in {listed}")
+    _check_creatable(path.parent, path)
+    return path
+
+
+def check_output_folder(path: str | Path) -> Path:
+    """Refuse, before any work, a folder output (a run folder) that is not a folder or cannot be
+    created or written into. Raises ``OutputError``."""
+    path = Path(path)
+    kind = _kind(path)
+    if kind is None:
+        _check_creatable(path.parent, path)
+    elif kind != "folder":
+        raise OutputError(f"{path}: is a {kind}, not a folder")
+    else:
+        _check_creatable(path, path)
+    return path
+
+
+def write_output(path: str | Path, text: str | bytes) -> Path:
+    """Write a user-named output: a regular file (or a new one) atomically (``write_atomic``), a
+    character device by writing through it (never renamed over); anything else is refused. Every
+    failure (no space, no permission, read-only file system) is an ``OutputError`` naming the path,
+    and a failed regular file leaves the old file (or none), never half of the new one."""
+    path = Path(path)
+    kind = _kind(path)
+    if kind == "character device":
+        _write_through(path, text.encode() if isinstance(text, str) else text)
+        return path
+    if kind == "folder":
+        raise OutputError(f"{path}: is a folder, not a file")
+    if kind not in (None, "file"):
+        raise OutputError(f"{path}: is a {kind}, not a regular file (refused: writing would replace it)")
+    try:
+        return write_atomic(path, text)
+    except OSError as exc:
+        raise OutputError(_describe(path, exc)) from None
+
+
+def _write_through(path: Path, data: bytes) -> None:
+    """Write into a character device as it is. Opened without blocking (a FIFO swapped in since the
+    check would hang the open) and checked again on the open descriptor, then written blocking."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_NOCTTY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as exc:
+        raise OutputError(_describe(path, exc)) from None
+    try:
+        if not stat.S_ISCHR(os.fstat(fd).st_mode):
+            raise OutputError(f"{path}: is no longer a character device (refused)")
+        os.set_blocking(fd, True)
+        view = memoryview(data)
+        while view:
+            written = os.write(fd, view)
+            if written <= 0:
+                raise OutputError(f"{path}: the device took no data")
+            view = view[written:]
+    except OSError as exc:
+        raise OutputError(_describe(path, exc)) from None
+    finally:
+        os.close(fd)

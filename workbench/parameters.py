@@ -16,8 +16,8 @@ import path) still runs; its params pass unchecked and ``undeclared_warning`` sa
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-from typing import Any, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping
 
 __all__ = ["Parameter", "ParameterError", "check_parameters", "declared_parameters", "describe_parameters",
            "undeclared_warning", "RUNNER_KEYS"]
@@ -38,6 +38,10 @@ class Parameter:
 
     ``types``: the accepted kinds, any of int, float, str, bool, none, list, dict, duration.
     ``choices`` restricts the strings; ``minimum``/``maximum`` the numbers (inclusive).
+    ``check``: a further test of an accepted value, raising ``ValueError`` with what is wrong (the
+    shape of a nested list, or a file the value names: a sketch). It runs where the parameters are
+    checked, so bad input is one line before any cell starts, not an error row; with
+    ``read_files=False`` (a report on an old run, whose files may have moved) it is skipped.
     """
 
     name: str
@@ -47,6 +51,7 @@ class Parameter:
     choices: tuple[str, ...] = ()
     minimum: float | None = None
     maximum: float | None = None
+    check: Callable[[Any], None] | None = field(default=None, compare=False)
 
     def accepts(self, value: Any) -> bool:
         return any(self._matches(kind, value) for kind in self.types)
@@ -110,10 +115,12 @@ def declared_parameters(formulation: Any) -> tuple[Parameter, ...] | None:
     return tuple(declared)
 
 
-def check_parameters(formulation: Any, params: Mapping[str, Any], where: str, sep: str = ".") -> None:
+def check_parameters(formulation: Any, params: Mapping[str, Any], where: str, sep: str = ".",
+                     read_files: bool = True) -> None:
     """Raise ``ParameterError`` (one line starting with ``where``) unless every key is declared and
     every value accepted. ``where`` names the place, e.g. ``x.yaml: grid.formulations[2].params``
-    (keys joined with ``sep``), or ``--set`` with ``sep=" "``."""
+    (keys joined with ``sep``), or ``--set`` with ``sep=" "``. ``read_files=False`` skips the
+    declarations' own ``check`` (see ``Parameter``)."""
     declared = declared_parameters(formulation)
     if declared is None:
         return
@@ -128,6 +135,11 @@ def check_parameters(formulation: Any, params: Mapping[str, Any], where: str, se
             raise ParameterError(f"{where}{sep}{key}: {name} has no parameter {key!r} (accepted: {known})")
         if not parameter.accepts(value):
             raise ParameterError(f"{where}{sep}{key}: expected {parameter.expected()}, got {value!r}")
+        if parameter.check is not None and read_files:
+            try:
+                parameter.check(value)
+            except ValueError as exc:
+                raise ParameterError(f"{where}{sep}{key}: {(str(exc).splitlines() or ['refused'])[0]}") from None
 
 
 def undeclared_warning(formulation: Any) -> str | None:

@@ -8,17 +8,34 @@ numeric keys of ``DesignResult.stats`` that a design table can show beside the c
 bandwidth, time and cost (``table.metrics``; grouped rows get their mean and max).
 
 Formulations are registered with ``register`` or discovered through the
-``workbench.formulations`` entry-point group, whose entries point at a formulation object, a
-class, or a zero-argument factory. A researcher's own package can add one without touching ours:
+``workbench.formulations`` entry-point group, whose entries point at a formulation class or a
+formulation object. A researcher's own package can add one without touching ours:
 
     [project.entry-points."workbench.formulations"]
     mine = "my_package.module:MyFormulation"
+
+What an import path or entry point names is checked before anything of it is called: a class
+must carry ``name`` (a string), ``kind`` and a callable ``synthesize`` as class attributes and is
+then instantiated with no arguments; an object must carry the same. Nothing else is accepted, not
+even a zero-argument factory, so ``os:system`` or ``os:abort`` is refused (``FormulationError``)
+without being called. Importing the named module still runs its top level: an import path runs
+code from that module.
+
+An import path's module is looked up on ``sys.path``; a plain module name (no dots) that is not
+there is loaded from ``<folder>/<module>.py`` by its file location, that one file only: the folder
+(an experiment config's folder, else the current one) is never put on ``sys.path``, so nothing in
+it can shadow a library, and the module's own ``import`` of a sibling module in that folder fails.
 """
 
 from __future__ import annotations
 
 import importlib
+import importlib.util
+import inspect
+import os
+import sys
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Callable, Literal, Protocol, runtime_checkable
 
 from workbench.algorithm import Algorithm
@@ -131,7 +148,10 @@ _DISCOVERED = False
 
 
 def register(formulation: Any, name: str | None = None) -> Formulation:
-    """Add a formulation (an instance, a class or a zero-argument factory) under its name."""
+    """Add a formulation (an instance, or a class instantiated with no arguments) under its name.
+
+    Anything else is refused with ``FormulationError`` before it is called (see the module docstring).
+    """
     instance = _instantiate(formulation)
     key = name or instance.name
     _REGISTRY[key] = instance
@@ -139,19 +159,67 @@ def register(formulation: Any, name: str | None = None) -> Formulation:
 
 
 def unregister(name: str) -> None:
+    """Forget the formulation registered as ``name`` (nothing if there is none)."""
     _REGISTRY.pop(name, None)
 
 
+_KINDS = ("schedule", "design")
+
+
+def _shape_fault(obj: Any) -> str | None:
+    """Why ``obj`` is not a formulation class or object (None: it is one).
+
+    A class is read with ``inspect.getattr_static`` so that checking it runs none of its code
+    (no metaclass ``__getattr__``, no descriptor); an object may have set its attributes itself.
+    """
+    is_class = isinstance(obj, type)
+    missing = object()
+    read = inspect.getattr_static if is_class else getattr
+    try:
+        name = read(obj, "name", missing)
+        kind = read(obj, "kind", missing)
+        synthesize = read(obj, "synthesize", missing)
+    except Exception as exc:  # an object whose attributes raise is no formulation
+        return f"reading its attributes failed ({type(exc).__name__}: {exc})"
+    where = "as a class attribute" if is_class else ""
+    if not isinstance(name, str):
+        return f"it has no string 'name' {where}".rstrip()
+    if not isinstance(kind, str) or kind not in _KINDS:
+        return f"its 'kind' must be 'schedule' or 'design' {where}".rstrip()
+    if not (callable(synthesize) or isinstance(synthesize, (staticmethod, classmethod))):
+        return "it has no synthesize() method"
+    return None
+
+
 def _instantiate(obj: Any) -> Formulation:
-    if isinstance(obj, type) or (callable(obj) and not isinstance(obj, Formulation)):
-        instance = obj()  # a class or a zero-argument factory
-    else:
-        instance = obj
-    if not isinstance(instance, Formulation):
-        raise FormulationError(f"{obj!r} is not a formulation (needs name, kind and synthesize())")
-    if instance.kind not in ("schedule", "design"):
-        raise FormulationError(f"formulation {instance.name!r}: kind must be 'schedule' or 'design'")
+    """A formulation from a class (checked first, then called with no arguments) or an object;
+    a function or any other callable is refused uncalled (it could be ``os.system``)."""
+    fault = _shape_fault(obj)
+    if fault is not None:
+        uncalled = "; it was not called" if callable(obj) and not isinstance(obj, type) else ""
+        raise FormulationError(f"{_describe(obj)} is not a formulation class or object: {fault}{uncalled} "
+                               f"(a formulation has name, kind and synthesize())")
+    if not isinstance(obj, type):
+        return obj
+    try:
+        instance = obj()
+    except Exception as exc:
+        raise FormulationError(f"formulation class {_describe(obj)} could not be created: "
+                               f"{type(exc).__name__}: {exc}") from None
+    fault = _shape_fault(instance)
+    if fault is not None:
+        raise FormulationError(f"an instance of {_describe(obj)} is not a formulation: {fault}")
     return instance
+
+
+def _describe(obj: Any) -> str:
+    """A short name for an object in a one-line error (its qualified name, not a long repr)."""
+    qualified = getattr(obj, "__qualname__", None)
+    if isinstance(qualified, str) and qualified:
+        module = getattr(obj, "__module__", None)
+        return f"{module}.{qualified}" if isinstance(module, str) else qualified
+    text = repr(obj)
+    return text if len(text) <= 80 else text[:77] + "..."
 
 
 def _discover() -> None:
@@ -186,17 +254,59 @@ def available_formulations() -> list[str]:
     return sorted(_REGISTRY)
 
 
-def resolve_formulation(name: str) -> Formulation:
-    """A registered name, or an import path ``package.module:Attribute`` (a class, factory or instance)."""
+def resolve_formulation(name: str, folder: str | Path | None = None) -> Formulation:
+    """A registered name, or an import path ``module:Attribute`` naming a formulation class or object.
+
+    Importing the module runs its top level. The module is looked up on ``sys.path``; a plain
+    module name that is not there is loaded from ``<folder>/<module>.py`` by its file location
+    (``folder``: an experiment config's folder; None, the current folder), the folder itself never
+    going on ``sys.path``. The attribute is checked before it is called (see ``register``).
+    """
     if ":" in name and name not in _REGISTRY:
         module_name, _, attribute = name.partition(":")
+        module = _import_module(name, module_name, folder)
         try:
-            module = importlib.import_module(module_name)
             target = getattr(module, attribute)
-        except (ImportError, AttributeError) as exc:
-            raise FormulationError(f"cannot import formulation {name!r}: {exc}") from None
+        except Exception as exc:  # AttributeError, or a module __getattr__ that raises
+            raise FormulationError(f"cannot import formulation {name!r}: {type(exc).__name__}: {exc}") from None
         return register(target, name)
     return get_formulation(name)
+
+
+def _import_module(name: str, module_name: str, folder: str | Path | None) -> Any:
+    """The module of import path ``name``: from ``sys.path``, else (a plain name only) the file
+    ``<folder>/<module_name>.py`` by its location; every failure is one ``FormulationError`` line."""
+    try:
+        if not module_name or any(not part.isidentifier() for part in module_name.split(".")):
+            raise FormulationError(f"cannot import formulation {name!r}: {module_name!r} is not a module name")
+        found = module_name in sys.modules or importlib.util.find_spec(module_name) is not None
+        if found:
+            return importlib.import_module(module_name)
+        file = Path(os.getcwd() if folder is None else folder) / f"{module_name}.py"
+        if "." in module_name or not file.is_file():
+            raise FormulationError(f"cannot import formulation {name!r}: no module {module_name!r} on the Python "
+                                   f"path" + ("" if "." in module_name else f" nor a file {file}"))
+        return _load_file(module_name, file)
+    except FormulationError:
+        raise
+    except (Exception, SystemExit) as exc:  # its top level failed (or a parent package is missing)
+        raise FormulationError(f"cannot import formulation {name!r}: {type(exc).__name__}: {exc}") from None
+
+
+def _load_file(module_name: str, file: Path) -> Any:
+    """Execute ``file`` as module ``module_name`` (registered in ``sys.modules``, so its classes
+    pickle and later look-ups find it; the name is free, as nothing on ``sys.path`` has it)."""
+    spec = importlib.util.spec_from_file_location(module_name, file)
+    if spec is None or spec.loader is None:
+        raise FormulationError(f"cannot load {file} as a module")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[module_name] = module
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        sys.modules.pop(module_name, None)
+        raise
+    return module
 
 
 def _load_one(name: str) -> None:

@@ -18,12 +18,17 @@ __all__ = ["ResultStore"]
 class ResultStore:
     """``rows.jsonl``: one JSON object per finished cell, appended with fsync."""
 
-    def __init__(self, folder: str | Path) -> None:
+    def __init__(self, folder: str | Path, read_only: bool = False) -> None:
+        """``read_only``: a reader that changes nothing in the folder (a report, ``rebound``'s read,
+        a folder a live run may be appending to); it skips a last line without its newline, which
+        is a row being written or a crash's remnant that the next writer drops."""
         self.folder = Path(folder)
-        self.folder.mkdir(parents=True, exist_ok=True)
         self.path = self.folder / "rows.jsonl"
+        self.read_only = read_only
         self._lock = threading.Lock()
-        self._repair_tail()
+        if not read_only:
+            self.folder.mkdir(parents=True, exist_ok=True)
+            self._repair_tail()
 
     def _repair_tail(self) -> None:
         """Drop a partial last line left by a crash mid-write, so appends start on a fresh line."""
@@ -41,12 +46,15 @@ class ResultStore:
         if not self.path.exists():
             return []
         rows = []
-        for number, line in enumerate(self.path.read_text(errors="replace").splitlines(), start=1):
+        text = self.path.read_text(errors="replace")
+        if self.read_only and not text.endswith("\n"):
+            text = text[:text.rfind("\n") + 1]  # a row still being appended, or a crash's partial line
+        for number, line in enumerate(text.splitlines(), start=1):
             if not line.strip():
                 continue
             try:
                 row = json.loads(line)
-            except json.JSONDecodeError:
+            except (ValueError, RecursionError):  # not JSON, an overlong integer, nesting beyond the parser
                 row = None
             if isinstance(row, dict) and isinstance(row.get("cell_id"), str):
                 rows.append(row)
@@ -55,6 +63,8 @@ class ResultStore:
         return rows
 
     def append(self, row: dict[str, Any]) -> None:
+        if self.read_only:
+            raise RuntimeError(f"{self.path}: opened read-only")
         line = (json.dumps(row, default=_json_default, allow_nan=True) + "\n").encode()
         with self._lock:
             fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)

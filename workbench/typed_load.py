@@ -2,8 +2,9 @@
 typed transfer records, in C, without building a dict per transfer.
 
 Only the common, valid shape is taken here: ints for ids, nodes, chunks and dependencies, an op
-of ``copy`` or ``reduce``, numbers or null for the times, and exactly one of ``chunk`` or a
-non-empty ``chunks``. Anything else (a wrong type, a missing field, NaN, text that is not strict
+of ``copy`` or ``reduce``, numbers or null for the times (finite, at least 0, ``t_start`` no later
+than ``t_end``), and exactly one of ``chunk`` or a non-empty ``chunks``. Anything else (a wrong
+type, a missing field, NaN, a negative or reversed claimed time, text that is not strict
 UTF-8, an integer beyond 64 bits anywhere, nesting deeper than Python's recursion allows, a file
 msgspec cannot read) returns None, and ``workbench.algorithm`` reads the file its usual way, which
 then decides: the typed reader never takes a document the usual one would refuse or read
@@ -12,6 +13,7 @@ differently. Without msgspec installed the usual way is the only one.
 
 from __future__ import annotations
 
+import sys
 from typing import Annotated, Any, Literal
 
 import msgspec
@@ -24,6 +26,8 @@ __all__ = ["decode"]
 # 64-bit integers only: orjson reads larger ones as floats (which the usual reader then refuses)
 _Int = Annotated[int, msgspec.Meta(ge=-2**63, le=2**63 - 1)]
 _EXACT = (-2**63, 2**64 - 1)  # the integers orjson reads as integers, in the untyped fields
+# a claimed time: finite and at least 0, checked in C as it is decoded (the usual reader names a bad one)
+_Time = Annotated[float, msgspec.Meta(ge=0.0, le=sys.float_info.max)]
 
 
 class _TransferRecord(msgspec.Struct, gc=False):
@@ -34,8 +38,8 @@ class _TransferRecord(msgspec.Struct, gc=False):
     chunks: list[_Int] | msgspec.UnsetType = msgspec.UNSET
     op: Literal["copy", "reduce"] = "copy"
     deps: list[_Int] = []
-    t_start: float | None = None
-    t_end: float | None = None
+    t_start: _Time | None = None
+    t_end: _Time | None = None
 
 
 class _Document(msgspec.Struct):
@@ -67,8 +71,9 @@ def decode(text: bytes) -> tuple[dict[str, Any], list[tuple]] | None:
         return None
     records = document.transfers
     unset = msgspec.UNSET
-    if any((r.chunk is unset) is (r.chunks is unset) or (r.chunks is not unset and not r.chunks) for r in records):
-        return None  # both, neither, or an empty list: the usual reader names it
+    if any((r.chunk is unset) is (r.chunks is unset) or (r.chunks is not unset and not r.chunks)
+           or (r.t_end is not None and r.t_start is not None and r.t_end < r.t_start) for r in records):
+        return None  # both, neither, an empty list, or a claimed end before its start: the usual reader names it
     transfers = [(r.id, (r.chunk,) if r.chunks is unset else tuple(r.chunks), r.src, r.dst, r.op, tuple(r.deps),
                   r.t_start, r.t_end) for r in records]
     fields = {"format": document.format, "topology": document.topology, "collective": document.collective,

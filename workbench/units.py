@@ -72,6 +72,14 @@ _EXAMPLES = {
 }
 
 
+def _float(value: int | float, what: str) -> float:
+    """A number as a float; an integer beyond a float's range is a ``UnitError``, not an OverflowError."""
+    try:
+        return float(value)
+    except OverflowError:
+        raise UnitError(f"{what} beyond a float's range (about 1.8e308) is not a finite number") from None
+
+
 def _non_negative(value: float, text: object, what: str) -> float:
     if value < 0:
         raise UnitError(f"{what} {text!r} is negative")
@@ -85,7 +93,7 @@ def parse_time(text: str | float | int) -> float:
     if isinstance(text, bool):
         raise UnitError(f"cannot parse time {text!r}")
     if isinstance(text, (int, float)):
-        return _non_negative(float(text), text, "time")
+        return _non_negative(_float(text, "time"), text, "time")
     number, unit = _split(str(text), "time")
     key = unit.lower() if unit != "µs" else unit
     if key == "":
@@ -100,7 +108,7 @@ def parse_size(text: str | float | int) -> float:
     if isinstance(text, bool):
         raise UnitError(f"cannot parse size {text!r}")
     if isinstance(text, (int, float)):
-        return _non_negative(float(text), text, "size")
+        return _non_negative(_float(text, "size"), text, "size")
     number, unit = _split(str(text), "size")
     key = unit.lower()
     if key == "":
@@ -115,7 +123,7 @@ def parse_bandwidth(text: str | float | int) -> float:
     if isinstance(text, bool):
         raise UnitError(f"cannot parse bandwidth {text!r}")
     if isinstance(text, (int, float)):
-        return _non_negative(float(text), text, "bandwidth")
+        return _non_negative(_float(text, "bandwidth"), text, "bandwidth")
     number, unit = _split(str(text), "bandwidth")
     if unit == "":
         return _non_negative(number, text, "bandwidth")

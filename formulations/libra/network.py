@@ -67,17 +67,11 @@ class Workload:
 
 
 def _yaml(path: str | Path) -> Any:
-    import yaml
+    """A YAML input read safely (``workbench.safe_load``): a FIFO or folder, a binary file, duplicate
+    keys, an alias bomb are one line naming the file."""
+    from workbench.safe_load import load_file
 
-    path = Path(path)
-    try:
-        return yaml.safe_load(path.read_text())
-    except FileNotFoundError:
-        raise DesignInputError(f"{path}: no such file") from None
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" line {mark.line + 1}" if mark else ""
-        raise DesignInputError(f"{path}:{where} YAML syntax error") from None
+    return load_file(path, "file", DesignInputError, syntax="yaml")
 
 
 def load_network(path: str | Path) -> Network:
@@ -105,11 +99,10 @@ def load_network(path: str | Path) -> Network:
 
 
 def load_workload(path: str | Path) -> list[Layer]:
+    from workbench.safe_load import read_input
+
     path = Path(path)
-    try:
-        lines = path.read_text().splitlines()
-    except FileNotFoundError:
-        raise DesignInputError(f"{path}: no such file") from None
+    lines = read_input(path, "file", DesignInputError).splitlines()
     layers = []
     for number, line in enumerate(lines, start=1):
         fields = line.split()
@@ -129,8 +122,9 @@ def load_workload(path: str | Path) -> list[Layer]:
                 phases.append((float(compute), kind, float(size)))
             except ValueError:
                 raise DesignInputError(f"{path}: line {number}: {PHASES[p]} compute time and size must be numbers")
-            if phases[-1][0] < 0 or phases[-1][2] < 0:
-                raise DesignInputError(f"{path}: line {number}: negative compute time or size")
+            if not (0 <= phases[-1][0] < math.inf and 0 <= phases[-1][2] < math.inf):  # NaN fails both
+                raise DesignInputError(f"{path}: line {number}: {PHASES[p]} compute time and size must be finite "
+                                       "and non-negative")
         layers.append(Layer(fields[0], phases))
     if not layers:
         raise DesignInputError(f"{path}: no layers")
@@ -162,7 +156,8 @@ def load_cost_model(path: str | Path) -> dict[str, dict[str, float]]:
         if not isinstance(entry, dict):
             raise DesignInputError(f"{path}: {label}: expected Link/Switch/Nic prices")
         for part, value in entry.items():
-            if part not in ("Link", "Switch", "Nic") or not isinstance(value, (int, float)) or value < 0:
+            if (part not in ("Link", "Switch", "Nic") or isinstance(value, bool)
+                    or not isinstance(value, (int, float)) or not 0 <= value <= 1e300):  # NaN, inf too
                 raise DesignInputError(f"{path}: {label}.{part}: expected a non-negative price for Link, Switch or Nic")
         prices[str(label)] = {k: float(v) for k, v in entry.items()}
     return prices

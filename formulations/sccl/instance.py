@@ -12,6 +12,7 @@ from workbench.deadline import Deadline
 from workbench.schedule import DeliveryChain
 from workbench.topology import Topology
 
+from . import check_groups
 from .encoding import Group, _CpSatModel, _Z3Model
 
 __all__ = ["bandwidth_groups", "step_bound", "bandwidth_bound", "solve_instance", "reject_by_bounds", "InstanceResult",
@@ -32,6 +33,7 @@ def bandwidth_groups(topology: Topology, extra: list | None = None) -> list[Grou
             raise ValueError(f"link {link.src}->{link.dst}: bandwidth {link.bandwidth:g} is not a whole multiple "
                              f"of the slowest link's {slowest:g}; SCCL needs integral chunks per round")
         groups.append((((link.src, link.dst),), b))
+    check_groups(extra)  # the shape, named, for a caller that did not pass through the parameter checks
     for i, entry in enumerate(extra or []):
         pairs, b = entry
         pairs = tuple((int(u), int(v)) for u, v in pairs)

@@ -48,6 +48,14 @@ from workbench.parameters import Parameter
 
 __all__ = ["Taccl", "HEURISTICS"]
 
+
+def _check_sketch(value: Any) -> None:
+    """Read the sketch a parameter names (``SketchError``, a ValueError, naming the file and field),
+    so a path that is not a sketch is refused with the parameters, before a cell runs."""
+    from formulations.taccl.sketch import load_sketch
+
+    load_sketch(value)
+
 HEURISTICS = ("auto", "h10", "h14", "h15", "paper")  # contiguity/ordering heuristics (ordering.py)
 
 
@@ -57,7 +65,8 @@ class Taccl:
     name = "taccl"
     kind = "schedule"
     parameters = (
-        Parameter("sketch", ("str", "dict", "none"), None, "a shipped sketch name, a sketch file or a mapping"),
+        Parameter("sketch", ("str", "dict", "none"), None, "a shipped sketch name, a sketch file or a mapping",
+                  check=_check_sketch),
         Parameter("stage_time_limit", ("duration", "none"), None, "limit per MILP stage (default: a share of the total)"),
         Parameter("backend", ("str",), "highs", "MILP solver", choices=("highs", "cbc")),
         Parameter("heuristic", ("str",), "auto", "contiguity/ordering heuristic", choices=HEURISTICS),

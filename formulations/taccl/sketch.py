@@ -8,12 +8,12 @@ A sketch accepts the paper's spelling (Listing 1: ``intranode_sketch``, ``intern
 
 from __future__ import annotations
 
-import json
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
+from workbench.safe_load import load_file
 
 __all__ = ["Sketch", "SketchError", "load_sketch", "sketch_from_dict", "SKETCH_DIR", "available_sketches"]
 
@@ -93,16 +93,13 @@ def load_sketch(spec: Any) -> Sketch:
         return sketch_from_dict(spec, "sketch")
     text = str(spec)
     path = Path(text)
-    if not path.exists() and (SKETCH_DIR / f"{text}.yaml").exists():
+    # os.path.exists: a name too long or with a NUL byte is "not there", not an OSError
+    if not os.path.exists(path) and os.path.exists(SKETCH_DIR / f"{text}.yaml"):
         path = SKETCH_DIR / f"{text}.yaml"
-    if not path.exists():
+    if not os.path.exists(path):
         raise SketchError(f"sketch {text!r}: no such file or shipped sketch (shipped: {', '.join(available_sketches())})")
-    try:
-        raw = path.read_text()
-        data = json.loads(raw) if path.suffix == ".json" else yaml.safe_load(raw)
-    except (OSError, json.JSONDecodeError, yaml.YAMLError) as exc:
-        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        raise SketchError(f"sketch {path}: cannot parse: {first}") from None
+    # a folder or FIFO, a binary file, duplicate keys, an alias bomb: one line naming the sketch
+    data = load_file(path, "sketch", lambda message: SketchError(f"sketch {message}"))
     return sketch_from_dict(data, str(path))
 
 
@@ -247,7 +244,7 @@ def _parse_internode(sketch: Sketch, inter: Any, source: str) -> None:
         raise _fail(source, "internode.beta_split", "expected a mapping sender -> n")
     for key, value in split.items():
         s = _int(key, source, f"internode.beta_split key {key!r}", 0)
-        if not isinstance(value, (int, float)) or isinstance(value, bool) or value < 1:
+        if not isinstance(value, (int, float)) or isinstance(value, bool) or not 1 <= value <= 1e300:  # NaN, inf too
             raise _fail(source, f"internode.beta_split[{key}]", f"expected a number >= 1, got {value!r}")
         sketch.beta_split[s] = float(value)
     ordering = inter.get("enforce_ordering", False)

@@ -2,7 +2,8 @@
 
 Exit codes (the README's table): 0 done, 1 a well-formed algorithm that is not valid (``verify``,
 ``simulate``, ``export``, ``interpret``), 2 bad input (unknown builder, malformed or binary file,
-missing field, bad argument, a busy run folder), 3/4/5 ``synth`` infeasible / timed out / failed,
+missing field, bad argument, a busy run folder, an output path that cannot take the file: a FIFO,
+a folder, a full device; checked before any work), 3/4/5 ``synth`` infeasible / timed out / failed,
 5 also for any unexpected error (one line; ``--debug`` shows the traceback), 130 interrupted; errors
 are one line on stderr.
 
@@ -78,12 +79,14 @@ def _register_commands(sub: argparse._SubParsersAction) -> None:
 
 def _input_errors() -> tuple[type[BaseException], ...]:
     from workbench.config.experiment import ConfigError
+    from workbench.files import OutputError
     from workbench.registry import FormulationError
     from workbench.report import ReportError
+    from workbench.safe_load import InputError
     from workbench.size_guard import SizeError
 
     return (UsageError, TopologyError, CollectiveError, AlgorithmFormatError, UnitError, ConfigError,
-            FormulationError, ReportError, SizeError)
+            FormulationError, ReportError, SizeError, OutputError, InputError)
 
 
 def _apply_max_memory(text: str | None) -> None:

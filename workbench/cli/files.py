@@ -16,6 +16,8 @@ from workbench.units import UnitError, format_time, parse_size
 
 __all__ = ["register", "register_formulations"]
 
+_TOPOLOGY_EXTENSIONS = (".yaml", ".yml", ".json")  # what `topology -o` writes (and topology files are read as)
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add this group's commands to the ``workbench`` parser."""
@@ -81,6 +83,10 @@ def _load(path: str, args: argparse.Namespace) -> Algorithm:
 
 # ------------------------------------------------------------------ commands
 def _cmd_topology(args: argparse.Namespace) -> int:
+    if args.output and not args.json:  # --json prints instead
+        from workbench.files import check_output_file
+
+        check_output_file(args.output, _TOPOLOGY_EXTENSIONS, "topology file")
     topology = topology_from_args(args.spec, args.alpha, args.bandwidth)
     if args.json:
         print(json.dumps(topology.to_dict(), indent=1))
@@ -158,6 +164,18 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
     return 0
 
 
+def _guard_collective(args: argparse.Namespace, topology, ranks: int) -> None:
+    """Refuse ``--chunks`` / ``--ranks`` whose collective and bounds could not fit (e.g. ``--chunks
+    100000000``) before the collective is built, as ``synth`` does."""
+    from workbench import size_guard
+
+    kind = str(args.collective).lower().replace("-", "").replace("_", "")
+    npus = max(ranks, topology.num_npus)
+    needed = size_guard.schedule_bytes(npus, max(topology.num_nodes, npus), len(topology.links), [kind], args.chunks)
+    size_guard.check(f"--chunks {args.chunks}" + (f" --ranks {args.ranks}" if args.ranks else "")
+                     + f" on {args.topology}", needed)
+
+
 def _cmd_bounds(args: argparse.Namespace) -> int:
     from workbench.bounds import lower_bounds
 
@@ -168,6 +186,7 @@ def _cmd_bounds(args: argparse.Namespace) -> int:
         raise UsageError(f"--size: {exc}") from None
     ranks = args.ranks or topology.num_npus
     at_least_two(ranks, args.topology)
+    _guard_collective(args, topology, ranks)
     collective = make_collective(args.collective, ranks, args.chunks, args.root)
     collective.check_reachable(topology)
     bounds = lower_bounds(topology, collective, collective.chunk_bytes(size), lp_time_limit=300.0)

@@ -62,20 +62,32 @@ def _unfinished_fresh_run(runs: Path, prefix: str, config_text: str, experiment)
         snapshot = folder / "config.yaml"
         if not snapshot.is_file() or snapshot.read_text() != config_text:
             continue
-        done = {r.get("cell_id") for r in ResultStore(folder).rows()} if (folder / "rows.jsonl").exists() else set()
+        done = {r.get("cell_id") for r in ResultStore(folder, read_only=True).rows()}  # none yet: empty
         if wanted - done:
             return folder
     return None
 
 
+def _check_results_dir(results_dir: str) -> None:
+    """``--results-dir`` is read (reference runs) even when ``--out`` names the run folder: it
+    must not be a file; the run folder's own check covers writing into it."""
+    from workbench.files import OutputError
+
+    path = Path(results_dir)
+    if path.exists() and not path.is_dir():
+        raise OutputError(f"{path}: is not a folder (--results-dir)")
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     from workbench.config.experiment import load_experiment
+    from workbench.files import check_output_folder
     from workbench.run.lock import RunLock, RunLockError
 
     if args.jobs < 1:
         raise UsageError("--jobs must be at least 1")
     experiment = load_experiment(args.config, quick=args.quick)
-    folder = _run_folder(args, experiment)
+    _check_results_dir(args.results_dir)
+    folder = check_output_folder(_run_folder(args, experiment))  # before any cell runs
     folder.mkdir(parents=True, exist_ok=True)
     lock = RunLock(folder)
     try:
@@ -119,8 +131,11 @@ def _run_locked(args: argparse.Namespace, experiment, folder) -> int:
     print(table.read_text())
     reference = Path(args.results_dir) / experiment.name
     if args.fresh and (reference / "rows.jsonl").exists() and reference.resolve() != folder.resolve():
-        _, reference_rows = load_run(reference) if (reference / "config.yaml").exists() else (None, ResultStore(reference).rows())
-        print(compare_runs(ResultStore(folder).rows(), reference_rows, experiment))
+        if (reference / "config.yaml").exists():
+            _, reference_rows = load_run(reference)
+        else:  # read only: the reference may be a live run's folder
+            reference_rows = ResultStore(reference, read_only=True).rows()
+        print(compare_runs(ResultStore(folder, read_only=True).rows(), reference_rows, experiment))
     print(f"results: {folder}/table.md, table.csv, rows.jsonl, figures/", file=sys.stderr)
     return 0
 
@@ -132,7 +147,8 @@ def _expected_time(reference: Path, experiment, jobs: int) -> str:
     if not (reference / "rows.jsonl").exists():
         return "expected run time: unknown (no reference results to estimate from)"
     wanted = experiment.cell_ids()
-    seconds = [r.get("wall_seconds") or 0.0 for r in ResultStore(reference).rows() if r.get("cell_id") in wanted]
+    seconds = [r.get("wall_seconds") or 0.0 for r in ResultStore(reference, read_only=True).rows()
+               if r.get("cell_id") in wanted]
     if not seconds:
         return "expected run time: unknown (the reference run has none of these cells)"
     estimate = sum(seconds) / max(1, min(jobs, len(seconds))) + 5
@@ -142,20 +158,43 @@ def _expected_time(reference: Path, experiment, jobs: int) -> str:
 
 
 def _cmd_report(args: argparse.Namespace) -> int:
-    from workbench.run.folder import write_report
+    """Write the report files under the folder's lock; a folder a live run holds is only read: its
+    table is printed and nothing is written into it (the run writes its report when it ends)."""
+    from workbench.files import check_output_folder
+    from workbench.run.folder import render_report, write_report
+    from workbench.run.lock import RunLock, RunLockError, describe_holder
 
-    table = write_report(args.folder, figures=not args.no_figures)
+    if Path(args.folder).exists():  # a missing one is the report's own one-line error
+        check_output_folder(args.folder)
+    lock = RunLock(args.folder)
+    try:
+        lock.acquire()
+    except RunLockError as exc:
+        print(render_report(args.folder))
+        print(f"{args.folder}: a run holds this folder ({describe_holder(exc.holder or {})}); the table was "
+              f"printed and nothing was written into the folder", file=sys.stderr)
+        return 0
+    except OSError:
+        pass  # no such folder, or one that cannot take a lock file: the report's own error follows
+    try:
+        table = write_report(args.folder, figures=not args.no_figures)
+    finally:
+        lock.release()
     print(table.read_text())
     return 0
 
 
 def _cmd_rebound(args: argparse.Namespace) -> int:
+    from workbench.files import check_output_folder
+    from workbench.run.lock import RunLockError
     from workbench.run.rebound import rebound_run
     from workbench.report import ReportError
 
+    if Path(args.folder).exists():  # a missing one is the report's own one-line error
+        check_output_folder(args.folder)
     try:
         refreshed, kept = rebound_run(args.folder)
-    except ReportError as exc:
+    except (ReportError, RunLockError) as exc:  # a live run's folder: exit 2 naming its host and PID
         raise UsageError(str(exc)) from None
     print(f"{args.folder}: bounds refreshed in {refreshed} row(s), {kept} left as they were; report rewritten")
     return 0

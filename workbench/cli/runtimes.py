@@ -16,10 +16,14 @@ def cmd_export(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from workbench.msccl import MscclError, export_xml, interpret
-    from workbench.files import write_atomic
+    from workbench.files import check_output_file, write_output
 
     if args.format not in ("msccl-xml", "mscclpp"):
         raise UsageError(f"--format: msccl-xml or mscclpp, got {args.format!r}")
+    if args.format == "mscclpp":
+        check_output_file(args.output, (".json",), "MSCCL++ plan")
+    else:
+        check_output_file(args.output, (".xml",), "MSCCL XML file")
     algorithm = load_algorithm(args.file)
     from workbench.verify import InvalidAlgorithm, verify
 
@@ -40,7 +44,7 @@ def cmd_export(args: argparse.Namespace) -> int:
         report = interpret(text, args.output, root=algorithm.collective.root)
     except MscclError as exc:
         raise UsageError(f"cannot export {args.file}: {exc}") from None
-    write_atomic(Path(args.output), text)
+    write_output(Path(args.output), text)
     print(f"wrote {args.output}: {report['ranks']} ranks, {report['transfers']} sends; the interpreter found no race "
           f"and every postcondition holds")
     return 0
@@ -50,7 +54,7 @@ def _export_mscclpp(args: argparse.Namespace, algorithm) -> int:
     import json
     from pathlib import Path
 
-    from workbench.files import write_atomic
+    from workbench.files import write_output
     from workbench.msccl import MscclError
     from workbench.mscclpp import export_plan, interpret_plan
 
@@ -65,7 +69,7 @@ def _export_mscclpp(args: argparse.Namespace, algorithm) -> int:
         report = interpret_plan(text, args.output, root=algorithm.collective.root)
     except MscclError as exc:
         raise UsageError(f"cannot export {args.file}: {exc}") from None
-    write_atomic(Path(args.output), text)
+    write_output(Path(args.output), text)
     nodes = "one node" if args.gpus_per_node is None else f"{args.gpus_per_node} GPUs per node"
     print(f"wrote {args.output}: MSCCL++ execution plan, {report['ranks']} ranks ({nodes}), {report['transfers']} "
           f"puts; the interpreter found no race and every postcondition holds")
@@ -73,12 +77,13 @@ def _export_mscclpp(args: argparse.Namespace, algorithm) -> int:
 
 
 def cmd_interpret(args: argparse.Namespace) -> int:
+    """Exit 2 for a file that is not a runtime file (unreadable, not well-formed, wrong root, a
+    field of the wrong type: ``MscclFormatError``), 1 for one that is but fails when run."""
     from workbench.msccl import MscclError, interpret
+    from workbench.msccl.common import MscclFormatError
+    from workbench.safe_load import read_input
 
-    try:
-        text = open(args.file).read()
-    except OSError as exc:
-        raise UsageError(f"{args.file}: cannot read ({exc.strerror})") from None
+    text = read_input(args.file, "MSCCL XML or MSCCL++ plan", UsageError)  # a FIFO or folder: refused unopened
     if args.schedules < 0:
         raise UsageError(f"--schedules must be 0 or more, got {args.schedules}")
     run = interpret
@@ -86,6 +91,8 @@ def cmd_interpret(args: argparse.Namespace) -> int:
         from workbench.mscclpp import interpret_plan as run
     try:
         report = run(text, args.file, root=args.root, schedules=args.schedules, seed=args.seed)
+    except MscclFormatError as exc:
+        raise UsageError(str(exc)) from None
     except MscclError as exc:
         print(f"FAILED {exc}", file=sys.stderr)
         return 1
@@ -96,16 +103,18 @@ def cmd_interpret(args: argparse.Namespace) -> int:
 
 
 def cmd_import(args: argparse.Namespace) -> int:
+    from workbench.files import check_output_file
     from workbench.msccl import MscclError, import_xml
 
+    check_output_file(args.output, (".json",), "algorithm file")
     topology = topology_from_args(args.topology, args.alpha, args.bandwidth)
     try:
         size = parse_size(args.size)
-        text = open(args.file).read()
     except UnitError as exc:
         raise UsageError(f"--size: {exc}") from None
-    except OSError as exc:
-        raise UsageError(f"{args.file}: cannot read ({exc.strerror})") from None
+    from workbench.safe_load import read_input
+
+    text = read_input(args.file, "MSCCL XML file", UsageError)
     try:
         algorithm = import_xml(text, topology, size, args.file, root=args.root)
     except MscclError as exc:
@@ -129,7 +138,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--max-bytes", help="the size range's upper end for the executor (default 0 = unbounded)")
     p.add_argument("--no-fuse", action="store_true",
                    help="keep receives and forwarding sends as separate steps (import then reproduces the timing)")
-    p.add_argument("-o", "--output", required=True)
+    p.add_argument("-o", "--output", required=True, help="file to write: .xml (msccl-xml) or .json (mscclpp)")
     p.set_defaults(func=cmd_export)
 
     p = sub.add_parser("interpret", help="check an MSCCL XML or MSCCL++ plan for races, run it as the runtime "
@@ -146,5 +155,5 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_topology_arguments(p, required=True)
     p.add_argument("--size", required=True, help="nccl-tests size, e.g. 1GiB")
     p.add_argument("--root", type=int)
-    p.add_argument("-o", "--output", required=True)
+    p.add_argument("-o", "--output", required=True, help="algorithm file to write (.json)")
     p.set_defaults(func=cmd_import)

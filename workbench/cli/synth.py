@@ -21,37 +21,33 @@ __all__ = ["cmd_synth"]
 
 
 def _parse_set(values: list[str] | None) -> dict[str, Any]:
+    """``--set key=value`` pairs; each value is YAML (text that is not YAML is the string as
+    written), read with the refusals of ``workbench.safe_load`` (duplicate keys, alias bombs, deep
+    nesting, overlong integers: one line naming the key)."""
     if not values:
         return {}
-    import yaml
+    from workbench.safe_load import parse_yaml
 
     params: dict[str, Any] = {}
     for item in values or []:
         key, sep, raw = item.partition("=")
         if not sep or not key.strip():
             raise UsageError(f"--set {item!r}: expected key=value")
-        try:
-            params[key.strip()] = yaml.safe_load(raw) if raw.strip() else ""
-        except yaml.YAMLError:
-            params[key.strip()] = raw
+        params[key.strip()] = (parse_yaml(raw, f"--set {key.strip()}", UsageError, raw_on_syntax_error=True)
+                               if raw.strip() else "")
     return params
 
 
 def _load_demand(path: str, num_npus: int) -> dict[str, Any]:
-    """A custom collective from a demand file: explicit pre/post, or a matrix of chunks s -> d."""
-    import yaml
-
+    """A custom collective from a demand file (YAML or JSON): explicit pre/post, or a matrix of
+    chunks s -> d. Fields are read by type: ``combining: "no"`` is refused, not read as true."""
     from workbench.collective import custom_collective
+    from workbench.safe_load import boolean, load_file, number
 
-    try:
-        data = yaml.safe_load(open(path).read())
-    except FileNotFoundError:
-        raise UsageError(f"--demand {path}: no such file") from None
-    except yaml.YAMLError as exc:
-        raise UsageError(f"--demand {path}: malformed file: {str(exc).splitlines()[0]}") from None
+    data = load_file(path, "file", UsageError, syntax="yaml")
     if not isinstance(data, dict):
         raise UsageError(f"{path}: expected a mapping with 'matrix' or 'pre' and 'post'")
-    ranks = data.get("ranks", num_npus)
+    ranks = number(data.get("ranks", num_npus), f"{path}: ranks", UsageError, minimum=1, integer=True)
     if "matrix" in data:
         matrix = data["matrix"]
         if not (isinstance(matrix, list) and len(matrix) == ranks and all(isinstance(r, list) and len(r) == ranks
@@ -60,8 +56,11 @@ def _load_demand(path: str, num_npus: int) -> dict[str, Any]:
         pre, post = [], []
         for src, row in enumerate(matrix):
             for dst, count in enumerate(row):
-                if not isinstance(count, int) or count < 0:
+                if not isinstance(count, int) or isinstance(count, bool) or count < 0:
                     raise UsageError(f"{path}: matrix[{src}][{dst}]: expected a chunk count >= 0, got {count!r}")
+        _guard_demand(path, matrix)  # every count becomes that many chunks: sized before they are listed
+        for src, row in enumerate(matrix):
+            for dst, count in enumerate(row):
                 if src != dst:
                     pre += [[src]] * count
                     post += [[dst]] * count
@@ -74,9 +73,23 @@ def _load_demand(path: str, num_npus: int) -> dict[str, Any]:
 
         pre = pairs_to_lists(data["pre"], "pre", path)
         post = pairs_to_lists(data["post"], "post", path)
-        combining = bool(data.get("combining", False))
+        combining = boolean(data.get("combining", False), f"{path}: combining", UsageError)
     custom_collective(ranks, pre, post, combining, path)  # validates
     return {"kind": "custom", "ranks": ranks, "pre": pre, "post": post, "combining": combining}
+
+
+def _guard_demand(path: str, matrix: list[list[int]]) -> None:
+    """``SizeError`` (exit 2) when the chunks a demand matrix asks for could not fit, naming the
+    largest entry and the total."""
+    from workbench import size_guard
+
+    entries = [(count, src, dst) for src, row in enumerate(matrix) for dst, count in enumerate(row) if src != dst]
+    if not entries:
+        return
+    total = sum(count for count, _, _ in entries)
+    count, src, dst = max(entries)
+    size_guard.check_declared(f"--demand {path}", [(f"matrix[{src}][{dst}]={count} ({total:,} chunks in all)",
+                                                   size_guard.demand_bytes(total))])
 
 
 _SYNTH_EXIT = {"optimal": 0, "feasible": 0, "infeasible": 3, "timeout": 4, "error": 5}
@@ -116,6 +129,27 @@ def _guard_transfers(args: argparse.Namespace, topology: Any) -> None:
         raise UsageError(str(exc)) from None
 
 
+def _check_outputs(output: str) -> None:
+    """The algorithm file and the frontier files beside it (``FILE.1.json``, ... of a Pareto
+    search) that exist already: each must be able to take a file, checked before any work."""
+    import glob
+    import re
+
+    from workbench.files import check_output_file
+
+    path = check_output_file(output, (".json",), "algorithm file")
+    if path.is_char_device():
+        return  # one document goes through the device; no frontier files are made beside it
+    frontier = re.compile(re.escape(path.stem) + r"\.\d+" + re.escape(path.suffix))
+    try:
+        siblings = list(path.parent.glob(f"{glob.escape(path.stem)}.*{glob.escape(path.suffix)}"))
+    except OSError:  # an unlistable folder: the writer still refuses a non-regular file there
+        siblings = []
+    for sibling in siblings:
+        if frontier.fullmatch(sibling.name):
+            check_output_file(sibling)
+
+
 def cmd_synth(args: argparse.Namespace) -> int:
     from workbench.run.monitor import prestart
 
@@ -139,6 +173,7 @@ def _synth(args: argparse.Namespace, child: Any) -> int:
 
     from workbench.parameters import ParameterError, check_parameters, undeclared_warning
 
+    _check_outputs(args.output)  # before anything is built or synthesized
     try:
         formulation = resolve_formulation(args.name)
     except FormulationError as exc:
@@ -177,11 +212,16 @@ def _synth(args: argparse.Namespace, child: Any) -> int:
                 chunks=args.chunks, formulation={"name": args.name, "label": args.name, "params": params},
                 seed=args.seed, time_limit=limit, evaluation=Evaluation(save_algorithms=True))
     # the topology goes to the cell as built here (with its builder facts, e.g. a grid's dimensions)
+    # a started (not forked) cell loads an import path's module from the folder this resolved it in
     request = CellRequest("schedule", cell, topology=topology, algorithm_path=str(output.resolve()),
-                          deadline=_command_start() + limit)
+                          deadline=_command_start() + limit, formulation_dir=str(Path.cwd()))
     print(f"synthesizing with {args.name} (time limit {limit:g} s, solver limit {solver_time_limit(limit):g} s) ...",
           file=sys.stderr)
     fields = execute(request, child=child) or {}
+    if fields.get("output_error"):  # the path passed the check but the write failed (a full disk or device)
+        from workbench.files import OutputError
+
+        raise OutputError(fields["output_error"])
     status = fields.get("status", "error")
     synth = fields.get("synthesis_seconds")
     print(f"status            {status}")

@@ -11,6 +11,7 @@ to the config's folder).
 from __future__ import annotations
 
 import copy
+import math
 import os
 from pathlib import Path
 from typing import Any, Sequence
@@ -39,8 +40,9 @@ class ConfigError(ValueError):
 
 
 class Checker:
-    def __init__(self, source: str) -> None:
+    def __init__(self, source: str, read_files: bool = True) -> None:
         self.source = source
+        self.read_files = read_files  # False: files the config names are not read (a report on an old run)
 
     def fail(self, path: str, expected: str) -> ConfigError:
         return ConfigError(f"{self.source}: {path}: {expected}")
@@ -54,6 +56,11 @@ class Checker:
                     raise self.fail(f"{path}.{key}" if path else str(key),
                                     f"unknown key (expected one of: {', '.join(sorted(allowed))})")
         return value
+
+    def optional_mapping(self, value: Any, path: str, allowed: set[str] | None = None) -> dict:
+        """A mapping, or {} when the key is absent or null (``params: 0`` or ``[]`` is an error, not
+        "no params")."""
+        return {} if value is None else self.mapping(value, path, allowed)
 
     def seq(self, value: Any, path: str, non_empty: bool = True) -> list:
         if not isinstance(value, list):
@@ -93,6 +100,25 @@ class Checker:
     def string(self, value: Any, path: str) -> str:
         if not isinstance(value, str) or not value.strip():
             raise self.fail(path, f"expected a non-empty string, got {value!r}")
+        return value
+
+    def flag(self, value: Any, path: str) -> bool:
+        """A true/false field read by type: the string "no" (or 0, or a list) is not a truth value."""
+        if not isinstance(value, bool):
+            raise self.fail(path, f"expected true or false, got {value!r}")
+        return value
+
+    def number(self, value: Any, path: str) -> float | int:
+        """A finite number (a boolean is not one, nor NaN, an infinity or an integer beyond a float)."""
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise self.fail(path, f"expected a finite number, got {value!r}")
+        try:
+            finite = math.isfinite(value)
+        except OverflowError:
+            finite = False
+        if not finite:
+            shown = "an integer beyond a float's range" if isinstance(value, int) else repr(value)
+            raise self.fail(path, f"expected a finite number, got {shown}")
         return value
 
 
@@ -185,6 +211,44 @@ def check_sizes(check: Checker, topologies: list[dict], sizes: dict[str, tuple],
                              f"(evaluation.memory_limit or --max-memory)")
 
 
+def check_repeats(check: Checker, value: Any) -> int:
+    """``repeats``: a count of seeds, refused past the size guard's cell cap before the seeds are listed."""
+    from workbench import size_guard
+
+    repeats = check.integer(value, "repeats", 1)
+    if repeats > size_guard.MAX_CELLS:
+        raise check.fail("repeats", f"{repeats:,} repeats make at least {repeats:,} cells, over the cap of "
+                                    f"{size_guard.MAX_CELLS:,} cells a grid may have")
+    return repeats
+
+
+def check_cells(check: Checker, seeds_key: str, seeds: list[int], topologies: list[dict], collectives: list[dict],
+                sizes: list[float], chunks: list[int], formulations: list[dict], designs: list[dict]) -> None:
+    """Refuse a grid of more cells than the size guard allows (``MAX_CELLS``, or a cell list over the
+    budget of the process that lists them; ``evaluation.memory_limit`` is each cell's own), counted
+    the way ``Experiment.cells`` makes them, before any cell is listed; the error names the key with
+    the most entries (``repeats``/``seeds`` for a typo like ``repeats: 10000000``)."""
+    from workbench import size_guard
+
+    total = len(designs)
+    for f in formulations:
+        mine = [t for t in topologies if "topologies" not in f or t["label"] in f["topologies"]]
+        own_seeds = set(f["seeds"]) if "seeds" in f else None
+        runs = len(seeds) if own_seeds is None else sum(1 for seed in seeds if seed in own_seeds)
+        total += (len(mine) * len(f.get("collectives") or collectives) * len(f.get("sizes") or sizes)
+                  * len(f.get("chunks") or chunks) * runs)
+    why = size_guard.check_cells(total)
+    if why is None:
+        return
+    factors = [("grid.topologies", len(topologies), "topologies"),
+               ("grid.collectives", len(collectives), "collectives"), ("grid.sizes", len(sizes), "sizes"),
+               ("grid.chunks", len(chunks), "chunk counts"),
+               ("grid.formulations", len(formulations), "formulations"), (seeds_key, len(seeds), "seeds")]
+    key = max(factors, key=lambda factor: (factor[1], factor[0] == seeds_key))[0]  # a tie names the seeds
+    shown = " x ".join(f"{count:,} {what}" for _, count, what in factors)
+    raise check.fail(key, f"{why} ({shown})")
+
+
 def check_roots(check: Checker, collectives: list[dict], path: str, topologies: list[dict],
                  npus: dict[str, int]) -> None:
     """A root must be a rank of every topology the collective meets (designs' topologies are checked later)."""
@@ -211,7 +275,9 @@ def parse_collective(check: Checker, entry: Any, path: str) -> dict:
     return {"kind": kind, "root": root}
 
 
-def parse_formulation(check: Checker, entry: Any, path: str) -> dict:
+def parse_formulation(check: Checker, entry: Any, path: str, base_dir: Path | None = None) -> dict:
+    """One ``grid.formulations`` entry, its formulation resolved (an import path's module beside the
+    config, in ``base_dir``, is loaded by its file location; see ``workbench.registry``)."""
     from workbench.registry import FormulationError, resolve_formulation
 
     if isinstance(entry, str):
@@ -219,10 +285,10 @@ def parse_formulation(check: Checker, entry: Any, path: str) -> dict:
     check.mapping(entry, path, {"name", "label", "params", "chunks", "collectives", "seeds", "topologies", "sizes"})
     name = check.string(check.required(entry, "name", path), f"{path}.name")
     try:
-        formulation = resolve_formulation(name)
+        formulation = resolve_formulation(name, base_dir)
     except FormulationError as exc:
         raise check.fail(f"{path}.name", str(exc)) from None
-    params = dict(check.mapping(entry.get("params") or {}, f"{path}.params"))
+    params = dict(check.optional_mapping(entry.get("params"), f"{path}.params"))
     if "time_limit" in params:
         params["time_limit"] = check.duration(params["time_limit"], f"{path}.params.time_limit")
     if formulation.kind != "schedule":
@@ -284,7 +350,7 @@ def check_params(check: Checker, formulation: Any, params: dict, path: str) -> N
     from workbench.parameters import ParameterError, check_parameters, undeclared_warning
 
     try:
-        check_parameters(formulation, params, f"{check.source}: {path}")
+        check_parameters(formulation, params, f"{check.source}: {path}", read_files=check.read_files)
     except ParameterError as exc:
         raise ConfigError(str(exc)) from None
     warning = undeclared_warning(formulation)
@@ -310,10 +376,10 @@ def parse_paper(check: Checker, value: Any) -> dict:
         check.required(item, "row", path)
         check.required(item, "column", path)
         for key in ("value", "synthesis_ms"):
-            if item.get(key) is not None and not isinstance(item[key], (int, float)):
-                raise check.fail(f"{path}.{key}", f"expected a number, got {item[key]!r}")
+            if item.get(key) is not None:
+                check.number(item[key], f"{path}.{key}")
         values.append({**item, "row": str(item["row"]), "column": str(item["column"])})
-    return {"values": values, "normalised": bool(value.get("normalised", False)),
+    return {"values": values, "normalised": check.flag(value.get("normalised", False), "paper.normalised"),
             "source": value.get("source", ""), "unit": unit}
 
 
@@ -325,6 +391,10 @@ def parse_table(check: Checker, value: Any, formulations: list[dict], design_met
         return table
     check.mapping(value, "table", set(table) | {"column_order", "metrics"})
     table.update(value)
+    for key in ("geomean", "show_synthesis"):
+        check.flag(table[key], f"table.{key}")
+    if table["normalise_by"] is not None and not isinstance(table["normalise_by"], str):
+        raise check.fail("table.normalise_by", f"expected a formulation label, got {table['normalise_by']!r}")
     if "column_order" in value:
         table["column_order"] = [str(c) for c in check.seq(value["column_order"], "table.column_order")]
     if table["rows"] not in ("topology", "collective", "size", "chunks", "seed", "formulation", "design"):
@@ -359,7 +429,7 @@ def parse_table(check: Checker, value: Any, formulations: list[dict], design_met
 
 
 def apply_quick(check: Checker, data: dict) -> dict:
-    quick = check.mapping(data.get("quick") or {}, "quick",
+    quick = check.optional_mapping(data.get("quick"), "quick",
                           {"sizes", "chunks", "time_limit", "topologies", "formulations", "collectives", "seeds",
                            "repeats"})
     data = copy.deepcopy(data)

@@ -43,8 +43,9 @@ from pathlib import Path
 from typing import Any
 
 from workbench.config.checks import (EVAL_KEYS, GRID_KEYS, TABLE_VALUES, TOP_KEYS, Checker, ConfigError,
-                                     apply_quick, check_params, check_roots, check_sizes, data_paths, kind_of,
-                                     parse_collective, parse_formulation, parse_paper, parse_table, parse_topology)
+                                     apply_quick, check_cells, check_params, check_repeats, check_roots, check_sizes,
+                                     data_paths, kind_of, parse_collective, parse_formulation, parse_paper, parse_table,
+                                     parse_topology)
 from workbench.config.evaluation import Evaluation
 from workbench.simulate import LINK_MODELS, ORDERS, SWITCH_MODELS
 
@@ -123,6 +124,8 @@ class Experiment:
     paper: dict[str, Any]
     table: dict[str, Any]
     raw: dict[str, Any] = field(default_factory=dict, repr=False)
+    # the config's folder: relative data paths, and import-path formulation modules beside the config
+    base_dir: Path | None = None
 
     def cells(self) -> list[Cell]:
         """The schedule cells in a stable order (topology, collective, size, chunks, formulation, seed).
@@ -170,7 +173,7 @@ class Experiment:
 
 def parse_experiment(data: Any, source: str = "experiment", quick: bool = False,
                      base_dir: Path | None = None, check_files: bool = True) -> Experiment:
-    check = Checker(source)
+    check = Checker(source, read_files=check_files)
     if not isinstance(data, dict):
         raise ConfigError(f"{source}: expected a mapping at the top level, got {kind_of(data)}")
     check.mapping(data, "", TOP_KEYS)
@@ -184,7 +187,7 @@ def parse_experiment(data: Any, source: str = "experiment", quick: bool = False,
     if "seeds" in data:
         seeds = [check.integer(s, f"seeds[{i}]") for i, s in enumerate(check.seq(data["seeds"], "seeds"))]
     else:
-        seeds = list(range(check.integer(data.get("repeats", 1), "repeats", 1)))
+        seeds = list(range(check_repeats(check, data.get("repeats", 1))))  # capped before it is listed
     designs = []
     design_metrics: list[str] = []  # the statistics the design formulations report (their ``metrics``)
     for i, entry in enumerate(check.seq(grid.get("designs", []), "grid.designs", non_empty=False)):
@@ -192,14 +195,14 @@ def parse_experiment(data: Any, source: str = "experiment", quick: bool = False,
         check.mapping(entry, path, {"name", "formulation", "problem", "params", "time_limit"})
         design = {"name": check.string(check.required(entry, "name", path), f"{path}.name"),
                   "formulation": check.string(check.required(entry, "formulation", path), f"{path}.formulation"),
-                  "problem": check.mapping(entry.get("problem") or {}, f"{path}.problem"),
-                  "params": check.mapping(entry.get("params") or {}, f"{path}.params")}
+                  "problem": check.optional_mapping(entry.get("problem"), f"{path}.problem"),
+                  "params": check.optional_mapping(entry.get("params"), f"{path}.params")}
         if "time_limit" in entry:
             design["time_limit"] = check.duration(entry["time_limit"], f"{path}.time_limit")
         from workbench.registry import FormulationError, resolve_formulation
 
         try:
-            formulation = resolve_formulation(design["formulation"])
+            formulation = resolve_formulation(design["formulation"], base_dir)
         except FormulationError as exc:
             raise check.fail(f"{path}.formulation", str(exc)) from None
         if formulation.kind != "design":
@@ -225,7 +228,7 @@ def parse_experiment(data: Any, source: str = "experiment", quick: bool = False,
                  for i, s in enumerate(check.seq(check.required(grid, "sizes", "grid"), "grid.sizes"))]
         chunks = [check.integer(c, f"grid.chunks[{i}]", 1)
                   for i, c in enumerate(check.seq(grid.get("chunks", [1]), "grid.chunks"))]
-        formulations = [parse_formulation(check, e, f"grid.formulations[{i}]")
+        formulations = [parse_formulation(check, e, f"grid.formulations[{i}]", base_dir)
                         for i, e in enumerate(check.seq(check.required(grid, "formulations", "grid"),
                                                         "grid.formulations"))]
     built = {t["label"]: t.pop("_size") for t in topologies if "_size" in t}
@@ -243,39 +246,34 @@ def parse_experiment(data: Any, source: str = "experiment", quick: bool = False,
     labels = [f["label"] for f in formulations]
     if len(set(labels)) != len(labels):
         raise check.fail("grid.formulations", "labels must be unique (give each entry a 'label')")
-    given = dict(check.mapping(data.get("evaluation") or {}, "evaluation", EVAL_KEYS))
+    given = dict(check.optional_mapping(data.get("evaluation"), "evaluation", EVAL_KEYS))
     for key, choices in (("link_model", LINK_MODELS), ("order", ORDERS), ("switch_model", SWITCH_MODELS)):
         if key in given and given[key] not in choices:
             raise check.fail(f"evaluation.{key}", f"expected one of {', '.join(choices)}, got {given[key]!r}")
+    for key in ("save_algorithms", "lp_bound"):
+        if key in given:
+            check.flag(given[key], f"evaluation.{key}")
     if given.get("memory_limit") is not None:
         given["memory_limit"] = check.size(given["memory_limit"], "evaluation.memory_limit")
     if "evaluation_time_limit" in given:
         given["evaluation_time_limit"] = check.duration(given["evaluation_time_limit"],
                                                         "evaluation.evaluation_time_limit")
     evaluation = Evaluation(**given)
+    check_cells(check, "seeds" if "seeds" in data else "repeats", seeds, topologies, collectives, sizes, chunks,
+                formulations, designs)
     check_sizes(check, topologies, built, collectives, chunks, evaluation.memory_limit)
     paper = parse_paper(check, data.get("paper"))
     table = parse_table(check, data.get("table"), formulations, design_metrics)
     return Experiment(name, str(data.get("description", "")), Path(source) if source else None, time_limit, seeds,
-                      topologies, collectives, sizes, chunks, formulations, designs, evaluation, paper, table, data)
+                      topologies, collectives, sizes, chunks, formulations, designs, evaluation, paper, table, data,
+                      None if base_dir is None else Path(base_dir))
 
 
 def load_experiment(path: str | Path, quick: bool = False) -> Experiment:
-    """Read and validate a YAML experiment; ``ConfigError`` is one line naming file and key."""
-    import yaml
+    """Read and validate a YAML experiment; ``ConfigError`` is one line naming file and key (a FIFO
+    or folder, a binary file, a duplicate key, an alias bomb included: ``workbench.safe_load``)."""
+    from workbench.safe_load import load_file
 
     path = Path(path)
-    try:
-        text = path.read_text()
-    except FileNotFoundError:
-        raise ConfigError(f"{path}: no such experiment file") from None
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot read ({exc.strerror})") from None
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark else ""
-        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        raise ConfigError(f"{path}: YAML syntax error{where}: {problem}") from None
+    data = load_file(path, "experiment file", ConfigError, syntax="yaml")
     return parse_experiment(data, str(path), quick=quick, base_dir=path.parent)

@@ -38,7 +38,10 @@ Lowering (``export_xml``):
 * the runtimes' limits (steps per threadblock, threadblocks per gpu and per channel, ``cnt``) are
   checked and named when an algorithm cannot be lowered as is.
 
-``interpret`` first analyses every interleaving at once (``races``: happens-before from program
+``interpret`` first reads what the file declares (``validate``: the size guard on ``ngpus``,
+``nchunksperloop``, buffer sizes and steps; every rank, channel, threadblock, step and buffer slot it
+names must exist, and the buffers must have the collective's sizes), then analyses every
+interleaving at once (``races``: happens-before from program
 order, dependencies and message order; two unordered accesses to one slot, one a write, are a race
 named by both steps), then executes the XML over contribution sets: every threadblock runs its steps
 in order, a FIFO per (sender, receiver, channel) carries messages, a step waits for its dependency;

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Callable
 
-__all__ = ["MscclError", "raise_race", "LIMITS", "COLL_NAMES", "REDUCING", "RECEIVING", "SENDING", "KNOWN_STEPS"]
+__all__ = ["MscclError", "MscclFormatError", "raise_race", "LIMITS", "COLL_NAMES", "REDUCING", "RECEIVING",
+           "SENDING", "KNOWN_STEPS"]
 
 LIMITS = {
     "MSCCL_MAX_NUM_STEPS": 256,  # steps per threadblock
@@ -23,6 +24,12 @@ KNOWN_STEPS = frozenset(RECEIVING + SENDING + ("cpy", "re", "nop"))
 
 class MscclError(ValueError):
     """An algorithm that cannot be lowered, or an XML that does not run; names rank, threadblock, step."""
+
+
+class MscclFormatError(MscclError):
+    """A file that is not a runtime file at all: XML that is not well-formed, a plan that is not valid
+    JSON, the wrong root element, an attribute or field of the wrong type. Bad input (exit 2) in every
+    command, where a well-formed file that fails when run stays an ``MscclError`` (exit 1)."""
 
 
 def raise_race(search: Callable[[], str | None], source: str) -> None:

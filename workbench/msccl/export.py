@@ -83,6 +83,11 @@ def export_xml(algorithm: Algorithm, proto: str = "Simple", instances: int = 1, 
         raise MscclError(f"--proto must be Simple, LL or LL128, got {proto!r}")
     if instances < 1:
         raise MscclError("--instances must be at least 1")
+    from workbench import size_guard
+
+    c = algorithm.collective  # every transfer and chunk again per instance: sized before refine() builds them
+    size_guard.check_declared(f"--instances {instances}", [("", size_guard.instances_bytes(
+        c.kind, c.num_ranks, c.chunks_per_rank, len(algorithm.transfers), instances))])
     topology = algorithm.topology
     for t in algorithm.transfers:
         for end in (t.src, t.dst):

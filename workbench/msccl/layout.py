@@ -6,7 +6,7 @@ from workbench.algorithm import Algorithm, Transfer
 from workbench.collective import Collective, make_collective
 from workbench.msccl.common import MscclError
 
-__all__ = ["buffer_index", "buffer_layout", "refine", "working_slots", "contiguous_runs"]
+__all__ = ["buffer_index", "buffer_layout", "buffer_sizes", "refine", "working_slots", "contiguous_runs"]
 
 
 def buffer_index(collective: Collective, chunk: int) -> int:
@@ -52,9 +52,17 @@ def buffer_layout(collective: Collective) -> tuple[dict, dict, int, int]:
             inputs[(r, c)] = j if kind in ("allgather", "gather") else full
         for r in post:
             outputs[(r, c)] = j if kind in ("reducescatter", "scatter") else full
+    i_chunks, o_chunks = buffer_sizes(kind, n, k)
+    return inputs, outputs, i_chunks, o_chunks
+
+
+def buffer_sizes(kind: str, ranks: int, chunks_per_rank: int) -> tuple[int, int]:
+    """(i_chunks, o_chunks) of every rank for a standard collective, from its numbers alone (nothing
+    built): k or n*k each, as ``buffer_layout`` places the chunks."""
+    n, k = ranks, chunks_per_rank
     i_chunks = {"allgather": k, "gather": k, "alltoall": n * k, "broadcast": k, "reduce": k}.get(kind, n * k)
     o_chunks = {"reducescatter": k, "scatter": k, "alltoall": n * k, "broadcast": k, "reduce": k}.get(kind, n * k)
-    return inputs, outputs, i_chunks, o_chunks
+    return i_chunks, o_chunks
 
 
 def refine(algorithm: Algorithm, parts: int) -> Algorithm:

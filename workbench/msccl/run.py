@@ -272,12 +272,17 @@ def interpret(text: str, source: str = "xml", root: int | None = None, schedules
               seed: int = 0) -> dict[str, Any]:
     """Run the XML as the runtime would and check it; MscclError on failure.
 
-    Checks, in order: a happens-before analysis over all interleavings (``races``), one run in a
+    Checks, in order: what the file declares (``validate``: sizes against the memory budget, with
+    ``schedules`` x steps under the size guard's cap, and every index it names), a happens-before
+    analysis over all interleavings (``races``), one run in a
     fixed order (deadlocks, send/receive mismatches, reads of empty slots), the peer fields of every
     matched send and receive (when filled, they must name each other's slots), the postconditions;
     then ``schedules`` more runs in random interleavings (seeds ``seed``, ``seed + 1``, ...).
     """
+    from workbench import size_guard
+
     algo = parse_xml(text, source)
+    size_guard.check_runs(source, schedules, sum(len(tb.steps) for r in algo.tbs for tb in algo.tbs[r].values()))
     collective = collective_of(algo, root)
     check_races(algo, source)
     result = run_xml(algo, initial_buffers(collective), source)

@@ -12,13 +12,13 @@ operations; then the plan is executed and every postcondition of the collective 
 
 from __future__ import annotations
 
-import json
+import itertools
 import random
 from typing import Any
 
 from workbench.collective import Collective, make_collective
 from workbench.happens_before import first_race
-from workbench.msccl.common import MscclError, raise_race
+from workbench.msccl.common import MscclError, MscclFormatError, raise_race
 from workbench.msccl.run import check_outputs, initial_buffers
 
 __all__ = ["interpret_plan", "parse_plan"]
@@ -40,26 +40,37 @@ class _Op:
 
 
 def parse_plan(text: str, source: str = "plan") -> tuple[dict[str, Any], list[list[list[_Op]]]]:
-    """The plan and its operations per gpu, per threadblock; MscclError naming the field on bad input."""
-    try:
-        plan = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise MscclError(f"{source}: not valid JSON ({exc})") from None
-    if not isinstance(plan, dict) or not isinstance(plan.get("gpus"), list):
-        raise MscclError(f"{source}: an execution plan is an object with a 'gpus' list")
+    """The plan and its operations per gpu, per threadblock. A plan that is not one (invalid JSON,
+    duplicate keys, a missing field or one of the wrong type) is a ``MscclFormatError`` naming the
+    field; one the interpreter cannot run is a ``MscclError``."""
+    from workbench.safe_load import parse_json, shorten
 
-    def need(obj: Any, key: str, where: str, kind: type = int) -> Any:
-        if not isinstance(obj, dict) or key not in obj:
-            raise MscclError(f"{source}: {where}: missing field {key!r}")
+    plan = parse_json(text, source, MscclFormatError)  # duplicate keys, depth, overlong integers: named
+    if not isinstance(plan, dict) or not isinstance(plan.get("gpus"), list):
+        raise MscclFormatError(f"{source}: an execution plan is an object with a 'gpus' list")
+
+    def need(obj: Any, key: str, where: str, kind: type = int, default: Any = None) -> Any:
+        """``obj[key]`` of type ``kind``; ``default`` (when given) for a missing key."""
+        if not isinstance(obj, dict):
+            raise MscclFormatError(f"{source}: {where}: expected an object, got {shorten(obj)}")
+        if key not in obj and default is not None:
+            return default
+        if key not in obj:
+            raise MscclFormatError(f"{source}: {where}: missing field {key!r}")
         value = obj[key]
         if kind is int and (not isinstance(value, int) or isinstance(value, bool)):
-            raise MscclError(f"{source}: {where}: field {key!r} must be an integer, got {value!r}")
-        if kind is list and not isinstance(value, list):
-            raise MscclError(f"{source}: {where}: field {key!r} must be a list")
+            raise MscclFormatError(f"{source}: {where}: field {key!r} must be an integer, got {shorten(value)}")
+        if kind in (list, str) and not isinstance(value, kind):
+            raise MscclFormatError(f"{source}: {where}: field {key!r} must be a {kind.__name__}, got "
+                                   f"{shorten(value)}")
         return value
 
+    if not isinstance(plan.get("inplace", False), bool):  # by type: the string "no" is not true
+        raise MscclFormatError(f"{source}: field 'inplace' must be true or false, got {shorten(plan['inplace'])}")
     gpus = plan["gpus"]
     for rank, gpu in enumerate(gpus):
+        for key in ("input_chunks", "output_chunks", "scratch_chunks"):
+            need(gpu, key, f"gpus[{rank}]", int, 0)
         if need(gpu, "id", f"gpus[{rank}]") != rank:
             raise MscclError(f"{source}: gpus[{rank}]: id {gpu['id']} (gpus must be listed in rank order)")
     program: list[list[list[_Op]]] = []
@@ -70,29 +81,35 @@ def parse_plan(text: str, source: str = "plan") -> tuple[dict[str, Any], list[li
             kind = need(channel, "channel_type", f"{where} channels", str)
             peers.setdefault(kind, []).extend(need(channel, "connected_to", f"{where} channels", list))
         remote = need(gpu, "remote_buffers", where, list)
+        for r, entry in enumerate(remote):
+            need(entry, "rank", f"{where} remote_buffers[{r}]")
+            need(entry, "type", f"{where} remote_buffers[{r}]", str)
         blocks = []
         for b, block in enumerate(need(gpu, "threadblocks", where, list)):
             tb_where = f"{where} tb {b}"
+            raw_ops = need(block, "ops", tb_where, list)
             channels: dict[str, list[int]] = {}
-            for channel in block.get("channels", []):
-                channels.setdefault(channel["channel_type"], []).extend(channel["channel_ids"])
+            for c, channel in enumerate(need(block, "channels", tb_where, list, [])):
+                channels.setdefault(need(channel, "channel_type", f"{tb_where} channels[{c}]", str), []).extend(
+                    need(channel, "channel_ids", f"{tb_where} channels[{c}]", list))
             refs: dict[str, list[int]] = {}
-            for ref in block.get("remote_buffer_refs", []):
-                refs.setdefault(ref["access_channel_type"], []).extend(ref["remote_buffer_ids"])
+            for c, ref in enumerate(need(block, "remote_buffer_refs", tb_where, list, [])):
+                refs.setdefault(need(ref, "access_channel_type", f"{tb_where} remote_buffer_refs[{c}]", str),
+                                []).extend(need(ref, "remote_buffer_ids", f"{tb_where} remote_buffer_refs[{c}]", list))
             ops = []
-            for i, raw in enumerate(need(block, "ops", tb_where, list)):
+            for i, raw in enumerate(raw_ops):
                 name = need(raw, "name", f"{tb_where} op {i}", str)
                 op = _Op(rank, b, i, name)
                 op_where = op.where()
                 if name not in _SUPPORTED:
                     raise MscclError(f"{source}: {op_where}: operation {name!r} is not one the interpreter runs "
                                      f"(supported: {', '.join(_SUPPORTED)})")
-                kind = raw.get("channel_type", "none")
+                kind = need(raw, "channel_type", op_where, str, "none")
 
                 def peer_of(position: int) -> int:
                     try:
                         return peers[kind][channels[kind][position]]
-                    except (KeyError, IndexError):
+                    except (KeyError, IndexError, TypeError):
                         raise MscclError(f"{source}: {op_where}: channel {position} of type {kind!r} is not "
                                          "declared by the threadblock and the gpu") from None
 
@@ -108,10 +125,10 @@ def parse_plan(text: str, source: str = "plan") -> tuple[dict[str, Any], list[li
                         return entry["rank"], entry["type"], index, size
                     return rank, need(ref, "type", f"{op_where} {role}", str), index, size
 
-                sources = [resolve(r, "src_buff") for r in raw.get("src_buff", [])]
-                targets = [resolve(r, "dst_buff") for r in raw.get("dst_buff", [])]
+                sources = [resolve(r, "src_buff") for r in need(raw, "src_buff", op_where, list, [])]
+                targets = [resolve(r, "dst_buff") for r in need(raw, "dst_buff", op_where, list, [])]
                 if name in ("signal", "wait"):
-                    ids = raw.get("channel_ids", [])
+                    ids = need(raw, "channel_ids", op_where, list, [])
                     if len(ids) != 1:
                         raise MscclError(f"{source}: {op_where}: needs exactly one channel id, got {ids!r}")
                     op.channel = (kind, peer_of(ids[0]))
@@ -253,13 +270,21 @@ def _run(plan: dict, program: list[list[list[_Op]]], collective: Collective, sou
 
 def interpret_plan(text: str, source: str = "plan", root: int | None = None, schedules: int = 0,
                    seed: int = 0) -> dict[str, Any]:
-    """Races, one run in a fixed order, the postconditions, then ``schedules`` random interleavings."""
+    """What the plan declares (``validate.check_plan``: the size guard, every index, the buffer
+    sizes), races, one run in a fixed order, the postconditions, then ``schedules`` random
+    interleavings."""
+    from workbench import size_guard
+    from workbench.mscclpp.validate import check_plan
+
+    size_guard.check(source, size_guard.BYTES_PER_TEXT * len(text))  # the parse and the run grow with the text
     plan, program = parse_plan(text, source)
     if plan.get("inplace"):
         raise MscclError(f"{source}: in-place plans are not checked yet (export writes out-of-place plans)")
+    check_plan(plan, program, source, schedules)
     collective = _collective(plan, source, root)
     raise_race(lambda: _races(program), source)
-    runs = [None] + [random.Random(seed + i) for i in range(schedules)]
+    # one generator made and dropped per run: many schedules take no more memory than one
+    runs = itertools.chain([None], (random.Random(seed + i) for i in range(schedules)))
     for i, rng in enumerate(runs):
         label = "" if rng is None else f"random schedule {i} (seed {seed + i - 1}): "
         try:

@@ -1,4 +1,4 @@
-"""The child process that runs one cell: ``python -m workbench.run.cell`` (used by the runner).
+"""The child process that runs one cell: ``python -P -m workbench.run.cell`` (used by the runner).
 
 Protocol: the parent writes one pickled request (``workbench.run.request.CellRequest``) to stdin. The child answers on its original
 stdout with length-prefixed pickled messages:

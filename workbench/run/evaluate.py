@@ -150,7 +150,7 @@ def child_run_schedule(request: CellRequest, send: Send) -> dict[str, Any]:
 
     cell = request.cell
     problem = build_problem(cell, request.topology)
-    formulation = resolve_formulation(cell.formulation["name"])
+    formulation = resolve_formulation(cell.formulation["name"], request.formulation_dir)
     send("ready", None)
     started = time.perf_counter()
     result = formulation.synthesize(problem, time_limit=solver_time_limit(remaining_limit(request)), seed=cell.seed,
@@ -170,7 +170,7 @@ def child_run_schedule(request: CellRequest, send: Send) -> dict[str, Any]:
         except InvalidAlgorithm as exc:
             fields.update(status="error", message=f"invalid algorithm: {exc}")
         if request.evaluation.save_algorithms and request.algorithm_path:
-            fields["algorithm_files"] = save_algorithms(result.algorithms, request, fields["status"], seconds)
+            _save_into(fields, result.algorithms, request, fields["status"], seconds)
     return fields
 
 
@@ -186,7 +186,7 @@ def child_evaluate(request: CellRequest, send: Send) -> dict[str, Any]:
     except InvalidAlgorithm as exc:
         return {"status": "error", "message": f"the incumbent is invalid: {exc}"}
     if request.evaluation.save_algorithms and request.algorithm_path:
-        fields["algorithm_files"] = save_algorithms([request.algorithm], request, "timeout", request.time_limit)
+        _save_into(fields, [request.algorithm], request, "timeout", request.time_limit)
     fields.pop("status", None)
     return fields
 
@@ -201,31 +201,47 @@ def provenance(request: CellRequest, status: str, seconds: float) -> dict[str, A
 
     name = request.cell.formulation["name"]
     given = _formulation_params(request)
-    declared = declared_parameters(resolve_formulation(name)) or ()
+    declared = declared_parameters(resolve_formulation(name, request.formulation_dir)) or ()
     params = {**{p.name: p.default for p in declared}, **given}
     return {"formulation": name, "params": params, "seed": request.cell.seed, "status": status,
             "synthesis_seconds": seconds}
 
 
 def save_algorithms(algorithms: list, request: CellRequest, status: str, seconds: float) -> list[str]:
-    """Write each algorithm (one file per Pareto point next to the first) with provenance in meta."""
+    """Write each algorithm (one file per Pareto point next to the first) with provenance in meta.
+
+    A character device (``-o /dev/null``) takes the first algorithm only: frontier files beside
+    it would be new files in /dev. Raises ``workbench.files.OutputError`` for a file that cannot
+    be written (a full disk); the files before it are kept."""
     path = Path(request.algorithm_path)
     stamp = provenance(request, status, seconds)
     written = []
-    for index, algorithm in enumerate(algorithms):
+    for index, algorithm in enumerate(algorithms[:1] if path.is_char_device() else algorithms):
         algorithm.meta.setdefault("claimed_time", None)
         algorithm.meta.update(stamp)
         target = path if index == 0 else path.with_name(f"{path.stem}.{index}{path.suffix}")
-        algorithm.save(target)
+        algorithm.save(target)  # workbench.files.write_output: atomic; a device written through
         written.append(str(target))
     return written
+
+
+def _save_into(fields: dict[str, Any], algorithms: list, request: CellRequest, status: str,
+               seconds: float) -> None:
+    """``save_algorithms`` into the row fields; a write that fails is ``output_error`` (``synth``
+    turns it into exit code 2; a run's row keeps its results and records why no file was written)."""
+    from workbench.files import OutputError
+
+    try:
+        fields["algorithm_files"] = save_algorithms(algorithms, request, status, seconds)
+    except OutputError as exc:
+        fields["output_error"] = str(exc)
 
 
 def child_run_design(request: CellRequest, send: Send) -> dict[str, Any]:
     from workbench.registry import DesignProblem, resolve_formulation
 
     cell = request.cell
-    formulation = resolve_formulation(cell.formulation["name"])
+    formulation = resolve_formulation(cell.formulation["name"], request.formulation_dir)
     problem_data = dict(cell.problem)
     problem = DesignProblem(dimensions=problem_data.pop("dimensions", []),
                             workloads=problem_data.pop("workloads", []),

@@ -2,19 +2,20 @@
 
 ``workbench report RUN_FOLDER`` (also written at the end of ``workbench run``) renders
 ``table.md`` and ``table.csv`` from ``rows.jsonl`` and the experiment snapshot ``config.yaml``,
-plus the figures of ``workbench.plots``.
+plus the figures of ``workbench.plots``. Reading a folder (``load_run``) writes nothing into it,
+so a folder a live run appends to can be read.
 """
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 from workbench.config.experiment import Experiment, parse_experiment
 from workbench.report import ReportError, TableCell, build_table, format_value, render_csv, render_markdown
+from workbench.row_check import row_problem
 
-__all__ = ["load_run", "write_report", "compare_runs"]
+__all__ = ["load_run", "render_report", "write_report", "compare_runs"]
 
 
 def load_run(folder: str | Path) -> tuple[Experiment, list[dict[str, Any]]]:
@@ -26,18 +27,25 @@ def load_run(folder: str | Path) -> tuple[Experiment, list[dict[str, Any]]]:
         raise ReportError(f"{folder}: no such run folder")
     if not config.exists():
         raise ReportError(f"{folder}: no config.yaml (not a run folder written by `workbench run`)")
+    from workbench.safe_load import boolean, load_file, refuse_special
+
     run_info = {}
     if (folder / "run.json").exists():
-        run_info = json.loads((folder / "run.json").read_text())
-    import yaml
-
-    experiment = parse_experiment(yaml.safe_load(config.read_text()), str(config), quick=run_info.get("quick", False),
-                                  base_dir=Path(run_info.get("config_dir", folder)), check_files=False)
+        run_info = load_file(folder / "run.json", "run.json", ReportError, syntax="json")
+        if not isinstance(run_info, dict):
+            raise ReportError(f"{folder / 'run.json'}: expected an object")
+    quick = boolean(run_info.get("quick", False), f"{folder / 'run.json'}: quick", ReportError)
+    config_dir = run_info.get("config_dir", str(folder))
+    if not isinstance(config_dir, str):
+        raise ReportError(f"{folder / 'run.json'}: config_dir: expected a folder name, got {config_dir!r}")
+    experiment = parse_experiment(load_file(config, "config snapshot", ReportError, syntax="yaml"), str(config),
+                                  quick=quick, base_dir=Path(config_dir), check_files=False)
     from workbench.results import ResultStore
 
     rows = []
     if rows_path.exists():
-        store = ResultStore(folder)
+        refuse_special(rows_path, ReportError)  # a FIFO there would block the report
+        store = ResultStore(folder, read_only=True)  # reading a run folder writes nothing into it
         rows = store.rows()
         if store.skipped:
             import sys
@@ -45,7 +53,13 @@ def load_run(folder: str | Path) -> tuple[Experiment, list[dict[str, Any]]]:
             shown = ", ".join(map(str, store.skipped[:5])) + (" ..." if len(store.skipped) > 5 else "")
             print(f"warning: {rows_path}: skipped {len(store.skipped)} line(s) that are not result rows "
                   f"(line {shown})", file=sys.stderr)
-    return experiment, _current_rows(experiment, rows)
+    rows = _current_rows(experiment, rows)
+    metrics = experiment.table.get("metrics") or ()
+    for row in rows:  # a hand-edited value the tables would compute with: one line naming it, not a traceback
+        problem = row_problem(row, metrics)
+        if problem:
+            raise ReportError(f"{rows_path}: row of cell {row.get('cell_id')}: {problem}")
+    return experiment, rows
 
 
 def _current_rows(experiment: Experiment, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -57,6 +71,13 @@ def _current_rows(experiment: Experiment, rows: list[dict[str, Any]]) -> list[di
         return rows
     current = [r for r in rows if r.get("cell_id") in ids]
     return current if current or not rows else rows
+
+
+def render_report(folder: str | Path) -> str:
+    """table.md's text for a run folder, written nowhere (``workbench report`` on a folder a live
+    run holds: that run writes the files itself when it ends)."""
+    experiment, rows = load_run(folder)
+    return render_markdown(build_table(rows, experiment), experiment)
 
 
 def write_report(folder: str | Path, figures: bool = True) -> Path:

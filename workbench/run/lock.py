@@ -5,6 +5,13 @@ first takes ``<folder>/.lock`` (created exclusively); a second is refused with t
 PID and start time. A lock left by a process that died without cleaning up (SIGKILL, a crash) is
 taken over when its PID is no longer alive on this host; a lock from another host is never guessed
 stale (remove it by hand once that run is gone).
+
+Who takes it: ``workbench run`` for the whole run (its cells append rows meanwhile, and it writes
+the report at its end while still holding it), ``workbench rebound`` (it rewrites rows.jsonl) and
+``workbench report`` while it writes the report files. A folder whose lock a live process holds
+(``live_holder``) is still read by ``workbench report``: reading shares the folder with its writer
+(rows are appended whole, a line at a time, and a reader skips a last line still being written and
+repairs nothing), and the report is then printed, not written into the folder.
 """
 
 from __future__ import annotations
@@ -15,11 +22,15 @@ import socket
 import time
 from pathlib import Path
 
-__all__ = ["RunLock", "RunLockError"]
+__all__ = ["RunLock", "RunLockError", "live_holder", "describe_holder"]
 
 
 class RunLockError(RuntimeError):
-    """The folder is locked by a live run; the message names it."""
+    """The folder is locked by a live run; the message names it (``holder``: its lock record)."""
+
+    def __init__(self, message: str, holder: dict | None = None) -> None:
+        super().__init__(message)
+        self.holder = holder
 
 
 def _alive(pid: int) -> bool:
@@ -30,6 +41,31 @@ def _alive(pid: int) -> bool:
     except PermissionError:
         return True
     return True
+
+
+def _is_live(holder: dict | None) -> bool:
+    """Whether a lock record names a live holder: one on another host always counts (never guessed
+    stale), one on this host while its PID is alive; an unreadable record does not."""
+    if holder is None:
+        return False
+    if holder.get("host") != socket.gethostname():
+        return True
+    try:
+        pid = int(holder.get("pid", 0))
+    except (TypeError, ValueError):
+        return False
+    return pid > 0 and _alive(pid)  # os.kill(0 or -1, 0) would ask about process groups
+
+
+def describe_holder(holder: dict) -> str:
+    """``PID 123 on host, since 2024-01-01 12:00:00``: who holds a lock, for a one-line message."""
+    return f"PID {holder.get('pid')} on {holder.get('host')}, since {holder.get('started')}"
+
+
+def live_holder(folder: str | Path) -> dict | None:
+    """The lock record of ``folder`` when a live process holds it (see ``RunLock.acquire``), else None."""
+    holder = RunLock(folder)._holder()
+    return holder if _is_live(holder) else None
 
 
 class RunLock:
@@ -46,14 +82,14 @@ class RunLock:
                 fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
             except FileExistsError:
                 holder = self._holder()
-                if holder is None or (holder.get("host") == me["host"] and not _alive(int(holder.get("pid", -1)))):
+                if not _is_live(holder):
                     try:  # stale (its process is gone) or unreadable: take it over
                         self.path.unlink()
                     except FileNotFoundError:
                         pass
                     continue
-                raise RunLockError(f"{self.path.parent}: another run writes here (PID {holder.get('pid')} on "
-                                   f"{holder.get('host')}, since {holder.get('started')}); wait for it or stop it")
+                raise RunLockError(f"{self.path.parent}: another run writes here ({describe_holder(holder)}); "
+                                   f"wait for it or stop it", holder)
             with os.fdopen(fd, "w") as handle:
                 json.dump(me, handle)
             self.held = True
@@ -61,10 +97,12 @@ class RunLock:
         raise RunLockError(f"{self.path}: could not take the lock (it keeps changing hands)")
 
     def _holder(self) -> dict | None:
+        """The lock record, or None when there is none or it cannot be read as one."""
         try:
-            return json.loads(self.path.read_text())
+            holder = json.loads(self.path.read_text())
         except (OSError, ValueError):
             return None
+        return holder if isinstance(holder, dict) else None
 
     def release(self) -> None:
         if self.held:

@@ -23,6 +23,7 @@ from typing import Any, Callable
 
 from workbench.run.request import CellRequest
 from workbench.run.wire import LIFELINE_ENV
+from workbench.safe_path import safe_sys_path
 
 __all__ = ["execute", "prestart", "environment_info", "GRACE_SECONDS", "LIFELINE_ENV", "STARTUP_LIMIT"]
 
@@ -58,9 +59,13 @@ def environment_info() -> dict[str, Any]:
 
 
 def _child_env() -> dict[str, str]:
+    """The environment of a started cell: ``PYTHONPATH`` is this process's ``sys.path`` without the
+    current folder (``safe_sys_path``); ``PYTHONSAFEPATH`` keeps any Python the cell starts from
+    putting its own current folder or script folder first as well."""
     env = dict(os.environ)
-    paths = [p for p in sys.path if p and os.path.isdir(p)]
-    env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys([os.getcwd()] + paths))
+    paths = [p for p in safe_sys_path(sys.path) if os.path.isdir(p)]
+    env["PYTHONPATH"] = os.pathsep.join(paths)
+    env["PYTHONSAFEPATH"] = "1"
     env.setdefault("OMP_NUM_THREADS", "1")
     return env
 
@@ -92,9 +97,10 @@ class _Child:
             else:
                 env = _child_env()
                 env[LIFELINE_ENV] = str(lifeline)
-                self.process = subprocess.Popen([sys.executable, "-m", "workbench.run.cell"], stdin=subprocess.PIPE,
-                                                stdout=subprocess.PIPE, stderr=self.stderr, env=env,
-                                                start_new_session=True, pass_fds=(lifeline,))
+                # -P: the interpreter does not put the current folder first on sys.path (``-m`` would)
+                self.process = subprocess.Popen([sys.executable, "-P", "-m", "workbench.run.cell"],
+                                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.stderr,
+                                                env=env, start_new_session=True, pass_fds=(lifeline,))
         finally:
             os.close(lifeline)
         self.messages: queue.Queue = queue.Queue()
@@ -170,6 +176,8 @@ class _ForkedCell:
                     os.close(fd)
                 os.environ[LIFELINE_ENV] = str(lifeline)
                 os.environ.setdefault("OMP_NUM_THREADS", "1")  # numpy loads later (workbench.lazy)
+                sys.path[:] = safe_sys_path(sys.path)  # what the cell imports from now on, not from here
+                os.environ["PYTHONSAFEPATH"] = "1"
                 sys.stdin = open(0, "r", closefd=False)
                 sys.stdout = open(1, "w", closefd=False)
                 sys.stderr = open(2, "w", closefd=False)

@@ -7,7 +7,8 @@ max-flow optimum, the flow LP, the All-Reduce cut and gossip bounds, RS* + AG*) 
 chunk-dependent ones the row was evaluated with (injection, latency, enumerated cut: they used
 the headline algorithm's own chunk size, which the row does not record). ``bound``,
 ``bound_exact``, ``achievable``, ``efficiency`` and ``bounds`` are rewritten, the rows file is
-replaced atomically and the report re-rendered. A row whose topology comes from a design cell
+replaced atomically and the report re-rendered, under the folder's lock (a live run's folder is
+refused, naming the run). A row whose topology comes from a design cell
 gets its topology from that design's row in the same run, as the run gave it to the cell; only
 when that design has no bandwidths is the row left as it was.
 """
@@ -56,17 +57,31 @@ def _refreshed(row: dict[str, Any], cell, design_rows: dict[str, dict[str, Any]]
 
 
 def rebound_run(folder: str | Path, progress: bool = True) -> tuple[int, int]:
-    """(rows refreshed, rows left as they were); rewrites rows.jsonl and the report."""
+    """(rows refreshed, rows left as they were); rewrites rows.jsonl and the report.
+
+    Holds the folder's lock (``workbench.run.lock``) throughout: a folder a live run or rebound
+    holds is refused with ``RunLockError`` naming the holder, before anything is read or written.
+    """
+    from workbench.report import ReportError
+    from workbench.run.lock import RunLock
+
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise ReportError(f"{folder}: no such run folder")
+    with RunLock(folder):
+        return _rebound_locked(folder, progress)
+
+
+def _rebound_locked(folder: Path, progress: bool) -> tuple[int, int]:
     import sys
 
     from workbench.files import write_atomic
     from workbench.run.folder import load_run, write_report
     from workbench.results import ResultStore
 
-    folder = Path(folder)
     experiment, _ = load_run(folder)
     cells = {c.cell_id: c for c in experiment.cells()}
-    rows = ResultStore(folder).rows()
+    rows = ResultStore(folder, read_only=True).rows()  # read under the lock; rewritten whole below
     design_rows = {r["design"]: r for r in rows if r.get("kind") == "design"}
     refreshed = kept = 0
     out = []

@@ -6,7 +6,8 @@
 the experiment's choices; the request adds what only the caller knows: a topology already built
 (``workbench synth`` builds it to check the arguments, so the cell does not build it again), a
 design-derived topology spec, where to save the algorithm files, the absolute deadline of a
-command-line run, the incumbent to evaluate.
+command-line run, the incumbent to evaluate, the folder an import-path formulation's module is
+loaded from when it is not on ``sys.path`` (the cell never imports from its current folder).
 """
 
 from __future__ import annotations
@@ -34,6 +35,9 @@ class CellRequest:
     algorithm_path: str | None = None  # where the first algorithm file goes (save_algorithms)
     deadline: float | None = None  # absolute wall-clock time (time.time()) the synthesis must end by
     algorithm: "Algorithm | None" = None  # kind "evaluate": the incumbent
+    # where an import-path formulation's module not on sys.path is loaded from by its file location
+    # (the experiment config's folder; the current folder of `workbench synth`), as an absolute path
+    formulation_dir: str | None = None
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:

@@ -84,9 +84,11 @@ def run_experiment(
     stop = threading.Event()
     executor = _Executor(jobs, scheduler, stop, progress)
     ran = 0
+    # the cells load an import-path formulation's module from beside the config, as the parse did
+    modules = str(Path(experiment.base_dir or ".").resolve())
     try:
         for design, fields in executor.map(
-                [(d, CellRequest("design", d)) for d in todo_designs]):
+                [(d, CellRequest("design", d, formulation_dir=modules)) for d in todo_designs]):
             row = _design_row(design, fields)
             store.append(row)
             progress.update(f"design {design.name}", row, design.cell_id)
@@ -107,7 +109,7 @@ def run_experiment(
             path = None
             if cell.evaluation.save_algorithms:
                 path = str(Path(folder).resolve() / "algorithms" / f"{cell.cell_id.replace(':', '-')}.json")
-            requests.append((cell, CellRequest("schedule", runnable, algorithm_path=path)))
+            requests.append((cell, CellRequest("schedule", runnable, algorithm_path=path, formulation_dir=modules)))
         for cell, fields in executor.map(requests):
             row = _schedule_row(cell, fields)
             store.append(row)

@@ -9,13 +9,13 @@ built.
 
 from __future__ import annotations
 
-import json
 import math
 import re
 from pathlib import Path
 from typing import Sequence
 
-from workbench.topology.edge_lists import Edges, fc_edges, parse_int, per_dim, ring_edges, switch_edges, unwound_edges
+from workbench.topology.edge_lists import (Edges, check_spec_numbers, fc_edges, parse_int, per_dim, ring_edges,
+                                           switch_edges, unwound_edges)
 from workbench.topology.systems import amd, dgx1, dgx2, dgx2_nic, ndv2, ndv2_nic, z52
 from workbench.topology.graph import DEFAULT_ALPHA, DEFAULT_BANDWIDTH, Topology, TopologyError, topology_from_dict
 from workbench.units import UnitError
@@ -34,23 +34,18 @@ def load_topology(
     text = str(spec_or_path)
     path = Path(text)
     if path.suffix.lower() in (".json", ".yaml", ".yml"):
-        if not path.exists():
-            raise TopologyError(f"{text}: no such topology file")
+        from workbench.safe_load import load_file
+
         if path.is_file():  # parsed text and built objects: ~30 bytes per byte of file
             _guard(size_guard, text, 30.0 * path.stat().st_size)
-        try:
-            raw = path.read_text()
-            if path.suffix.lower() == ".json":
-                data = json.loads(raw)
-            else:
-                import yaml
-
-                data = yaml.safe_load(raw)
-        except (json.JSONDecodeError, ValueError) as exc:
-            raise TopologyError(f"{text}: malformed file: {str(exc).splitlines()[0]}") from None
-        except Exception as exc:  # yaml.YAMLError and friends
-            raise TopologyError(f"{text}: malformed file: {str(exc).splitlines()[0]}") from None
+        # a FIFO, folder or device, a binary file, duplicate keys, an alias bomb: one line each
+        data = load_file(path, "topology file", TopologyError)
+        if isinstance(data, dict) and isinstance(data.get("nodes"), list):  # node pairs grow as its nodes squared
+            nodes, links = len(data["nodes"]), len(data["links"]) if isinstance(data.get("links"), list) else 0
+            _guard(size_guard, f"{text}: {nodes:,} nodes and {links:,} links",
+                   size_guard.Estimate(nodes, nodes, 2 * links).bytes())  # 2: a link may be bidirectional
         return topology_from_dict(data, source=text)
+    check_spec_numbers(text)  # before the size guard reads them: a 100,000-digit size is one line
     size = size_guard.spec_size(text)
     if size is not None:
         _guard(size_guard, text, size.bytes())
@@ -222,6 +217,7 @@ def build(
 ) -> Topology:
     """Build a topology from a spec string (see ``BUILDERS``); alpha/bandwidth per dimension."""
     spec = spec.strip()
+    check_spec_numbers(spec)
     kind, _, arg = spec.partition(":")
     kind = kind.lower()
     try:
@@ -271,7 +267,8 @@ def build(
     except UnitError as exc:
         raise TopologyError(f"topology spec {spec!r}: {exc}") from None
     known = ", ".join(BUILDERS)
-    raise TopologyError(f"unknown topology spec {spec!r} (known: {known}; or a .json/.yaml file)")
+    shown = spec if len(spec) <= 60 else spec[:50] + "..."
+    raise TopologyError(f"unknown topology spec {shown!r} (known: {known}; or a .json/.yaml file)")
 
 
 def expand_per_npu(spec: str, per_npu_bandwidths: Sequence[float]) -> list[float]:

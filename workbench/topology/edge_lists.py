@@ -4,11 +4,13 @@ per-dimension alpha/bandwidth argument and spec integers."""
 
 from __future__ import annotations
 
+import re
 from typing import Sequence
 
 from workbench.topology.graph import Link, TopologyError
 
-__all__ = ["Edges", "per_dim", "ring_edges", "fc_edges", "switch_edges", "unwound_edges", "parse_int"]
+__all__ = ["Edges", "per_dim", "ring_edges", "fc_edges", "switch_edges", "unwound_edges", "parse_int",
+           "check_spec_numbers", "MAX_SPEC_DIGITS"]
 
 
 class Edges:
@@ -68,7 +70,26 @@ def unwound_edges(edges: Edges, members: Sequence[int], degree: int, alpha: floa
             edges.add(u, members[(i + step) % n], alpha, bw / d, both=False)
 
 
+MAX_SPEC_DIGITS = 12  # a trillion NPUs; longer numbers are refused before anything converts them
+
+
+def _short(text: str) -> str:
+    """``repr(text)`` cut to 60 characters (a spec may be as long as the command line allows)."""
+    return repr(text) if len(text) <= 58 else repr(text[:50]) + "..."
+
+
+def check_spec_numbers(spec: str) -> None:
+    """``TopologyError`` for a number in a builder spec with more than ``MAX_SPEC_DIGITS`` digits:
+    Python refuses to convert one of more than 4,300 digits, and no fabric needs even 13."""
+    longest = max(re.findall(r"\d+", spec), key=len, default="")
+    if len(longest) > MAX_SPEC_DIGITS:
+        raise TopologyError(f"topology spec {_short(spec)}: a number of {len(longest):,} digits is too large "
+                            f"(at most {MAX_SPEC_DIGITS})")
+
+
 def parse_int(text: str, spec: str) -> int:
-    if not text.isdigit() or int(text) < 1:
-        raise TopologyError(f"topology spec {spec!r}: {text!r} is not a positive integer")
+    """A positive integer of a spec (ASCII digits only), or ``TopologyError`` naming it."""
+    if not (text.isascii() and text.isdigit()) or len(text) > MAX_SPEC_DIGITS or int(text) < 1:
+        raise TopologyError(f"topology spec {_short(spec)}: {_short(text)} is not a positive integer "
+                            f"of at most {MAX_SPEC_DIGITS} digits")
     return int(text)

@@ -313,16 +313,18 @@ class Topology:
         }
 
     def save(self, path: str | Path) -> None:
-        from workbench.files import write_atomic
+        """Write the {nodes, links} document: YAML for a .yaml/.yml name, else JSON (through
+        ``workbench.files.write_output``: atomic, a character device written through)."""
+        from workbench.files import write_output
 
         path = Path(path)
         data = self.to_dict()
-        if path.suffix in (".yaml", ".yml"):
+        if path.suffix.lower() in (".yaml", ".yml"):
             import yaml
 
-            write_atomic(path, yaml.safe_dump(data, sort_keys=False))
+            write_output(path, yaml.safe_dump(data, sort_keys=False))
         else:
-            write_atomic(path, json.dumps(data, indent=1))
+            write_output(path, json.dumps(data, indent=1))
 
     def describe(self) -> str:
         """A human summary: counts, degrees, bandwidth and alpha ranges, diameter."""
@@ -366,7 +368,10 @@ def _field(entry: dict, key: str, where: str) -> Any:
 
 
 def topology_from_dict(data: Any, source: str = "topology") -> Topology:
-    """Parse the ``{nodes, links}`` schema; unit strings are accepted for alpha and bandwidth."""
+    """Parse the ``{nodes, links}`` schema; unit strings are accepted for alpha and bandwidth, and
+    ``bidirectional`` must be true or false (the string "no" is not read as true)."""
+    from workbench.safe_load import boolean
+
     if not isinstance(data, dict):
         raise TopologyError(f"{source}: expected a mapping with 'nodes' and 'links'")
     nodes = _field(data, "nodes", source)
@@ -409,7 +414,10 @@ def topology_from_dict(data: Any, source: str = "topology") -> Topology:
         if bandwidth <= 0:
             raise TopologyError(f"{where} ({src}->{dst}): bandwidth must be positive")
         links.append(Link(src, dst, alpha, bandwidth))
-        if entry.get("bidirectional", False):
+        if boolean(entry.get("bidirectional", False), f"{where}.bidirectional", TopologyError):
             links.append(Link(dst, src, alpha, bandwidth))
     name = str(data.get("name", source))
-    return Topology.create(len(npus), links, len(ids) - len(npus), name, data.get("meta") or {})
+    meta = data.get("meta") or {}
+    if not isinstance(meta, dict):
+        raise TopologyError(f"{source}: meta: expected a mapping, got {type(meta).__name__}")
+    return Topology.create(len(npus), links, len(ids) - len(npus), name, meta)
