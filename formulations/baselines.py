@@ -25,7 +25,13 @@ runs contention-free.
   the dimensions work on different chunks at once), alternating ring directions when k >= 2. Needs a topology built
   from dimensions (``md:``, ``rfs:``, ``mesh:``, ``torus:``).
 
-Dependencies come from buffer accesses (``workbench.schedule.ScheduleBuilder``).
+Dependencies come from buffer accesses (``workbench.schedule.ScheduleBuilder``); transfers are
+listed by planned step, which is the order each link serves them in the default model.
+
+Claimed time: the schedule's own time in the simulator's default model (``meta.claim_model`` =
+``pipelined/in-order/cut-through``; ``workbench.schedule.claim_in_model``), not the alpha-beta
+closed forms above, which hold only where the algorithm runs without contention. It is simulated
+after the schedule is built and not counted in the synthesis seconds.
 """
 
 from __future__ import annotations
@@ -37,7 +43,7 @@ from typing import Any, Callable
 from workbench.algorithm import Algorithm
 from workbench.collective import Collective
 from workbench.registry import Problem, SynthesisResult
-from workbench.schedule import ScheduleBuilder
+from workbench.schedule import ScheduleBuilder, claim_in_model
 from workbench.parameters import Parameter
 
 __all__ = ["Ring", "Direct", "RecursiveHalvingDoubling", "DoubleBinaryTree", "Hierarchical"]
@@ -299,7 +305,7 @@ class _Baseline:
         except UnsupportedCollective as exc:
             return SynthesisResult([], "error", time.perf_counter() - started, message=str(exc))
         seconds = time.perf_counter() - started
-        algorithm.meta["claimed_time"] = None  # provenance (formulation, seed, ...) is the runner's to stamp
+        claim_in_model(algorithm)  # provenance (formulation, seed, ...) is the runner's to stamp
         if on_incumbent is not None:
             on_incumbent(algorithm)
         return SynthesisResult([algorithm], "feasible", seconds, {"transfers": len(algorithm.transfers)})

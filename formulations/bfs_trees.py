@@ -16,7 +16,10 @@ Mapping to the workbench:
 * ``seed`` shuffles the order in which a node's neighbours are explored, so different seeds
   give different (equally short) trees; ``restarts`` is not needed, the search is exact per seed.
 
-The formulation claims no time of its own (``claimed_time`` is None): the simulator judges it.
+Claimed time: the schedule's own time in the simulator's default model (``meta.claim_model`` =
+``pipelined/in-order/cut-through``; ``workbench.schedule.claim_in_model``): the formulation has no
+timing model of its own, so it claims what its level-by-level order gives there. It is simulated
+after the trees are built and not counted in the synthesis seconds.
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ from workbench.collective import Collective
 from workbench.duality import by_duality
 from workbench.graphs import Bfs, bfs
 from workbench.registry import Problem, SynthesisResult
-from workbench.schedule import DeliveryChain
+from workbench.schedule import DeliveryChain, claim_in_model
 from workbench.topology import Topology
 
 __all__ = ["BfsTrees"]
@@ -97,7 +100,7 @@ class BfsTrees:
         started = time.perf_counter()
         algorithm = _synthesize(problem.topology, problem.collective, problem.chunk_bytes, seed)
         seconds = time.perf_counter() - started
-        algorithm.meta["claimed_time"] = None  # provenance (formulation, seed, ...) is the runner's to stamp
+        claim_in_model(algorithm)  # provenance (formulation, seed, ...) is the runner's to stamp
         if on_incumbent is not None:
             on_incumbent(algorithm)
         return SynthesisResult([algorithm], "feasible", seconds, stats={"transfers": len(algorithm.transfers)})

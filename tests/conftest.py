@@ -6,6 +6,12 @@ whole run of cells, a process that must be killed). They are marked ``heavy`` at
 import pytest
 
 HEAVY = {  # test file -> test functions (every parameter set of each)
+    "test_claims.py": {
+        "test_a_claim_in_a_simulator_model_is_reproduced_at_every_size[forestcoll-allgather]",
+        "test_forestcoll_reductions_claim_their_own_time",
+        "test_forestcoll_file_order_serves_small_messages_as_fifo_would",
+        "test_own_models_are_named[sccl-params0-sccl-steps]",
+    },
     "test_cli_edges.py": {
         "test_time_limit_bounds_the_wall_time_of_synth",
     },

@@ -26,10 +26,12 @@ def test_ring_allgather_meets_the_injection_bound_on_a_unidirectional_ring():
     assert bounds.cut == pytest.approx(bounds.injection)
 
 
-def test_latency_bound_is_alpha_diameter_plus_one_chunk():
+def test_latency_bound_is_the_alpha_diameter_whatever_the_chunk():
     topo = build("line:4", alpha=1e-6, bandwidth=1e9)
     coll = make_collective("broadcast", 4, 1, root=0)
-    assert latency_bound(topo, coll, 1e3) == pytest.approx(3e-6 + 1e-6)
+    # no chunk serialisation: a schedule may cut the data finer, so only 0 bytes hold for every chunking
+    assert latency_bound(topo, coll, 1e3) == pytest.approx(3e-6)
+    assert latency_bound(topo, coll, 1e9) == latency_bound(topo, coll, 1e3)
 
 
 def test_dgx1_allgather_cut_is_single_node():

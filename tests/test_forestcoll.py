@@ -229,10 +229,13 @@ def test_cli_synth_nvs_ib(tmp_path, capsys):
                  "--set", "pieces=4", "-o", str(output)])
     assert code == 0
     out = capsys.readouterr().out
-    assert "status            optimal" in out
+    # 4 pieces per tree leave the pipeline's fill above 1% of the bound: optimal only in ForestColl's
+    # own throughput model, which the status line names
+    assert "status            feasible (optimal in the formulation's own model: forestcoll-throughput)" in out
     algorithm = load_algorithm(output)
     meta = algorithm.meta  # provenance, stamped by the runner: the given parameter over the declared defaults
-    assert meta["formulation"] == "forestcoll" and meta["seed"] == 0 and meta["status"] == "optimal"
+    assert meta["formulation"] == "forestcoll" and meta["seed"] == 0 and meta["status"] == "feasible"
+    assert meta["model_optimal"] == "forestcoll-throughput"
     assert meta["params"]["pieces"] == 4 and meta["params"]["splitting"] == "auto" and meta["synthesis_seconds"] > 0
 
 

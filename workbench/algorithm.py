@@ -1,4 +1,5 @@
-"""The algorithm IR and its file format, ``workbench.algorithm/1``.
+"""The algorithm IR and its file format, ``workbench.algorithm/1`` (``/2`` when the embedded
+topology has a per-message link overhead; docs/algorithm-format.md).
 
 A ``Transfer`` moves one chunk (or several contiguous chunks, paying alpha once) from ``src``
 to ``dst`` as a ``copy`` or a ``reduce``, after the transfers named in ``deps`` have arrived.
@@ -22,14 +23,18 @@ from workbench.files import write_output
 from workbench.collective import Collective, CollectiveError, collective_from_dict, make_collective
 from workbench.topology import Topology, TopologyError, topology_from_dict
 
-__all__ = ["FORMAT", "Transfer", "Algorithm", "AlgorithmFormatError", "load_algorithm"]
+__all__ = ["FORMAT", "FORMAT_2", "FORMATS", "Transfer", "Algorithm", "AlgorithmFormatError", "load_algorithm"]
 
 FORMAT = "workbench.algorithm/1"
+# /1 plus an optional ``overhead`` on the embedded topology's links; written only when one is
+# non-zero, so a /1 reader meets /2 exactly when it would otherwise time the algorithm wrongly
+FORMAT_2 = "workbench.algorithm/2"
+FORMATS = (FORMAT, FORMAT_2)
 _INF = math.inf
 
 
 class AlgorithmFormatError(ValueError):
-    """A file that is not a well-formed ``workbench.algorithm/1`` document (schema, types)."""
+    """A file that is not a well-formed ``workbench.algorithm/1`` or ``/2`` document (schema, types)."""
 
 
 @dataclass(slots=True)
@@ -181,8 +186,9 @@ class Algorithm:
 
     # ------------------------------------------------------------ (de)serialisation
     def to_dict(self) -> dict[str, Any]:
+        """The file's document: ``/2`` when some link has an overhead, else ``/1`` as always."""
         return {
-            "format": FORMAT,
+            "format": FORMAT_2 if self.topology.has_overhead() else FORMAT,
             "topology": self.topology.to_dict(),
             "collective": self.collective.to_dict(self.size_bytes),
             "chunk_bytes": self.chunk_bytes,
@@ -206,7 +212,7 @@ class Algorithm:
 
 
 def load_algorithm(path: str | Path) -> Algorithm:
-    """Read a ``workbench.algorithm/1`` JSON file; ``AlgorithmFormatError`` names what is wrong."""
+    """Read a ``workbench.algorithm/1`` or ``/2`` JSON file; ``AlgorithmFormatError`` names what is wrong."""
     with no_cyclic_gc():
         return _load(Path(path))
 
@@ -268,8 +274,8 @@ TYPED_FROM_BYTES = 1 << 20  # below a megabyte the usual reader is as fast, with
 def _parse(data: Any, source: str, transfers: list[Transfer] | None = None) -> Algorithm:
     if not isinstance(data, dict):
         raise AlgorithmFormatError(f"{source}: expected a JSON object")
-    if data.get("format") != FORMAT:
-        raise AlgorithmFormatError(f"{source}: format must be {FORMAT!r}, got {data.get('format')!r}")
+    if data.get("format") not in FORMATS:
+        raise AlgorithmFormatError(f"{source}: format must be {FORMAT!r} or {FORMAT_2!r}, got {data.get('format')!r}")
     for key in ("topology", "collective", "chunk_bytes", "transfers"):
         if key not in data and not (key == "transfers" and transfers is not None):
             raise AlgorithmFormatError(f"{source}: missing field {key!r}")
@@ -277,6 +283,8 @@ def _parse(data: Any, source: str, transfers: list[Transfer] | None = None) -> A
         topology = topology_from_dict(data["topology"], f"{source}: topology")
     except TopologyError as exc:
         raise AlgorithmFormatError(str(exc)) from None
+    if data["format"] == FORMAT and topology.has_overhead():  # a /1 reader would time it without them
+        raise AlgorithmFormatError(f"{source}: link overheads need format {FORMAT_2!r}, the file says {FORMAT!r}")
     try:
         collective = collective_from_dict(data["collective"], f"{source}: collective")
     except CollectiveError as exc:

@@ -3,11 +3,13 @@
 Valid bounds (no algorithm timed by the simulator, in any of its models, can beat them); each
 says the assumption it rests on:
 
-* ``injection``: every rank must receive (send) at least one chunk for each chunk it needs
-  (each of its contributions someone else needs); its in-links (out-links) serialise those bytes,
-  and the last one still pays the smallest alpha of those links.
-* ``latency``: a needed chunk travels at least the alpha-shortest path from its (nearest, for
-  copies; every, for reductions) holder, plus one chunk's serialisation on the fastest in-link.
+* ``injection``: every rank must receive (send) the bytes of every chunk it needs (each of its
+  contributions someone else needs); its in-links (out-links) serialise those bytes, and the last
+  one still pays the smallest alpha of those links. Chunk count times chunk bytes is the bytes
+  themselves, so the value is the same for every chunking of the problem.
+* ``latency``: a needed byte travels at least the alpha-shortest path from its (nearest, for
+  copies; every, for reductions) holder. No serialisation term: a schedule may cut its data into
+  pieces as small as it likes, so the only piece every chunking must send is of 0 bytes.
 * ``cut``: for every node subset A (small topologies), the chunks that must enter A cross links
   into A: ``need(A) * chunk / cap(A)`` plus the smallest alpha of those links (SCCL spec sec. 4).
 * ``optimum``: the exact throughput optimum by max-flow (``workbench.optimum``), plus the smallest
@@ -21,14 +23,29 @@ says the assumption it rests on:
   ``splitting_cut``: any fabric, any algorithm: every output byte outside a set S of NPUs depends
   on inputs inside it, so M bytes cross every cut that splits the NPUs, in both directions:
   ``M / min_S min(B+(S), B-(S))`` (+ the cut's smallest alpha);
-  ``gossip``: fabrics without switches (so without in-network reduction or multicast): every byte
-  position needs at least ``2(N-1)`` one-way transmissions (the one-way gossip minimum), so
-  ``2(N-1) M / (sum of all directed link bandwidths)`` (+ the smallest alpha).
+  ``gossip``: every byte position needs at least ``2(N-1)`` one-way transmissions between NPUs
+  (the one-way gossip minimum), each *ending* at an NPU over one of its in-links, so
+  ``2(N-1) M / (sum over NPUs of their in-link bandwidths)`` (+ the smallest alpha of those links);
+  without switches that sum is every link. Valid while switches do not reduce (the verifier refuses
+  a reduce into a switch): an in-network reduction would need only one delivery per NPU. The
+  out-link form (each transmission *starts* at an NPU) would need switches that do not copy either,
+  and here they may: a chunk sent into a switch can leave it for several NPUs, so one NPU send can
+  serve many (``gossip_bound``).
   ``achievable`` = RS* + AG* (both exact optima) is reported beside them: the best known
   achievable time (reduce-scatter then all-gather), *not* a bound.
 
-``best`` is the largest valid bound; ``exact`` says ``best`` is the proven throughput optimum
-(plus a latency term) rather than only a bound, so tables may call it "optimum".
+``best`` is the largest valid bound. ``problem_bounds`` is the yardstick of a problem (topology,
+collective, size): the bounds of the collective without its chunking, so every schedule of the
+problem is measured against the same ``best`` whatever its chunk size. ``exact`` (label
+"optimum") says ``best`` is proven to be the optimum in the simulator's model at this size, which
+only a schedule that meets it shows (``schedule_time``): the max-flow ``optimum`` is exact in the
+bandwidth term alone, and where alpha or finite chunks matter nothing proves any schedule reaches
+it, so on its own it is labelled "bound".
+
+Per-message overhead (docs/cost-model.md): every message occupies a link for at least the smallest
+overhead, so each bound adds that once (the smallest of the rank's links for ``injection``, of all
+links elsewhere) beside its alpha; it counts once per bound, not per chunk, and is 0 on fabrics
+without overhead.
 
 ``ideal`` is TACOS's metric: ``size * factor / min_N BW_N + diameter`` (spec tacos 4.1). It is
 *not* valid under pipelining, so ``best`` never uses it; ``efficiency`` uses ``best``.
@@ -36,7 +53,6 @@ says the assumption it rests on:
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -48,9 +64,15 @@ from workbench.topology import Topology
 
 np = lazy_module("numpy")  # imported on first use (workbench.lazy)
 
+# a schedule within this relative distance of ``best`` proves it the optimum (float sums differ)
+TIGHT = 1e-4
+
 __all__ = [
     "Bounds",
+    "TIGHT",
     "lower_bounds",
+    "problem_bounds",
+    "unchunked",
     "lp_seconds_within",
     "injection_bound",
     "latency_bound",
@@ -58,6 +80,7 @@ __all__ = [
     "flow_lp_bound",
     "optimum_bound",
     "allreduce_bounds",
+    "gossip_bound",
     "tacos_ideal",
     "ideal_factor",
 ]
@@ -74,22 +97,25 @@ class Bounds:
     splitting_cut: float | None = None
     gossip: float | None = None
     achievable: float | None = None  # All-Reduce: RS* + AG*, reported beside the bounds, not one
+    alpha_beta: float | None = None  # latency and bandwidth together: workbench.alpha_beta
     optimum_exact: bool = False  # optimum / flow_lp is the proven throughput optimum
     notes: dict[str, str] = field(default_factory=dict)
+    # the fastest simulated schedule of this problem the caller knows (s): it decides ``exact``
+    schedule_time: float | None = None
 
     @property
     def best(self) -> float:
         """The largest valid lower bound (``ideal`` and ``achievable`` are not bounds)."""
         return max(v for v in (self.injection, self.latency, self.cut, self.flow_lp, self.optimum,
-                               self.splitting_cut, self.gossip) if v is not None)
+                               self.splitting_cut, self.gossip, self.alpha_beta) if v is not None)
 
     @property
     def exact(self) -> bool:
-        """True when ``best`` is the exact throughput optimum (plus its cut's alpha)."""
-        if not self.optimum_exact:
-            return False
-        exact_value = self.optimum if self.optimum is not None else self.flow_lp
-        return exact_value is not None and exact_value >= self.best * (1 - 1e-4)  # alphas differ
+        """True when ``best`` is proven to be the optimum in the simulator's model at this size: a
+        simulated schedule (``schedule_time``) meets it within ``TIGHT`` relative. The throughput
+        optimum (``optimum_exact``) proves the bandwidth term only; what alpha and finite chunks
+        add above it is proven by nothing but a schedule."""
+        return self.schedule_time is not None and self.schedule_time <= self.best * (1 + TIGHT)
 
     @property
     def label(self) -> str:
@@ -101,7 +127,8 @@ class Bounds:
     def to_dict(self) -> dict[str, Any]:
         return {"injection": self.injection, "latency": self.latency, "cut": self.cut,
                 "flow_lp": self.flow_lp, "optimum": self.optimum, "splitting_cut": self.splitting_cut,
-                "gossip": self.gossip, "best": self.best, "exact": self.exact, "label": self.label,
+                "gossip": self.gossip, "alpha_beta": self.alpha_beta,
+                "best": self.best, "exact": self.exact, "label": self.label,
                 "achievable": self.achievable, "ideal": self.ideal, "notes": dict(self.notes)}
 
 
@@ -127,18 +154,23 @@ def injection_bound(topology: Topology, collective: Collective, chunk_bytes: flo
         if must_receive[rank]:
             links = topology.in_links(rank)
             bw = sum(l.bandwidth for l in links)
-            best = max(best, must_receive[rank] * chunk_bytes / bw + min(l.alpha for l in links))
+            best = max(best, must_receive[rank] * chunk_bytes / bw + min(l.alpha for l in links)
+                       + min(l.overhead for l in links))
         if must_send[rank]:
             links = topology.out_links(rank)
             bw = sum(l.bandwidth for l in links)
-            best = max(best, must_send[rank] * chunk_bytes / bw + min(l.alpha for l in links))
+            best = max(best, must_send[rank] * chunk_bytes / bw + min(l.alpha for l in links)
+                       + min(l.overhead for l in links))
     return float(best)
 
 
 def latency_bound(topology: Topology, collective: Collective, chunk_bytes: float) -> float:
+    """The alpha-shortest path from the holders of each needed byte (module docstring).
+
+    ``chunk_bytes`` is not used: the bound holds for every chunking, so it has no serialisation
+    term (a chunk's own ``chunk / bandwidth`` would hold for that chunking only).
+    """
     dist = topology.alpha_distances()
-    fastest_in = np.array([max((l.bandwidth for l in topology.in_links(r)), default=math.inf)
-                           for r in range(collective.num_ranks)])
     best = 0.0
     for pre, post, _ in collective.groups():
         holders = np.array(sorted(pre))
@@ -152,8 +184,8 @@ def latency_bound(topology: Topology, collective: Collective, chunk_bytes: float
                 if rank in pre:
                     continue
                 travel = dist[holders, rank].min()
-            best = max(best, float(travel) + chunk_bytes / float(fastest_in[rank]))
-    return float(best)
+            best = max(best, float(travel))
+    return float(best) + (topology.min_overhead() if best > 0 else 0.0)
 
 
 def cut_bound(topology: Topology, collective: Collective, chunk_bytes: float, max_nodes: int = 16) -> float | None:
@@ -182,7 +214,7 @@ def cut_bound(topology: Topology, collective: Collective, chunk_bytes: float, ma
     if not useful.any():
         return 0.0
     values = need[useful] * chunk_bytes / capacity[useful] + min_alpha[useful]
-    return float(values.max())
+    return float(values.max()) + topology.min_overhead()
 
 
 def ideal_factor(kind: str, num_ranks: int) -> float:
@@ -243,7 +275,7 @@ def optimum_bound(topology: Topology, collective: Collective, chunk_bytes: float
     else:
         cut = scatter_cut_ratio(graph, collective.root)
         seconds = size / n * cut.seconds_per_byte
-    return seconds * (1 - 1e-12) + cut.alpha, cut.exact
+    return seconds * (1 - 1e-12) + cut.alpha + topology.min_overhead(), cut.exact
 
 
 def allreduce_bounds(topology: Topology, collective: Collective, chunk_bytes: float) -> dict[str, float | None]:
@@ -256,13 +288,34 @@ def allreduce_bounds(topology: Topology, collective: Collective, chunk_bytes: fl
         return result
     size = collective.size_bytes(chunk_bytes)
     bandwidth, _, alpha = smallest_splitting_cut(topology)
-    result["splitting_cut"] = size / bandwidth * (1 - 1e-12) + alpha
-    if topology.num_switches == 0:
-        total = sum(l.bandwidth for l in topology.links)
-        result["gossip"] = 2 * (n - 1) * size / total * (1 - 1e-12) + min(l.alpha for l in topology.links)
+    result["splitting_cut"] = size / bandwidth * (1 - 1e-12) + alpha + topology.min_overhead()
+    result["gossip"] = gossip_bound(topology, collective, chunk_bytes)
     rs, ag = reducescatter_cut_ratio(topology), allgather_cut_ratio(topology)
     result["achievable"] = size / n * (rs.seconds_per_byte + ag.seconds_per_byte) + rs.alpha + ag.alpha
     return result
+
+
+def gossip_bound(topology: Topology, collective: Collective, chunk_bytes: float) -> float | None:
+    """All-Reduce over every NPU: ``2(N-1) M / (sum of the NPUs' in-link bandwidths)`` plus the
+    smallest alpha of those links; None for another collective.
+
+    Every byte position needs at least ``2(N-1)`` one-way transmissions between NPUs (one-way
+    gossip: N-1 deliveries before any NPU can hold the whole sum, then one more into each of the
+    other N-1), and each delivery ends at an NPU over one of its in-links, which serialise the
+    bytes; in every simulator model a link is occupied at least ``bytes / bandwidth`` per message
+    and the last delivery still pays an alpha. Valid because switches do not reduce (the verifier
+    refuses a reduce into a switch); a switch model that reduces voids it (one delivery per NPU
+    would do). Switches may copy here (a chunk sent into a switch may leave it for several
+    NPUs), which voids the out-link form (``sum of the NPUs' out-link bandwidths``), so it is not
+    used; on a fabric without switches both sums are every link.
+    """
+    n = collective.num_ranks
+    if collective.kind != "allreduce" or n != topology.num_npus or n < 2:
+        return None
+    into_npus = [l for rank in range(n) for l in topology.in_links(rank)]
+    total = sum(l.bandwidth for l in into_npus)
+    return (2 * (n - 1) * collective.size_bytes(chunk_bytes) / total * (1 - 1e-12)
+            + min(l.alpha for l in into_npus) + topology.min_overhead())
 
 
 def alltoall_cut_bound(topology: Topology, collective: Collective, chunk_bytes: float) -> float | None:
@@ -307,7 +360,7 @@ def alltoall_cut_bound(topology: Topology, collective: Collective, chunk_bytes: 
         useful = (pieces > 0) & (capacity > 0)
         if useful.any():
             best = max(best, float((pieces[useful] * chunk_bytes / capacity[useful]).max()))
-    return best * (1 - 1e-12) + float(alpha.min()) if best > 0 else None
+    return best * (1 - 1e-12) + float(alpha.min()) + topology.min_overhead() if best > 0 else None
 
 
 def lp_seconds_within(deadline: Deadline, share: float = 0.1, most: float = 30.0) -> float:
@@ -319,7 +372,11 @@ def lp_seconds_within(deadline: Deadline, share: float = 0.1, most: float = 30.0
 def lower_bounds(topology: Topology, collective: Collective, chunk_bytes: float, *,
                  cut_max_nodes: int = 16, lp: bool = True, lp_time_limit: float = 10.0,
                  lp_max_variables: int = 1_000_000) -> Bounds:
-    """All bounds for one problem (the enumerated cut and the LP only where they are cheap enough)."""
+    """All bounds for one problem (the enumerated cut and the LP only where they are cheap enough).
+
+    Each holds for every chunking of the problem (they count bytes, not chunks); the floor measures
+    schedules with ``problem_bounds``, which also makes the numbers identical across chunkings.
+    """
     size = collective.size_bytes(chunk_bytes)
     bounds = Bounds(
         injection=injection_bound(topology, collective, chunk_bytes),
@@ -345,4 +402,31 @@ def lower_bounds(topology: Topology, collective: Collective, chunk_bytes: float,
             if sweep is not None:
                 bounds.cut = max(bounds.cut or 0.0, sweep)
                 bounds.notes["cut"] = "sweep cuts (the LP was too large or not run)"
+    if lp:  # the time-expanded alpha-beta LP, within the LP time; it notes where it does not run
+        from workbench.alpha_beta import alpha_beta_bound
+
+        found = alpha_beta_bound(topology, collective, chunk_bytes, time_limit=lp_time_limit)
+        bounds.alpha_beta = found.seconds
+        if found.note:
+            bounds.notes["alpha_beta"] = found.note
     return bounds
+
+
+def unchunked(collective: Collective) -> Collective:
+    """The collective as a problem, without a schedule's chunking: a standard kind with one chunk
+    per rank (its chunks per rank are how a schedule cuts the data, not what must move); a custom
+    demand as given (its chunks are the demand)."""
+    from workbench.collective import make_collective
+
+    if collective.kind == "custom" or collective.chunks_per_rank == 1:
+        return collective
+    return make_collective(collective.kind, collective.num_ranks, 1, collective.root)
+
+
+def problem_bounds(topology: Topology, collective: Collective, size_bytes: float, **options: Any) -> Bounds:
+    """The yardstick of one problem (topology, collective, nccl-tests ``size_bytes``): ``lower_bounds``
+    of the ``unchunked`` collective, so ``best`` is the same for every schedule of the problem
+    whatever its chunk size (an LP too large at one chunking is not skipped at another). ``options``
+    are ``lower_bounds``'s keywords."""
+    problem = unchunked(collective)
+    return lower_bounds(topology, problem, problem.chunk_bytes(size_bytes), **options)

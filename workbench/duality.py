@@ -19,7 +19,11 @@ seed per phase, a share of the time limit) uses ``by_duality_phases``: its gathe
 a ``Phase`` (the role of the run, its index, its deadline). With a ``deadline``, the
 reduce-scatter half of an all-reduce gets ``first_share`` of the time left and the all-gather
 half the rest. Both functions carry the formulation's ``claimed_time``: a reversed schedule
-claims what its gather claimed, and an all-reduce the sum of its two halves.
+claims what its gather claimed, and an all-reduce the sum of its two halves. They carry its
+``claim_model`` only where that stays true, a formulation's own model (``sccl-steps``): a
+schedule's time in a simulator model is not its reversal's, nor are two halves' times their
+concatenation's, so a formulation claiming in one times the result itself
+(``workbench.schedule.claim_in_model``).
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ from typing import Callable
 from workbench.algorithm import Algorithm
 from workbench.collective import Collective, make_collective
 from workbench.deadline import Deadline
+from workbench.simulate import parse_model
 from workbench.topology import Topology
 
 __all__ = ["by_duality", "by_duality_phases", "GatherSynthesizer", "Phase", "PhasedGather"]
@@ -83,6 +88,9 @@ def by_duality_phases(topology: Topology, collective: Collective, chunk_bytes: f
         claims = (rs.meta.get("claimed_time"), ag.meta.get("claimed_time"))
         if None not in claims:
             combined.meta["claimed_time"] = claims[0] + claims[1]
+        model = rs.meta.get("claim_model")
+        if model is not None and model == ag.meta.get("claim_model") and _own_model(model):
+            combined.meta["claim_model"] = model
         return combined
     if kind in _DUAL:
         return _reversed(topology, collective, chunk_bytes, gather, Phase(kind, 0, deadline))
@@ -96,4 +104,11 @@ def _reversed(topology: Topology, collective: Collective, chunk_bytes: float, ga
     algorithm = forward.reverse(topology)
     if forward.meta.get("claimed_time") is not None:
         algorithm.meta["claimed_time"] = forward.meta["claimed_time"]
+    if not _own_model(algorithm.meta.get("claim_model", "")):  # reverse() copied the forward meta
+        algorithm.meta.pop("claim_model", None)
     return algorithm
+
+
+def _own_model(name: str) -> bool:
+    """A claim model that is a formulation's own (no simulator model: its claims add up by its rules)."""
+    return parse_model(name) is None

@@ -216,4 +216,5 @@ def flow_lp_bound(topology: Topology, collective: Collective, chunk_bytes: float
         return None  # a non-optimal LP value is not a proven bound
     unit = chunk_bytes / lp.max_bw
     # shave the solver's feasibility tolerance so the value stays below the true optimum
-    return float(outcome.objective) * unit * (1 - 1e-7) + min(l.alpha for l in topology.links)
+    # + the smallest alpha and per-message overhead: the last message still pays both once
+    return float(outcome.objective) * unit * (1 - 1e-7) + min(l.alpha for l in topology.links) + topology.min_overhead()

@@ -4,8 +4,8 @@
 * ``scaling.png``: synthesis time vs NPUs, one line per formulation
 * ``link_heatmap.png``: per-link utilisation of one cell (the largest topology of the first column)
 * ``pareto.png``: collective time of each algorithm of formulations that return several
-* ``efficiency.png``: bound / simulated time per topology and formulation (1 = optimal where the
-  bound is the exact optimum)
+* ``efficiency.png``: bound / simulated time per topology and formulation (1: the schedule meets
+  the bound, which proves both optimal)
 """
 
 from __future__ import annotations

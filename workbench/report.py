@@ -24,7 +24,7 @@ EXTRA_LABELS = {"ideal": "Ideal", "bound": "Bound", "ideal_efficiency": "Efficie
                 "efficiency": "Efficiency vs bound", "ideal_dims": "Ideal (per-dim BW)",
                 "ideal_dims_efficiency": "Efficiency vs Ideal (per-dim BW)", "claimed": "Claimed / simulated",
                 "achievable": "RS*+AG* (achievable)"}
-# where every row's bound is the exact throughput optimum, the bound columns say so
+# where a schedule meets every row's bound, which proves it the optimum, the bound columns say so
 EXACT_LABELS = {"Bound": "Optimum", "Efficiency vs bound": "Efficiency vs optimum"}
 _UNNORMALISED = ("ideal_efficiency", "efficiency", "ideal_dims_efficiency", "claimed")
 
@@ -156,7 +156,9 @@ def _formulation_rows_table(rows: list[dict[str, Any]], experiment: Experiment) 
                 cell.status = "not run"
                 continue
             if metric == "status":
-                table.text[(name, column)] = ",".join(sorted({g.get("status", "?") for g in group_rows}))
+                from workbench.report_bounds import status_text
+
+                table.text[(name, column)] = ",".join(sorted({status_text(g) for g in group_rows}))
             elif metric == "label":
                 table.text[(name, column)] = (group_rows[0].get("algorithm_meta") or {}).get("label", "-")
             elif metric == "optimality":
@@ -291,7 +293,12 @@ def build_table(rows: list[dict[str, Any]], experiment: Experiment) -> Table:
                 if cell is None or cell.ours is None:
                     continue
                 cell.ours = cell.ours / base_value if base_value else None
-    _label_bound_columns(table, spec, grouped, normaliser or (columns[0] if columns else None))
+    from workbench.report_bounds import label_bound_columns, model_notes
+
+    label_bound_columns(table, spec, grouped, normaliser or (columns[0] if columns else None),
+                        column=EXTRA_LABELS["bound"], renames=EXACT_LABELS,
+                        fmt=lambda value, column: _fmt(value, table, column))
+    model_notes(table, grouped)
     for entry in experiment.paper.get("values", []):
         cell = table.cell(entry["row"], entry["column"])
         if entry.get("value") is not None:
@@ -310,31 +317,6 @@ def build_table(rows: list[dict[str, Any]], experiment: Experiment) -> Table:
                 if cell.ours is None and not cell.status:
                     cell.status = "not yet run"
     return table
-
-
-def _label_bound_columns(table: Table, spec: dict[str, Any], grouped: dict, source: str | None) -> None:
-    """Call the bound "Optimum" where every row's bound is exact; say what it is otherwise."""
-    extras = spec.get("extra_columns", [])
-    if not any(k in extras for k in ("bound", "efficiency")):
-        return
-    flags = [g.get("bound_exact") for (row, column), group in grouped.items() if column == source
-             for g in group[:1] if g.get("bound") is not None]
-    whose = f" (the problems of the {source} column)" if source and len(grouped) > 1 else ""
-    if flags and all(flags):
-        for old, new in EXACT_LABELS.items():
-            table.rename_column(old, new)
-        table.notes.append(f"Optimum{whose}: the exact throughput optimum (max-flow over all cuts), plus its "
-                           "cut's alpha")
-    elif any(flags):
-        table.notes.append(f"Bound{whose}: the exact throughput optimum plus its cut's alpha where that is the "
-                           "largest bound, else a latency or injection bound of the row's chunk size (larger here)")
-    else:
-        table.notes.append("Bound: the best proven lower bound (no exact optimum is known for this collective; "
-                           "All-Reduce: the weakest NPU-splitting cut, or 2(N-1)M over all link bandwidth "
-                           "on switchless fabrics)")
-    if "achievable" in extras:
-        table.notes.append("RS*+AG*: the exact Reduce-Scatter plus All-Gather optima, a time known to be "
-                           "achievable (pipelined tree packing), not a lower bound")
 
 
 def _paper_scale(experiment: Experiment) -> float:

@@ -11,18 +11,28 @@ order (the verifier's timeline rule):
 * a ``copy`` into (dst, c) waits for earlier writes and reads of (dst, c) (write after write/read);
 * a ``reduce`` into (dst, c) waits for earlier reads of (dst, c) and earlier copies into it;
   reduces into the same buffer may overlap each other, since their contributions are disjoint.
+
+``order_by_start``: the simulator's default model serves each link's segments in file order, so a
+file should list transfers in the order the formulation plans to start them; this sorts a schedule
+by planned start and keeps every dependency before its dependent. ``claim_in_model``: a formulation
+whose only timeline is the schedule it writes claims that schedule's time in a simulator model.
 """
 
 from __future__ import annotations
 
+import heapq
 from collections import defaultdict
-from typing import Any, Iterable
+from itertools import chain
+from typing import Any, Iterable, Sequence
 
 from workbench.algorithm import Algorithm, Transfer
 from workbench.collective import Collective
+from workbench.lazy import lazy_module
 from workbench.topology import Topology
 
-__all__ = ["ScheduleBuilder", "DeliveryChain"]
+np = lazy_module("numpy")  # imported on first use (workbench.lazy)
+
+__all__ = ["ScheduleBuilder", "DeliveryChain", "order_by_start", "claim_in_model"]
 
 
 class ScheduleBuilder:
@@ -99,3 +109,92 @@ class DeliveryChain:
     def build(self, topology: Topology, collective: Collective, chunk_bytes: float,
               meta: dict[str, Any] | None = None) -> Algorithm:
         return Algorithm(topology, collective, chunk_bytes, self.transfers, dict(meta or {}))
+
+
+def order_by_start(algorithm: Algorithm, starts: Sequence[float] | None = None) -> Algorithm:
+    """The same transfers listed by planned start, each after the transfers it depends on.
+
+    ``starts``: one planned start per transfer (default: each transfer's ``t_start``). The sort is
+    stable, so transfers planned at the same instant keep their order; where a dependency would
+    come after its dependent (a plan that starts a transfer before what it waits for has arrived)
+    the earliest-planned transfer whose dependencies are listed goes next. The transfers are
+    renumbered in place (deps follow their ids; times and meta are kept) and belong to the returned
+    algorithm: the one passed in no longer lists them in order. Only the order of transfers that
+    no chain of deps orders can change, so this suits schedules whose deps order every pair that
+    touches a buffer (``ScheduleBuilder``, ``DeliveryChain``); the verifier checks the result.
+    """
+    transfers = algorithm.transfers
+    count = len(transfers)
+    if starts is None:
+        starts = [t.t_start for t in transfers]
+        if any(s is None for s in starts):
+            raise ValueError("order_by_start: give starts, or a t_start on every transfer")
+    if len(starts) != count:
+        raise ValueError(f"order_by_start: {len(starts)} starts for {count} transfers")
+    keys = np.asarray(starts, dtype=np.float64)
+    order = np.argsort(keys, kind="stable")
+    position = np.empty(count, dtype=np.int64)
+    position[order] = np.arange(count)
+    lengths = np.fromiter(map(len, (t.deps for t in transfers)), dtype=np.int64, count=count)
+    deps = np.fromiter(chain.from_iterable(t.deps for t in transfers), dtype=np.int64, count=int(lengths.sum()))
+    owners = np.repeat(np.arange(count), lengths)
+    if not (position[deps] < position[owners]).all():
+        order = np.asarray(_ready_first(transfers, keys.tolist()), dtype=np.int64)
+        position[order] = np.arange(count)
+    if (order == np.arange(count)).all():
+        return algorithm
+    # renumbered in place: a schedule of millions of transfers is not copied
+    renumber = position.tolist().__getitem__
+    for t in transfers:
+        deps = t.deps
+        if len(deps) == 1:
+            t.deps = (renumber(deps[0]),)
+        elif deps:
+            t.deps = tuple(sorted(map(renumber, deps)))
+    listed = [transfers[i] for i in order.tolist()]
+    for new_id, t in enumerate(listed):
+        t.id = new_id
+    return Algorithm(algorithm.topology, algorithm.collective, algorithm.chunk_bytes, listed, dict(algorithm.meta))
+
+
+def _ready_first(transfers: list[Transfer], keys: list[float]) -> list[int]:
+    """A topological order that always takes the earliest-planned transfer whose deps are listed
+    (ties by position)."""
+    waiting = [len(set(t.deps)) for t in transfers]
+    dependants: list[list[int]] = [[] for _ in transfers]
+    for t in transfers:
+        for d in set(t.deps):
+            dependants[d].append(t.id)
+    ready = [(keys[i], i) for i, left in enumerate(waiting) if left == 0]
+    heapq.heapify(ready)
+    order = []
+    while ready:
+        _, i = heapq.heappop(ready)
+        order.append(i)
+        for j in dependants[i]:
+            waiting[j] -= 1
+            if waiting[j] == 0:
+                heapq.heappush(ready, (keys[j], j))
+    if len(order) != len(transfers):
+        raise ValueError("order_by_start: the dependencies form a cycle")
+    return order
+
+
+def claim_in_model(algorithm: Algorithm, model: str | None = None) -> float:
+    """Record the algorithm's time in a simulator model as its claim and return it.
+
+    For a formulation whose only timeline is the schedule it writes (no estimate of its own):
+    ``meta.claimed_time`` becomes the collective time ``simulate`` gives in ``model`` (a
+    ``workbench.simulate.model_name`` string, default the default model) and ``meta.claim_model``
+    names the model, so ``workbench simulate`` in that model reproduces the claim exactly.
+    """
+    from workbench.simulate import DEFAULT_MODEL_NAME, parse_model, simulate
+
+    model = model or DEFAULT_MODEL_NAME
+    options = parse_model(model)
+    if options is None:
+        raise ValueError(f"claim_in_model: {model!r} is not a simulator model")
+    claimed = simulate(algorithm, **options).collective_time
+    algorithm.meta["claimed_time"] = claimed
+    algorithm.meta["claim_model"] = model
+    return claimed

@@ -4,12 +4,15 @@
   ``Topology.route``. The route is cut into segments at NPUs (they store and forward); a switch is
   cut-through, so a segment ``npu -> switch -> npu`` occupies all its links at once
   (``switch_model="store-and-forward"`` makes every hop its own segment).
-* A segment of ``m`` bytes occupies its links for ``m / min(bandwidth)`` and arrives
-  ``sum(alpha)`` after that (``pipelined``); in the ``blocking`` model its links stay occupied for
-  the alpha sum too.
+* A segment of ``m`` bytes occupies its links for ``max(overhead) + m / min(bandwidth)`` and
+  arrives ``sum(alpha)`` after that (``pipelined``); in the ``blocking`` model its links stay
+  occupied for the alpha sum too. The per-message overhead is 0 unless a topology gives one
+  (docs/cost-model.md).
 * ``in-order`` (default): on every link segments start in file order; one pass in file order.
   ``fifo``: event driven; at each instant every ready segment whose links are all free starts, in
   (ready time, file order); a waiting segment reserves nothing.
+* A model is written as one string, ``link model/order/switch model`` (``model_name``,
+  ``parse_model``): an algorithm's ``meta.claim_model`` names the model of its claimed time.
 """
 
 from __future__ import annotations
@@ -27,15 +30,19 @@ from workbench.topology import Topology
 np = lazy_module("numpy")  # imported on first use (workbench.lazy)
 
 __all__ = ["SimulationResult", "SimulationError", "simulate", "route_segments", "LINK_MODELS", "ORDERS", "SWITCH_MODELS",
-           "DEFAULT_MODEL"]
+           "DEFAULT_MODEL", "DEFAULT_MODEL_NAME", "model_name", "parse_model"]
 
 LINK_MODELS = ("pipelined", "blocking")
 ORDERS = ("in-order", "fifo")
 SWITCH_MODELS = ("cut-through", "store-and-forward")
 # the default model: the one every algorithm is verified against and every table reports
 DEFAULT_MODEL = {"link_model": LINK_MODELS[0], "order": ORDERS[0], "switch_model": SWITCH_MODELS[0]}
+# a model as one string, "link model/order/switch model": how an algorithm's meta.claim_model names
+# the model its claimed time is in (model_name, parse_model)
+DEFAULT_MODEL_NAME = "/".join((DEFAULT_MODEL["link_model"], DEFAULT_MODEL["order"], DEFAULT_MODEL["switch_model"]))
 
-Segment = tuple[tuple[int, ...], float, float]  # (link indices, alpha sum, bottleneck bandwidth)
+# (link indices, alpha sum, bottleneck bandwidth, per-message overhead: the largest of its links')
+Segment = tuple[tuple[int, ...], float, float, float]
 
 
 class SimulationError(ValueError):
@@ -112,7 +119,8 @@ class SimulationResult:
 
 
 def route_segments(topology: Topology, src: int, dst: int, switch_model: str = "cut-through") -> list[Segment]:
-    """The segments a transfer ``src -> dst`` occupies, in order; SimulationError when unroutable."""
+    """The segments a transfer ``src -> dst`` occupies, in order, each as (link indices, alpha sum,
+    bottleneck bandwidth, overhead); SimulationError when unroutable."""
     path = topology.route(src, dst)
     if path is None:
         raise SimulationError(f"no path from node {src} to node {dst} in topology {topology.name!r}")
@@ -124,7 +132,8 @@ def route_segments(topology: Topology, src: int, dst: int, switch_model: str = "
         if switch_model == "store-and-forward" or not topology.is_switch(v) or v == last:
             links = tuple(current)
             segments.append((links, sum(topology.links[l].alpha for l in links),
-                             min(topology.links[l].bandwidth for l in links)))
+                             min(topology.links[l].bandwidth for l in links),
+                             max(topology.links[l].overhead for l in links)))
             current = []
     return segments
 
@@ -136,6 +145,28 @@ def _check_options(link_model: str, order: str, switch_model: str) -> None:
         raise SimulationError(f"unknown order {order!r} (use {' or '.join(ORDERS)})")
     if switch_model not in SWITCH_MODELS:
         raise SimulationError(f"unknown switch model {switch_model!r} (use {' or '.join(SWITCH_MODELS)})")
+
+
+def model_name(link_model: str = LINK_MODELS[0], order: str = ORDERS[0], switch_model: str = SWITCH_MODELS[0]) -> str:
+    """``simulate``'s options as one string, ``link model/order/switch model``
+    (``DEFAULT_MODEL_NAME`` is ``pipelined/in-order/cut-through``); SimulationError for an unknown option."""
+    _check_options(link_model, order, switch_model)
+    return f"{link_model}/{order}/{switch_model}"
+
+
+def parse_model(name: str) -> dict[str, str] | None:
+    """The ``simulate`` options a ``model_name`` string spells, or None for a name with no ``/``:
+    a formulation's own model (``sccl-steps``, ``teccl-epochs``), which no simulator option
+    reproduces. SimulationError for a name with slashes that is not a simulator model."""
+    if "/" not in name:
+        return None
+    parts = name.split("/")
+    if len(parts) != 3:
+        raise SimulationError(f"model {name!r}: expected link model/order/switch model, "
+                              f"e.g. {DEFAULT_MODEL_NAME!r}")
+    options = dict(zip(("link_model", "order", "switch_model"), parts))
+    _check_options(**options)
+    return options
 
 
 def _segment_table(algorithm: Algorithm, switch_model: str) -> list[list[Segment]]:
@@ -245,12 +276,12 @@ def _run_in_order(algorithm: Algorithm, segments: list[list[Segment]], blocking:
                 ready = end[d]
         nbytes = chunk_bytes * len(t.chunks)
         first = True
-        for links, alpha_sum, bandwidth in segs:
+        for links, alpha_sum, bandwidth, overhead in segs:
             begin = ready
             for l in links:
                 if free[l] > begin:
                     begin = free[l]
-            serialise = nbytes / bandwidth
+            serialise = nbytes / bandwidth + overhead  # + 0.0 without overhead: the same float
             release = begin + serialise + alpha_sum if blocking else begin + serialise
             held = release - begin
             for l in links:
@@ -300,13 +331,13 @@ def _run_fifo(algorithm: Algorithm, segments: list[list[Segment]], blocking: boo
     while True:
         candidates.sort()
         for ready, tid, seg in candidates:
-            links, alpha_sum, bandwidth = segments[tid][seg]
+            links, alpha_sum, bandwidth, overhead = segments[tid][seg]
             blocked = next((l for l in links if link_free_at[l] > now), None)
             if blocked is not None:
                 waiters[blocked].append((ready, tid, seg))
                 continue
             nbytes = chunk_bytes * len(transfers[tid].chunks)
-            serialise = nbytes / bandwidth
+            serialise = nbytes / bandwidth + overhead
             release = now + serialise + (alpha_sum if blocking else 0.0)
             for l in links:
                 link_free_at[l] = release

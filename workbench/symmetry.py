@@ -63,7 +63,7 @@ def _verified_grid(topology: Topology) -> tuple[list[int], list[int]] | None:
     if topology.num_switches or topology.num_npus < 2:
         return None
     n = topology.num_npus
-    links = {(l.src, l.dst): (l.bandwidth, l.alpha) for l in topology.links}
+    links = {(l.src, l.dst): (l.bandwidth, l.alpha, l.overhead) for l in topology.links}
     recorded = _recorded_sizes(topology)
     candidates = [recorded] if recorded is not None else _shapes(n)
     for sizes in candidates:

@@ -1,5 +1,7 @@
-"""Reading a well-formed ``workbench.algorithm/1`` file fast: msgspec decodes the JSON straight into
-typed transfer records, in C, without building a dict per transfer.
+"""Reading a well-formed ``workbench.algorithm/1`` or ``/2`` file fast: msgspec decodes the JSON
+straight into typed transfer records, in C, without building a dict per transfer. The two formats
+differ only in the embedded topology (``/2`` may give links an ``overhead``), which is left untyped
+here: ``workbench.algorithm`` checks the format and reads the topology for both readers alike.
 
 Only the common, valid shape is taken here: ints for ids, nodes, chunks and dependencies, an op
 of ``copy`` or ``reduce``, numbers or null for the times (finite, at least 0, ``t_start`` no later

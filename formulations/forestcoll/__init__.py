@@ -46,9 +46,18 @@ grown completely in turn). Status
 exact capacities, every check passed) for all-gather, reduce-scatter, broadcast and reduce;
 "feasible" for a fixed k above the optimum and for all-reduce (RS + AG is not a proven all-reduce
 optimum); "timeout" when ``time_limit`` ran out in the tree construction (no algorithm). The
-simulated time approaches the bandwidth term ``M U / (N k)`` as P grows; the pipeline fill
+proof holds in the throughput model (``meta.model_optimal = "forestcoll-throughput"``); the row's
+status is the floor's, by the simulated time (``workbench.yardstick``). The simulated time
+approaches the bandwidth term ``M U / (N k)`` as P grows; the pipeline fill
 ``(H - 1) T*/P`` and the packing of cut-through transfers into rounds (``schedule.round_slots``)
 are the remaining gap.
+
+Claimed time (``meta.claimed_time``): the time of the pieces as written in the simulator's default
+model (``meta.claim_model`` = ``pipelined/in-order/cut-through``), so ``workbench simulate``
+reproduces it at every message size. Transfers are listed by their start in the schedule's own
+timeline (``schedule.plan_times``: rounds of the slot order, each hop as many rounds behind its
+feeder as alpha and serialisation take), which the default model serves link by link in that
+order; the claim is computed after the synthesis (``stats.claim_seconds``, not in its seconds).
 """
 
 from __future__ import annotations

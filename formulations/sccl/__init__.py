@@ -25,7 +25,9 @@ Paper symbol -> code name:
 * decoding (spec 3.4): Q = (r_1..r_S), T = {(c, n, n', t) : snd and time[c,n'] = t+1}  -> ``_decode``;
   phantom sends (destination never reached) are dropped; each send waits for the send that delivered its
   chunk to its source (``workbench.schedule.DeliveryChain``)
-* cost T(L) = S*alpha + (R/C)*L*beta  -> ``meta["claimed_time"]`` with beta of the slowest link
+* cost T(L) = S*alpha + (R/C)*L*beta  -> ``meta["claimed_time"]`` with beta of the slowest link, in SCCL's
+  own step model (``meta["claim_model"]`` = ``"sccl-steps"``: synchronous steps, every round one chunk on
+  the slowest link; no simulator model reproduces it)
 * lower bounds a_l (collective-aware step bound) and b_l (exact max-flow optimum, flow-LP and cut bounds of
   ``workbench.bounds`` in rounds per chunk; spec 4)  -> ``step_bound``, ``bandwidth_bound``
 * combining collectives (spec 2.2): Reduce / Reduce-Scatter are Broadcast / All-Gather on the
@@ -40,7 +42,9 @@ Modes: ``instance`` (one (C, S, R): C is the problem's chunks per rank), ``paret
 one algorithm per frontier point) and ``least-steps`` (the smallest S for the problem's C with
 R = S + k). Status by DESIGN.md's SMT rule: sat -> feasible (optimal when the bounds prove both
 S = a_l and R/C = b_l, or a Pareto search completes at b_l), unsat -> infeasible (also when a
-bound rejects the instance without calling the solver), unknown -> timeout.
+bound rejects the instance without calling the solver), unknown -> timeout. "optimal" is proven
+in SCCL's step model (``meta.model_optimal = "sccl-steps"``); the row's status is the floor's, by
+the simulated time (``workbench.yardstick``).
 """
 
 from __future__ import annotations

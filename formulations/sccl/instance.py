@@ -113,6 +113,10 @@ def _decode(topology: Topology, collective: Collective, chunk_bytes: float, solu
     return chain.build(topology, collective, chunk_bytes, {"rounds_per_step": rounds})
 
 
+# the claim's model (meta["claim_model"]): SCCL's own step cost, which no simulator model reproduces
+CLAIM_MODEL = "sccl-steps"
+
+
 def _sccl_cost(topology: Topology, steps: int, rounds: int, chunk_bytes: float) -> float:
     """T = S*alpha + (R/C)*L*beta with L/C = one chunk and beta of the slowest (b = 1) link."""
     alpha = max(l.alpha for l in topology.links)
@@ -160,6 +164,6 @@ def solve_instance(topology: Topology, collective: Collective, chunk_bytes: floa
         return InstanceResult(answer, elapsed, None)
     algorithm = _decode(topology, collective, chunk_bytes, solution, steps)
     algorithm.meta.update(steps=steps, rounds=rounds, sccl_chunks=c, engine=backend,
-                          claimed_time=_sccl_cost(topology, steps, rounds, chunk_bytes),
+                          claimed_time=_sccl_cost(topology, steps, rounds, chunk_bytes), claim_model=CLAIM_MODEL,
                           latency_optimal=steps == a_l, bandwidth_optimal=Fraction(rounds, c) == b_l)
     return InstanceResult("sat", elapsed, algorithm)

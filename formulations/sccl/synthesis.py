@@ -57,6 +57,8 @@ def synthesize(formulation: Any, problem: Problem, *, time_limit: float, seed: i
         algorithm.meta.update(backend=backend,
                               label=f"(C,S,R)=({algorithm.meta['sccl_chunks']},{algorithm.meta['steps']},"
                                     f"{algorithm.meta['rounds']})")
+        if status == "optimal":  # proven in the (C, S, R) step model; the floor judges the simulated time
+            algorithm.meta["model_optimal"] = "sccl-steps"
     return SynthesisResult(algorithms, status, seconds, stats, message=message)
 
 

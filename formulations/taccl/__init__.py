@@ -28,7 +28,8 @@ Paper symbol -> code name:
 Output: ``workbench.algorithm/1`` on the physical topology; transfers in stage-3 send order (so
 every link sees TACCL's per-link order), merged IB sends as multi-chunk messages, ``deps`` from
 the trees (a send waits for every transfer that brought its chunks to its source:
-``workbench.schedule.DeliveryChain(every=True)``). Claimed time = stage-3 makespan (All-Reduce: RS + AG). Stage 1's objective and bound
+``workbench.schedule.DeliveryChain(every=True)``). Claimed time = stage-3 makespan (All-Reduce: RS + AG), in the
+contiguity MILP's own cost model (``meta["claim_model"]`` = ``"taccl-milp"``; no simulator model). Stage 1's objective and bound
 are recorded as ``routing_time`` / ``routing_bound``; the bound is also a workbench lower bound
 only when nothing restricted the routing and the model's costs bound any schedule (no sketch
 restriction, no switch, alpha = 0, non-combining).

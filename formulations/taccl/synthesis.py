@@ -68,7 +68,8 @@ def synthesize(formulation: Any, problem: Problem, *, time_limit: float, seed: i
         spent = [s.get("build_seconds", 0.0) + s.get("solve_seconds", 0.0) for s in stages if s["stage"] == stage]
         stats[f"{stage.replace('-', '_')}_seconds"] = sum(spent) if spent else None
         stats[f"{stage.replace('-', '_')}_status"] = ",".join(s["status"] for s in stages if s["stage"] == stage) or None
-    algorithm.meta.update(sketch=sk.name, claimed_time=claimed, stages=stages, routing_bound=info.get("routing_bound"),
+    algorithm.meta.update(sketch=sk.name, claimed_time=claimed, claim_model="taccl-milp", stages=stages,
+                          routing_bound=info.get("routing_bound"),
                           routing_time=info.get("routing_time"))
     if info.get("lower_bound") is not None:
         algorithm.meta["lower_bound"] = info["lower_bound"]

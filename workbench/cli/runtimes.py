@@ -107,7 +107,7 @@ def cmd_import(args: argparse.Namespace) -> int:
     from workbench.msccl import MscclError, import_xml
 
     check_output_file(args.output, (".json",), "algorithm file")
-    topology = topology_from_args(args.topology, args.alpha, args.bandwidth)
+    topology = topology_from_args(args.topology, args.alpha, args.bandwidth, args.overhead)
     try:
         size = parse_size(args.size)
     except UnitError as exc:

@@ -20,7 +20,7 @@ __all__ = ["timing"]
 
 @njit(cache=True)
 def _in_order(route_of, chunk_counts, dep_start, deps, route_seg_start, seg_link_start, seg_links, seg_alpha,
-              seg_bandwidth, chunk_bytes, blocking, num_links, occupancy_size):
+              seg_bandwidth, seg_overhead, chunk_bytes, blocking, num_links, occupancy_size):
     count = len(route_of)
     free = np.zeros(num_links)
     busy = np.zeros(num_links)
@@ -43,7 +43,7 @@ def _in_order(route_of, chunk_counts, dep_start, deps, route_seg_start, seg_link
             for k in range(seg_link_start[s], seg_link_start[s + 1]):
                 if free[seg_links[k]] > begin:
                     begin = free[seg_links[k]]
-            serialise = nbytes / seg_bandwidth[s]
+            serialise = nbytes / seg_bandwidth[s] + seg_overhead[s]
             if blocking:
                 release = begin + serialise + seg_alpha[s]
             else:
@@ -78,23 +78,26 @@ def timing(algorithm, arrays: TransferArrays, blocking: bool, switch_model: str,
         return None
     pairs, route_of = np.unique(arrays.src * num_nodes + arrays.dst, return_inverse=True)
     route_seg_start, seg_link_start, seg_links, seg_alpha, seg_bandwidth, route_links = [0], [0], [], [], [], []
+    seg_overhead: list[float] = []
     for pair in pairs.tolist():
         try:
             segments = route_segments(topology, pair // num_nodes, pair % num_nodes, switch_model)
         except Exception:  # whatever it is, the Python simulator meets it too, at the transfer it names
             return None
-        for links, alpha_sum, bandwidth in segments:
+        for links, alpha_sum, bandwidth, overhead in segments:
             seg_links.extend(links)
             seg_link_start.append(len(seg_links))
             seg_alpha.append(alpha_sum)
             seg_bandwidth.append(bandwidth)
+            seg_overhead.append(overhead)
         route_seg_start.append(len(seg_alpha))
-        route_links.append(sum(len(links) for links, _, _ in segments))
+        route_links.append(sum(len(segment[0]) for segment in segments))
     occupancy_size = int(np.asarray(route_links, dtype=np.int64)[route_of].sum()) if count else 0
     as_int = lambda values: np.asarray(values, dtype=np.int64)  # noqa: E731
     start, end, busy, carried, occ_link, occ_start, occ_end = _in_order(
         route_of.astype(np.int64), arrays.chunk_counts, arrays.dep_start, arrays.deps, as_int(route_seg_start),
         as_int(seg_link_start), as_int(seg_links), np.asarray(seg_alpha, dtype=np.float64),
-        np.asarray(seg_bandwidth, dtype=np.float64), float(algorithm.chunk_bytes), blocking, len(topology.links),
+        np.asarray(seg_bandwidth, dtype=np.float64), np.asarray(seg_overhead, dtype=np.float64),
+        float(algorithm.chunk_bytes), blocking, len(topology.links),
         occupancy_size)
     return start, end, busy, carried, (occ_link, occ_start, occ_end)

@@ -79,31 +79,36 @@ def build_problem(cell: "Cell", topology: "Topology | None" = None) -> "Problem"
 def evaluate_algorithms(algorithms: list, problem, evaluation: Evaluation) -> dict[str, Any]:
     """Verify and simulate every algorithm; the headline is the fastest simulated one.
 
-    The bounds are those of the headline algorithm's own chunking (a Pareto search returns
-    algorithms with different chunk sizes). Raises ``InvalidAlgorithm`` for an algorithm that does
-    not implement the collective.
+    The bounds are the problem's (``problem_bounds``: topology, collective, size), the same for
+    every algorithm whatever its chunking (a Pareto search returns algorithms with different chunk
+    sizes). ``default_collective_time`` (the fastest in the default model, which the status rule
+    reads) is added when the evaluation's model is another. Raises ``InvalidAlgorithm`` for an
+    algorithm that does not implement the collective.
     """
-    from workbench.bounds import lower_bounds, tacos_ideal
-    from workbench.simulate import simulate
+    from workbench.bounds import problem_bounds, tacos_ideal
+    from workbench.simulate import DEFAULT_MODEL, simulate
     from workbench.verify import verify
 
     options = evaluation.simulation
     entries = []
     best = None  # (algorithm, entry, simulation)
+    default_best = None  # the fastest time in the default model
     for algorithm in algorithms:
         default = verify(algorithm).simulation  # the default simulation comes with the verdict
         result = default if options == default.options else simulate(algorithm, **options)
+        if default_best is None or default.collective_time < default_best:
+            default_best = default.collective_time
         entry = {"claimed_time": algorithm.meta.get("claimed_time"), "collective_time": result.collective_time,
                  "algbw": result.algbw / 1e9, "busbw": result.busbw / 1e9, "transfers": len(algorithm.transfers),
                  **{k: algorithm.meta.get(k) for k in ("label", "steps", "rounds", "sccl_chunks")}}
         entries.append(entry)
         if best is None or result.collective_time < best[2].collective_time:
             best = (algorithm, entry, result)
-    topology = problem.topology
-    collective, chunk_bytes = (best[0].collective, best[0].chunk_bytes) if best else (problem.collective,
-                                                                                        problem.chunk_bytes)
-    bounds = lower_bounds(topology, collective, chunk_bytes, lp=bool(evaluation.lp_bound),
-                          lp_time_limit=60.0, lp_max_variables=400_000)
+    topology, collective = problem.topology, problem.collective
+    bounds = problem_bounds(topology, collective, problem.size_bytes, lp=bool(evaluation.lp_bound),
+                            lp_time_limit=60.0, lp_max_variables=400_000)
+    if best is not None:
+        bounds.schedule_time = best[2].collective_time  # meeting the bound proves it the optimum
     ideal_dims = tacos_ideal(topology, collective, problem.size_bytes, "dimensions") if collective.num_ranks > 1 else None
     fields: dict[str, Any] = {"bound": bounds.best, "bound_exact": bounds.exact, "achievable": bounds.achievable,
                               "ideal": bounds.ideal, "ideal_dims": ideal_dims, "bounds": bounds.to_dict()}
@@ -112,8 +117,11 @@ def evaluate_algorithms(algorithms: list, problem, evaluation: Evaluation) -> di
     algorithm, entry, result = best
     fields.update({k: entry[k] for k in ("claimed_time", "collective_time", "algbw", "busbw", "transfers")})
     fields["algorithm_meta"] = {k: algorithm.meta[k] for k in ("label", "steps", "rounds", "sccl_chunks",
-                                                               "latency_optimal", "bandwidth_optimal")
+                                                               "latency_optimal", "bandwidth_optimal",
+                                                               "model_optimal")
                                 if k in algorithm.meta}
+    if options != DEFAULT_MODEL:
+        fields["default_collective_time"] = default_best
     fields["efficiency"] = bounds.efficiency(result.collective_time)
     fields["ideal_efficiency"] = (bounds.ideal / result.collective_time) if bounds.ideal else None
     fields["ideal_dims_efficiency"] = (ideal_dims / result.collective_time) if ideal_dims else None
@@ -147,6 +155,7 @@ def _formulation_params(request: CellRequest) -> dict[str, Any]:
 
 def child_run_schedule(request: CellRequest, send: Send) -> dict[str, Any]:
     from workbench.registry import resolve_formulation
+    from workbench.yardstick import model_optimal_of, settle_status
 
     cell = request.cell
     problem = build_problem(cell, request.topology)
@@ -162,11 +171,14 @@ def child_run_schedule(request: CellRequest, send: Send) -> dict[str, Any]:
     send("synthesized", summary)
     fields = {**summary, **problem_fields(problem)}
     fields.pop("claimed_times", None)
+    # the formulation's answer and its proof (in its own model) are kept; the row's status is the floor's
+    fields.update(solver_status=result.status, model_optimal=model_optimal_of(result.algorithms, result.stats))
     if result.algorithms:
         from workbench.verify import InvalidAlgorithm
 
         try:
             fields.update(evaluate_algorithms(result.algorithms, problem, request.evaluation))
+            settle_status(fields)  # before the files are stamped, so they record the same status
         except InvalidAlgorithm as exc:
             fields.update(status="error", message=f"invalid algorithm: {exc}")
         if request.evaluation.save_algorithms and request.algorithm_path:

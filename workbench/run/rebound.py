@@ -2,13 +2,13 @@
 
 Bounds improve (an exact optimum where there was a loose cut); the schedules, their simulated
 times and everything else in a row do not depend on them. ``workbench rebound RUN_FOLDER``
-recomputes, for every schedule row of the run's config, the chunk-independent bounds (the exact
-max-flow optimum, the flow LP, the All-Reduce cut and gossip bounds, RS* + AG*) and keeps the
-chunk-dependent ones the row was evaluated with (injection, latency, enumerated cut: they used
-the headline algorithm's own chunk size, which the row does not record). ``bound``,
-``bound_exact``, ``achievable``, ``efficiency`` and ``bounds`` are rewritten, the rows file is
-replaced atomically and the report re-rendered, under the folder's lock (a live run's folder is
-refused, naming the run). A row whose topology comes from a design cell
+recomputes, for every schedule row of the run's config, the problem's bounds
+(``workbench.bounds.problem_bounds``: they depend on the topology, collective and size only, so
+every bound of the row is recomputed, including those older rows took from a schedule's chunk
+size). ``bound``, ``bound_exact``, ``achievable``, ``efficiency`` and ``bounds`` are rewritten,
+the status is decided again by ``workbench.yardstick`` (the formulation's kept as
+``solver_status``), the rows file is replaced atomically and the report re-rendered, under the
+folder's lock (a live run's folder is refused, naming the run). A row whose topology comes from a design cell
 gets its topology from that design's row in the same run, as the run gave it to the cell; only
 when that design has no bandwidths is the row left as it was.
 """
@@ -19,11 +19,10 @@ import json
 from pathlib import Path
 from typing import Any
 
-from workbench.bounds import Bounds, lower_bounds
+from workbench.bounds import problem_bounds
+from workbench.yardstick import settle_status
 
 __all__ = ["rebound_run"]
-
-_KEPT = ("injection", "latency", "cut")  # evaluated with the headline algorithm's chunk size
 
 
 def _refreshed(row: dict[str, Any], cell, design_rows: dict[str, dict[str, Any]]) -> dict[str, Any] | None:
@@ -31,7 +30,7 @@ def _refreshed(row: dict[str, Any], cell, design_rows: dict[str, dict[str, Any]]
 
     from workbench.run.evaluate import build_problem, resolve_design_topology
 
-    if row.get("chunk_bytes") is None or not isinstance(row.get("bounds"), dict):
+    if not isinstance(row.get("bounds"), dict):  # a row without an evaluation (an error) has none
         return None
     if cell.topology.get("from"):  # a design's bandwidths, as the run gave them to the cell
         try:
@@ -39,21 +38,16 @@ def _refreshed(row: dict[str, Any], cell, design_rows: dict[str, dict[str, Any]]
         except RuntimeError:
             return None
     problem = build_problem(cell)
-    fresh = lower_bounds(problem.topology, problem.collective, row["chunk_bytes"], lp_time_limit=60.0,
-                         lp_max_variables=400_000)
-    old = row["bounds"]
-    kept = {key: old.get(key) for key in _KEPT}
-    if fresh.notes.get("cut") and fresh.cut is not None:  # a sweep-cut bound (size-independent of chunking)
-        kept["cut"] = max(old.get("cut") or 0.0, fresh.cut)
-    bounds = Bounds(injection=kept["injection"], latency=kept["latency"], cut=kept["cut"], flow_lp=fresh.flow_lp,
-                    ideal=fresh.ideal, optimum=fresh.optimum, splitting_cut=fresh.splitting_cut,
-                    gossip=fresh.gossip, achievable=fresh.achievable, optimum_exact=fresh.optimum_exact,
-                    notes=dict(fresh.notes))
+    bounds = problem_bounds(problem.topology, problem.collective, problem.size_bytes, lp_time_limit=60.0,
+                            lp_max_variables=400_000)
+    bounds.schedule_time = row.get("collective_time")  # the row's schedule meeting the bound proves it
     update = {"bound": bounds.best, "bound_exact": bounds.exact, "achievable": bounds.achievable,
               "bounds": {**bounds.to_dict(), "refreshed": True}}
     if row.get("collective_time"):
         update["efficiency"] = bounds.efficiency(row["collective_time"])
-    return {**row, **update}
+    fresh = {**row, **update}
+    settle_status(fresh)
+    return fresh
 
 
 def rebound_run(folder: str | Path, progress: bool = True) -> tuple[int, int]:

@@ -5,6 +5,11 @@ to ``Topology`` objects, and ``load_topology`` for a spec or a ``{nodes, links}`
 follow the papers that describe them (DGX-1 in SCCL's and msccl-tools' numbering; NDv2, DGX-2 and
 AMD MI250 with TE-CCL's and TACCL's link costs). Every request passes the size guard before it is
 built.
+
+A per-message ``overhead`` (docs/cost-model.md) is given like ``alpha``, per dimension; it defaults
+to 0. A switch dimension gives both links of an NPU-switch-NPU path the whole overhead (a message
+pays the larger of its segment's links', once), where alpha is halved between them. Builders
+without dimensions (the vendor systems) take one overhead for every link.
 """
 
 from __future__ import annotations
@@ -27,8 +32,10 @@ def load_topology(
     spec_or_path: str | Path,
     alpha: Sequence[float] | float | None = None,
     bandwidth: Sequence[float] | float | None = None,
+    overhead: Sequence[float] | float | None = None,
 ) -> Topology:
-    """A topology from a builder spec string or a YAML/JSON file path."""
+    """A topology from a builder spec string or a YAML/JSON file path (a file carries its own link
+    costs; ``alpha``, ``bandwidth`` and ``overhead`` apply to specs)."""
     from workbench import size_guard
 
     text = str(spec_or_path)
@@ -49,7 +56,7 @@ def load_topology(
     size = size_guard.spec_size(text)
     if size is not None:
         _guard(size_guard, text, size.bytes())
-    return build(text, alpha=alpha, bandwidth=bandwidth)
+    return build(text, alpha=alpha, bandwidth=bandwidth, overhead=overhead)
 
 
 def _guard(size_guard, what: str, needed: float) -> None:
@@ -59,12 +66,13 @@ def _guard(size_guard, what: str, needed: float) -> None:
         raise TopologyError(str(exc)) from None
 
 
-def _grid(spec: str, arg: str, wrap: bool, alpha, bandwidth) -> Topology:
+def _grid(spec: str, arg: str, wrap: bool, alpha, bandwidth, overhead) -> Topology:
     sizes = [parse_int(s, spec) for s in arg.lower().split("x")]
     if len(sizes) not in (1, 2, 3):
         raise TopologyError(f"topology spec {spec!r}: expected AxB or AxBxC")
     alphas = per_dim(alpha, len(sizes), DEFAULT_ALPHA, "alpha")
     bws = per_dim(bandwidth, len(sizes), DEFAULT_BANDWIDTH, "bandwidth")
+    overheads = per_dim(overhead, len(sizes), 0.0, "overhead")
     n = math.prod(sizes)
     strides = [math.prod(sizes[:k]) for k in range(len(sizes))]
     edges = Edges()
@@ -74,9 +82,9 @@ def _grid(spec: str, arg: str, wrap: bool, alpha, bandwidth) -> Topology:
             if size == 1:
                 continue
             if coords[k] + 1 < size:
-                edges.add(node, node + strides[k], alphas[k], bws[k])
+                edges.add(node, node + strides[k], alphas[k], bws[k], overhead=overheads[k])
             elif wrap and size > 2:
-                edges.add(node, node - (size - 1) * strides[k], alphas[k], bws[k])
+                edges.add(node, node - (size - 1) * strides[k], alphas[k], bws[k], overhead=overheads[k])
     kind = "torus" if wrap else "mesh"
     dims = [{"kind": "ring" if wrap else "line", "size": s} for s in sizes]
     return Topology.create(n, edges.links.values(), 0, f"{kind}:{arg}", {"dims": dims})
@@ -85,7 +93,7 @@ def _grid(spec: str, arg: str, wrap: bool, alpha, bandwidth) -> Topology:
 _DIM_TOKEN = re.compile(r"^([RFS])(\d+)(?:@(\d+))?$", re.IGNORECASE)
 
 
-def _multi_dim(spec: str, tokens: Sequence[str], alpha, bandwidth, name: str) -> Topology:
+def _multi_dim(spec: str, tokens: Sequence[str], alpha, bandwidth, overhead, name: str) -> Topology:
     dims = []
     for token in tokens:
         match = _DIM_TOKEN.match(token.strip())
@@ -100,6 +108,7 @@ def _multi_dim(spec: str, tokens: Sequence[str], alpha, bandwidth, name: str) ->
     sizes = [d[1] for d in dims]
     alphas = per_dim(alpha, len(dims), DEFAULT_ALPHA, "alpha")
     bws = per_dim(bandwidth, len(dims), DEFAULT_BANDWIDTH, "bandwidth")
+    overheads = per_dim(overhead, len(dims), 0.0, "overhead")
     n = math.prod(sizes)
     strides = [math.prod(sizes[:k]) for k in range(len(sizes))]
     edges = Edges()
@@ -112,20 +121,20 @@ def _multi_dim(spec: str, tokens: Sequence[str], alpha, bandwidth, name: str) ->
                 continue  # one group per base with coordinate k = 0
             members = [base + i * strides[k] for i in range(size)]
             if kind == "ring":
-                ring_edges(edges, members, alphas[k], bws[k])
+                ring_edges(edges, members, alphas[k], bws[k], overhead=overheads[k])
             elif kind == "fc":
-                fc_edges(edges, members, alphas[k], bws[k])
+                fc_edges(edges, members, alphas[k], bws[k], overhead=overheads[k])
             elif degree is not None:
-                unwound_edges(edges, members, degree, alphas[k], bws[k])
+                unwound_edges(edges, members, degree, alphas[k], bws[k], overhead=overheads[k])
             else:
-                switch_edges(edges, members, next_switch, alphas[k], bws[k])
+                switch_edges(edges, members, next_switch, alphas[k], bws[k], overhead=overheads[k])
                 next_switch += 1
     meta = {"dims": [{"kind": kind, "size": size, **({"degree": d} if d else {})} for kind, size, d in dims],
             "dim_alpha": alphas, "dim_bandwidth": bws}
     return Topology.create(n, edges.links.values(), next_switch - n, name, meta)
 
 
-def _dragonfly(spec: str, arg: str, alpha, bandwidth) -> Topology:
+def _dragonfly(spec: str, arg: str, alpha, bandwidth, overhead) -> Topology:
     """``dragonfly:AxG``: G groups of A NPUs; dim 0 (intra-group) fully connected, dim 1 global links.
 
     TACOS's DragonFly 4x5 (ambiguity A8) is read as 5 groups of 4 NPUs. Global links: one
@@ -140,48 +149,51 @@ def _dragonfly(spec: str, arg: str, alpha, bandwidth) -> Topology:
     per_group, groups = (parse_int(p, spec) for p in parts)
     alphas = per_dim(alpha, 2, DEFAULT_ALPHA, "alpha")
     bws = per_dim(bandwidth, 2, DEFAULT_BANDWIDTH, "bandwidth")
+    overheads = per_dim(overhead, 2, 0.0, "overhead")
     edges = Edges()
     for g in range(groups):
-        fc_edges(edges, [g * per_group + i for i in range(per_group)], alphas[0], bws[0])
+        fc_edges(edges, [g * per_group + i for i in range(per_group)], alphas[0], bws[0], overhead=overheads[0])
     for g in range(groups):
         for offset in range(1, groups):
             h = (g + offset) % groups
             u = g * per_group + (offset - 1) % per_group
             v = h * per_group + (groups - offset - 1) % per_group
-            edges.add(u, v, alphas[1], bws[1], both=False)
+            edges.add(u, v, alphas[1], bws[1], both=False, overhead=overheads[1])
     meta = {"dims": [{"kind": "fc", "size": per_group}, {"kind": "global", "size": groups}]}
     return Topology.create(per_group * groups, edges.links.values(), 0, f"dragonfly:{arg}", meta)
 
 
-def _single_dim(spec: str, kind: str, arg: str, alpha, bandwidth) -> Topology:
+def _single_dim(spec: str, kind: str, arg: str, alpha, bandwidth, overhead) -> Topology:
     n = parse_int(arg, spec)
     a = per_dim(alpha, 1, DEFAULT_ALPHA, "alpha")[0]
     bw = per_dim(bandwidth, 1, DEFAULT_BANDWIDTH, "bandwidth")[0]
+    o = per_dim(overhead, 1, 0.0, "overhead")[0]
     edges = Edges()
     members = list(range(n))
     if kind == "ring":
-        ring_edges(edges, members, a, bw)
+        ring_edges(edges, members, a, bw, overhead=o)
     elif kind == "uniring":
-        ring_edges(edges, members, a, bw, both=False)
+        ring_edges(edges, members, a, bw, both=False, overhead=o)
     elif kind == "line":
         for i in range(n - 1):
-            edges.add(i, i + 1, a, bw)
+            edges.add(i, i + 1, a, bw, overhead=o)
     elif kind == "fc":
-        fc_edges(edges, members, a, bw)
+        fc_edges(edges, members, a, bw, overhead=o)
     return Topology.create(n, edges.links.values(), 0, spec, {"dims": [{"kind": kind, "size": n}]})
 
 
-def _switch(spec: str, arg: str, alpha, bandwidth) -> Topology:
+def _switch(spec: str, arg: str, alpha, bandwidth, overhead) -> Topology:
     size_text, _, degree_text = arg.partition("@")
     n = parse_int(size_text, spec)
     a = per_dim(alpha, 1, DEFAULT_ALPHA, "alpha")[0]
     bw = per_dim(bandwidth, 1, DEFAULT_BANDWIDTH, "bandwidth")[0]
+    o = per_dim(overhead, 1, 0.0, "overhead")[0]
     edges = Edges()
     if degree_text:
-        unwound_edges(edges, list(range(n)), parse_int(degree_text, spec), a, bw)
+        unwound_edges(edges, list(range(n)), parse_int(degree_text, spec), a, bw, overhead=o)
         return Topology.create(n, edges.links.values(), 0, spec,
                                {"dims": [{"kind": "switch", "size": n, "degree": int(degree_text)}]})
-    switch_edges(edges, list(range(n)), n, a, bw)
+    switch_edges(edges, list(range(n)), n, a, bw, overhead=o)
     return Topology.create(n, edges.links.values(), 1, spec, {"dims": [{"kind": "switch", "size": n}]})
 
 
@@ -214,31 +226,33 @@ def build(
     spec: str,
     alpha: Sequence[float] | float | None = None,
     bandwidth: Sequence[float] | float | None = None,
+    overhead: Sequence[float] | float | None = None,
 ) -> Topology:
-    """Build a topology from a spec string (see ``BUILDERS``); alpha/bandwidth per dimension."""
+    """Build a topology from a spec string (see ``BUILDERS``); alpha/bandwidth/overhead per
+    dimension (one overhead for every link of a vendor system)."""
     spec = spec.strip()
     check_spec_numbers(spec)
     kind, _, arg = spec.partition(":")
     kind = kind.lower()
     try:
         if kind in ("ring", "uniring", "line", "fc"):
-            return _single_dim(spec, kind, arg, alpha, bandwidth)
+            return _single_dim(spec, kind, arg, alpha, bandwidth, overhead)
         if kind in ("mesh", "torus"):
-            return _grid(spec, arg, kind == "torus", alpha, bandwidth)
+            return _grid(spec, arg, kind == "torus", alpha, bandwidth, overhead)
         if kind == "switch":
-            return _switch(spec, arg, alpha, bandwidth)
+            return _switch(spec, arg, alpha, bandwidth, overhead)
         if kind == "md":
-            return _multi_dim(spec, arg.split(","), alpha, bandwidth, spec)
+            return _multi_dim(spec, arg.split(","), alpha, bandwidth, overhead, spec)
         if kind == "rfs":
             sizes = arg.lower().split("x")
             if len(sizes) != 3:
                 raise TopologyError(f"topology spec {spec!r}: expected rfs:AxBxC")
             tokens = [f"R{sizes[0]}", f"F{sizes[1]}", f"S{sizes[2]}"]
-            return _multi_dim(spec, tokens, alpha, bandwidth, spec)
+            return _multi_dim(spec, tokens, alpha, bandwidth, overhead, spec)
         if kind == "dragonfly":
-            return _dragonfly(spec, arg, alpha, bandwidth)
+            return _dragonfly(spec, arg, alpha, bandwidth, overhead)
         if kind in ("dgx1", "dgx1-msccl") and not arg:
-            return dgx1(spec, "sccl" if kind == "dgx1" else "msccl", alpha, bandwidth)
+            return _uniform_overhead(dgx1(spec, "sccl" if kind == "dgx1" else "msccl", alpha, bandwidth), overhead)
         if kind in ("ndv2", "ndv2-taccl", "dgx2", "dgx2-taccl", "amd", "ndv2-nic", "ndv2-taccl-nic", "dgx2-nic",
                     "dgx2-taccl-nic"):
             chassis = parse_int(arg, spec) if arg else 1
@@ -246,12 +260,14 @@ def build(
                 raise TopologyError(f"topology spec {spec!r}: fixed link costs; --alpha/--bandwidth do not apply")
             variant = "taccl" if "-taccl" in kind else "teccl"
             if kind.endswith("-nic"):
-                return (ndv2_nic if kind.startswith("ndv2") else dgx2_nic)(spec, chassis, variant)
-            if kind.startswith("ndv2"):
-                return ndv2(spec, chassis, variant)
-            if kind.startswith("dgx2"):
-                return dgx2(spec, chassis, variant)
-            return amd(spec, chassis, alpha)
+                system = (ndv2_nic if kind.startswith("ndv2") else dgx2_nic)(spec, chassis, variant)
+            elif kind.startswith("ndv2"):
+                system = ndv2(spec, chassis, variant)
+            elif kind.startswith("dgx2"):
+                system = dgx2(spec, chassis, variant)
+            else:
+                system = amd(spec, chassis, alpha)
+            return _uniform_overhead(system, overhead)
         if kind == "nvs-ib":
             from workbench.topology.fabrics import nvs_ib_links
 
@@ -261,14 +277,20 @@ def build(
             if boxes < 1:
                 raise TopologyError(f"topology spec {spec!r}: needs at least one box")
             npus, switches, links, meta = nvs_ib_links(boxes)
-            return Topology.create(npus, links, switches, spec, meta)
+            return _uniform_overhead(Topology.create(npus, links, switches, spec, meta), overhead)
         if kind == "amd-z52" and not arg:
-            return z52(spec, alpha, bandwidth)
+            return _uniform_overhead(z52(spec, alpha, bandwidth), overhead)
     except UnitError as exc:
         raise TopologyError(f"topology spec {spec!r}: {exc}") from None
     known = ", ".join(BUILDERS)
     shown = spec if len(spec) <= 60 else spec[:50] + "..."
     raise TopologyError(f"unknown topology spec {shown!r} (known: {known}; or a .json/.yaml file)")
+
+
+def _uniform_overhead(topology: Topology, overhead: Sequence[float] | float | None) -> Topology:
+    """A vendor system with one per-message overhead on every link (none given: unchanged)."""
+    value = per_dim(overhead, 1, 0.0, "overhead")[0]
+    return topology.with_uniform(overhead=value) if value else topology
 
 
 def expand_per_npu(spec: str, per_npu_bandwidths: Sequence[float]) -> list[float]:

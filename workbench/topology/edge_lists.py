@@ -1,6 +1,6 @@
 """Building blocks of the topology builders: a link set that keeps the first link per pair, and
 the link patterns of one dimension (ring, fully connected, switch, unwound switch), plus the
-per-dimension alpha/bandwidth argument and spec integers."""
+per-dimension alpha/bandwidth/overhead argument and spec integers."""
 
 from __future__ import annotations
 
@@ -19,10 +19,10 @@ class Edges:
     def __init__(self) -> None:
         self.links: dict[tuple[int, int], Link] = {}
 
-    def add(self, u: int, v: int, alpha: float, bandwidth: float, both: bool = True) -> None:
-        self.links.setdefault((u, v), Link(u, v, alpha, bandwidth))
+    def add(self, u: int, v: int, alpha: float, bandwidth: float, both: bool = True, overhead: float = 0.0) -> None:
+        self.links.setdefault((u, v), Link(u, v, alpha, bandwidth, overhead))
         if both:
-            self.links.setdefault((v, u), Link(v, u, alpha, bandwidth))
+            self.links.setdefault((v, u), Link(v, u, alpha, bandwidth, overhead))
 
 
 def per_dim(values: Sequence[float] | float | None, dims: int, default: float, what: str) -> list[float]:
@@ -38,36 +38,41 @@ def per_dim(values: Sequence[float] | float | None, dims: int, default: float, w
     return values
 
 
-def ring_edges(edges: Edges, members: Sequence[int], alpha: float, bw: float, both: bool = True) -> None:
+def ring_edges(edges: Edges, members: Sequence[int], alpha: float, bw: float, both: bool = True,
+               overhead: float = 0.0) -> None:
     n = len(members)
     if n < 2:
         return
     if n == 2:
-        edges.add(members[0], members[1], alpha, bw, both=True)
+        edges.add(members[0], members[1], alpha, bw, both=True, overhead=overhead)
         return
     for i in range(n):
-        edges.add(members[i], members[(i + 1) % n], alpha, bw, both=both)
+        edges.add(members[i], members[(i + 1) % n], alpha, bw, both=both, overhead=overhead)
 
 
-def fc_edges(edges: Edges, members: Sequence[int], alpha: float, bw: float) -> None:
+def fc_edges(edges: Edges, members: Sequence[int], alpha: float, bw: float, overhead: float = 0.0) -> None:
     for u in members:
         for v in members:
             if u != v:
-                edges.add(u, v, alpha, bw, both=False)
+                edges.add(u, v, alpha, bw, both=False, overhead=overhead)
 
 
-def switch_edges(edges: Edges, members: Sequence[int], switch: int, alpha: float, bw: float) -> None:
+def switch_edges(edges: Edges, members: Sequence[int], switch: int, alpha: float, bw: float,
+                 overhead: float = 0.0) -> None:
+    """Each NPU to the switch and back, each link with half the dimension's alpha (NPU to NPU costs
+    alpha) and the whole overhead (a message through the switch pays the larger of its two links')."""
     for u in members:
-        edges.add(u, switch, alpha / 2, bw, both=False)
-        edges.add(switch, u, alpha / 2, bw, both=False)
+        edges.add(u, switch, alpha / 2, bw, both=False, overhead=overhead)
+        edges.add(switch, u, alpha / 2, bw, both=False, overhead=overhead)
 
 
-def unwound_edges(edges: Edges, members: Sequence[int], degree: int, alpha: float, bw: float) -> None:
+def unwound_edges(edges: Edges, members: Sequence[int], degree: int, alpha: float, bw: float,
+                  overhead: float = 0.0) -> None:
     n = len(members)
     d = min(degree, n - 1)
     for i, u in enumerate(members):
         for step in range(1, d + 1):
-            edges.add(u, members[(i + step) % n], alpha, bw / d, both=False)
+            edges.add(u, members[(i + step) % n], alpha, bw / d, both=False, overhead=overhead)
 
 
 MAX_SPEC_DIGITS = 12  # a trillion NPUs; longer numbers are refused before anything converts them

@@ -1,8 +1,9 @@
-"""Topologies: NPUs, optional switch nodes, directed links with alpha and bandwidth.
+"""Topologies: NPUs, optional switch nodes, directed links with alpha, bandwidth and overhead.
 
 A ``Topology`` is an immutable directed graph. NPUs are nodes ``0..n-1`` (the
-ranks); switch nodes follow them. Every link carries its own ``alpha`` (s) and
-``bandwidth`` (B/s, per link and per direction). A bundle of parallel physical
+ranks); switch nodes follow them. Every link carries its own ``alpha`` (s),
+``bandwidth`` (B/s, per link and per direction) and ``overhead`` (s a message occupies the
+link beyond its bytes; 0 unless given, docs/cost-model.md). A bundle of parallel physical
 links is one link with the summed bandwidth.
 
 This module is the graph and its ``{nodes, links}`` file schema; the builders behind spec strings
@@ -42,10 +43,14 @@ class TopologyError(ValueError):
 
 @dataclass(frozen=True)
 class Link:
+    """One directed link. ``alpha``: latency (s); ``bandwidth``: B/s; ``overhead``: seconds each
+    message occupies the link beyond its bytes (LogGP's gap), 0 by default."""
+
     src: int
     dst: int
     alpha: float
     bandwidth: float
+    overhead: float = 0.0
 
 
 @dataclass
@@ -103,6 +108,8 @@ class Topology:
                 raise TopologyError(f"{where}: bandwidth must be positive, got {link.bandwidth!r}")
             if not (isinstance(link.alpha, (int, float)) and link.alpha >= 0 and math.isfinite(link.alpha)):
                 raise TopologyError(f"{where}: alpha must be non-negative, got {link.alpha!r}")
+            if not (isinstance(link.overhead, (int, float)) and link.overhead >= 0 and math.isfinite(link.overhead)):
+                raise TopologyError(f"{where}: overhead must be non-negative, got {link.overhead!r}")
         self._build_index()
 
     def _build_index(self) -> None:
@@ -162,15 +169,25 @@ class Topology:
     def in_links(self, node: int) -> list[Link]:
         return [self.links[self._index[(u, node)]] for u in self._in[node]]
 
+    def has_overhead(self) -> bool:
+        """True when some link has a non-zero per-message overhead (its algorithm files are
+        ``workbench.algorithm/2``)."""
+        return any(l.overhead for l in self.links)
+
+    def min_overhead(self) -> float:
+        """The smallest per-message overhead of any link (0 without links): every message pays at
+        least this once, which is what the lower bounds may count."""
+        return min((l.overhead for l in self.links), default=0.0)
+
     def graph(self) -> nx.DiGraph:
-        """A networkx view (node attribute ``kind``; edge attributes ``alpha``, ``bandwidth``)."""
+        """A networkx view (node attribute ``kind``; edge attributes ``alpha``, ``bandwidth``, ``overhead``)."""
         import networkx as nx
 
         g = nx.DiGraph(name=self.name)
         for node in range(self.num_nodes):
             g.add_node(node, kind=self.kind(node))
         for link in self.links:
-            g.add_edge(link.src, link.dst, alpha=link.alpha, bandwidth=link.bandwidth)
+            g.add_edge(link.src, link.dst, alpha=link.alpha, bandwidth=link.bandwidth, overhead=link.overhead)
         return g
 
     # ---------------------------------------------------------------- routing
@@ -252,8 +269,8 @@ class Topology:
 
     # ---------------------------------------------------------------- transforms
     def reversed(self) -> "Topology":
-        """Every link turned around (same alpha and bandwidth)."""
-        links = [Link(l.dst, l.src, l.alpha, l.bandwidth) for l in self.links]
+        """Every link turned around (same alpha, bandwidth and overhead)."""
+        links = [Link(l.dst, l.src, l.alpha, l.bandwidth, l.overhead) for l in self.links]
         name = self.name[len("reversed("):-1] if self.name.startswith("reversed(") else f"reversed({self.name})"
         return Topology.create(self.num_npus, links, self.num_switches, name, dict(self.meta))
 
@@ -262,7 +279,8 @@ class Topology:
 
         The NPUs on a switch, in increasing id, are positions ``0..N-1``; position i gets links to
         positions ``i+1 .. i+d (mod N)`` with the NPU-to-NPU alpha through the switch unchanged and
-        bandwidth divided by ``d``. ``degree=None`` means ``N - 1`` (fully connected).
+        bandwidth divided by ``d``; its overhead is the larger of the two switch links' (what a
+        message through the switch pays). ``degree=None`` means ``N - 1`` (fully connected).
         """
         if self.num_switches == 0:
             return self
@@ -286,30 +304,36 @@ class Topology:
                     v = members[(i + step) % size]
                     down = self.link(switch, v)
                     bandwidth = min(up.bandwidth, down.bandwidth) / d
-                    candidate = Link(u, v, up.alpha + down.alpha, bandwidth)
+                    candidate = Link(u, v, up.alpha + down.alpha, bandwidth, max(up.overhead, down.overhead))
                     existing = links.get((u, v))
                     if existing is None:
                         links[(u, v)] = candidate
                     else:  # a direct link and a switch path: one bundle, summed bandwidth
                         links[(u, v)] = Link(u, v, min(existing.alpha, candidate.alpha),
-                                             existing.bandwidth + candidate.bandwidth)
+                                             existing.bandwidth + candidate.bandwidth,
+                                             min(existing.overhead, candidate.overhead))
         meta = dict(self.meta)
         meta["unwound_from"] = self.name
         meta["unwind_degree"] = degree
         return Topology.create(self.num_npus, links.values(), 0, f"{self.name}@unwound(d={degree})", meta)
 
-    def with_uniform(self, alpha: float | None = None, bandwidth: float | None = None) -> "Topology":
-        """A copy with every link's alpha and/or bandwidth replaced."""
+    def with_uniform(self, alpha: float | None = None, bandwidth: float | None = None,
+                     overhead: float | None = None) -> "Topology":
+        """A copy with every link's alpha, bandwidth and/or overhead replaced."""
         links = [Link(l.src, l.dst, l.alpha if alpha is None else alpha,
-                      l.bandwidth if bandwidth is None else bandwidth) for l in self.links]
+                      l.bandwidth if bandwidth is None else bandwidth,
+                      l.overhead if overhead is None else overhead) for l in self.links]
         return Topology.create(self.num_npus, links, self.num_switches, self.name, dict(self.meta))
 
     # ---------------------------------------------------------------- (de)serialisation
     def to_dict(self) -> dict[str, Any]:
+        """The ``{nodes, links}`` document; ``overhead`` is written only on links that have one, so
+        a topology without overhead gives the document it always gave."""
         return {
             "name": self.name,
             "nodes": [{"id": node, "kind": self.kind(node)} for node in range(self.num_nodes)],
-            "links": [{"src": l.src, "dst": l.dst, "alpha": l.alpha, "bandwidth": l.bandwidth} for l in self.links],
+            "links": [{"src": l.src, "dst": l.dst, "alpha": l.alpha, "bandwidth": l.bandwidth,
+                       **({"overhead": l.overhead} if l.overhead else {})} for l in self.links],
         }
 
     def save(self, path: str | Path) -> None:
@@ -327,7 +351,7 @@ class Topology:
             write_output(path, json.dumps(data, indent=1))
 
     def describe(self) -> str:
-        """A human summary: counts, degrees, bandwidth and alpha ranges, diameter."""
+        """A human summary: counts, degrees, bandwidth, alpha (and overhead) ranges, diameter."""
         npu_out = [len(self._out[u]) for u in self.npus]
         bws = sorted({l.bandwidth for l in self.links})
         alphas = sorted({l.alpha for l in self.links})
@@ -342,6 +366,12 @@ class Topology:
             f"out-degree min {min(npu_out) if npu_out else 0}, max {max(npu_out) if npu_out else 0} (NPUs)",
             "bandwidth  " + ", ".join(f"{b / 1e9:g} GB/s" for b in bws[:8]) + (" ..." if len(bws) > 8 else ""),
             "alpha      " + ", ".join(f"{a * 1e6:g} us" for a in alphas[:8]) + (" ..." if len(alphas) > 8 else ""),
+        ]
+        if self.has_overhead():
+            overheads = sorted({l.overhead for l in self.links})
+            lines.append("overhead   " + ", ".join(f"{o * 1e6:g} us" for o in overheads[:8])
+                         + (" ..." if len(overheads) > 8 else "") + " per message")
+        lines += [
             f"diameter   {max(finite) if finite else 0} hops between NPUs"
             + (" (some NPU pairs are disconnected)" if disconnected else ""),
         ]
@@ -368,8 +398,9 @@ def _field(entry: dict, key: str, where: str) -> Any:
 
 
 def topology_from_dict(data: Any, source: str = "topology") -> Topology:
-    """Parse the ``{nodes, links}`` schema; unit strings are accepted for alpha and bandwidth, and
-    ``bidirectional`` must be true or false (the string "no" is not read as true)."""
+    """Parse the ``{nodes, links}`` schema; unit strings are accepted for alpha, bandwidth and the
+    optional per-message ``overhead`` (default 0), and ``bidirectional`` must be true or false (the
+    string "no" is not read as true)."""
     from workbench.safe_load import boolean
 
     if not isinstance(data, dict):
@@ -409,13 +440,14 @@ def topology_from_dict(data: Any, source: str = "topology") -> Topology:
         try:
             alpha = parse_time(entry.get("alpha", 0.0))
             bandwidth = parse_bandwidth(_field(entry, "bandwidth", where))
+            overhead = parse_time(entry.get("overhead", 0.0))
         except UnitError as exc:
             raise TopologyError(f"{where}: {exc}") from None
         if bandwidth <= 0:
             raise TopologyError(f"{where} ({src}->{dst}): bandwidth must be positive")
-        links.append(Link(src, dst, alpha, bandwidth))
+        links.append(Link(src, dst, alpha, bandwidth, overhead))
         if boolean(entry.get("bidirectional", False), f"{where}.bidirectional", TopologyError):
-            links.append(Link(dst, src, alpha, bandwidth))
+            links.append(Link(dst, src, alpha, bandwidth, overhead))
     name = str(data.get("name", source))
     meta = data.get("meta") or {}
     if not isinstance(meta, dict):
