@@ -21,10 +21,11 @@
   its links for its serialisation and arrives alpha later); batch b of a hop starts at
   ``(b + r) * R + offset``, where ``r`` is the first round in which every piece of the batch before
   it (on the previous hop or the parent edge) has arrived, alpha included, and at least the rounds
-  the plan above leaves between them. Where alpha outweighs a piece's serialisation (small
-  messages), a hop is thus many rounds behind its parent, as it is on the wire; where it does not,
-  the rounds are the plan's. No link carries two pieces at once and no piece starts before what it
-  waits for: a timeline of the default model, whose last arrival is ``planned_time``.
+  the plan above leaves between them (in a forest staggered for reversal, also after the batch's
+  previous visit to the same switch has left it). Where alpha outweighs a piece's serialisation
+  (small messages), a hop is thus many rounds behind its parent, as it is on the wire; where it
+  does not, the rounds are the plan's. No link carries two pieces at once and no piece starts
+  before what it waits for: a timeline of the default model, whose last arrival is ``planned_time``.
 * File order: by the timeline's round, then slot (group, edge, hop), which on every link is the
   order of planned starts (``workbench.schedule.order_by_start`` would give the same per-link
   order; this one also keeps the round plan's order across links where the rounds are the plan's).
@@ -40,6 +41,7 @@ from __future__ import annotations
 
 import math
 import random
+from collections import defaultdict
 from dataclasses import dataclass
 
 from workbench.algorithm import Algorithm, Transfer
@@ -54,7 +56,7 @@ _SHUFFLES = 6
 _MAX_SLOTS = 200_000  # summed item durations per round, to keep the bitmask placement fast
 
 __all__ = ["EdgePlan", "SharedEdge", "Plan", "plan_edges", "share_edges", "emit_schedule", "plan_times",
-           "transfers_per_batch", "pipeline_height", "slot_order", "round_slots"]
+           "transfers_per_batch", "pipeline_height", "slot_order", "round_slots", "switch_visit_clashes"]
 
 
 @dataclass
@@ -230,52 +232,69 @@ def plan_times(topology: Topology, shared: list[SharedEdge], slot: dict, chunk_b
         offsets[(e, h, p)] = begin
         arrive[(e, h, p)] = begin + hold + segments[-1][1]
     round_length = max(free.values(), default=0.0)
-    split_count = {key: len(split) for key, split in slot.items()}
+    first = {key: min(offsets[(*key, p)] for p in range(len(split))) for key, split in slot.items()}
+    last = {key: max(arrive[(*key, p)] for p in range(len(split))) for key, split in slot.items()}
+
+    def earliest(key: tuple[int, int], before: tuple[int, int], after: int) -> int:
+        """The first round of hop ``key`` in which its batch has arrived from hop ``before`` (in round
+        ``after``), and at least the round plan's rounds after it."""
+        r = after + (shared[key[0]].depth + key[1]) - (shared[before[0]].depth + before[1])
+        if round_length > 0:
+            # a piece listed before its batch has arrived makes its link wait, round after round
+            # (the round plan's order at 16 MB on ring:8: 193 us against 149 us)
+            ready = after * round_length + last[before]
+            r = max(r, math.ceil((ready - first[key]) / round_length))
+            while r * round_length + first[key] < ready:  # float rounding in the division
+                r += 1
+        return r
+
+    # a forest staggered for reversal (stagger) never has two visits of a group's chunk in one switch
+    # in the round plan; the timeline keeps them apart in time, from the hop into the switch to the
+    # arrival of the hop out of it, or the reversal's one-partial-sum-per-buffer rule makes links wait
+    apart = round_length > 0 and switch_visit_clashes(topology, shared) == 0
+    visits: dict[tuple[int, int], list[tuple[float, float]]] = defaultdict(list)
     rounds: dict[tuple[int, int], int] = {}
     makespan = 0.0
-    # a forest staggered for reversal (stagger) has a group's visits to a switch two rounds apart;
-    # the timeline keeps them so, or the reversal's one-partial-sum-per-buffer rule makes links wait
-    visits: dict[tuple[int, int], list[int]] | None = {} if _visits_apart(topology, shared) else None
     for e, edge in enumerate(shared):
         for h in range(len(edge.hops)):
-            own = edge.depth + h  # the round plan's round for batch 0
             if h > 0:
-                before = (e, h - 1)
+                r = earliest((e, h), (e, h - 1), rounds[(e, h - 1)])
             elif edge.parent is not None:
-                before = (edge.parent, len(shared[edge.parent].hops) - 1)
+                parent = (edge.parent, len(shared[edge.parent].hops) - 1)
+                r = earliest((e, h), parent, rounds[parent])
             else:
-                before = None
-            if before is None:
-                r = own
-            else:
-                r = rounds[before] + own - (shared[before[0]].depth + before[1])
-                ready = rounds[before] * round_length + max(arrive[(*before, q)] for q in range(split_count[before]))
-                first = min(offsets[(e, h, p)] for p in range(split_count[(e, h)]))
-                if round_length > 0:
-                    # the first round in which the batch has arrived: a piece listed before that makes
-                    # its link wait, round after round (the round order at 16 MB on ring:8: 193 us
-                    # against 149 us)
-                    r = max(r, math.ceil((ready - first) / round_length))
-                    while r * round_length + first < ready:  # float rounding in the division
-                        r += 1
+                r = edge.depth
             switch = edge.hops[h][1]
-            if visits is not None and topology.is_switch(switch):
-                taken = [visits.setdefault((g, switch), []) for g in edge.members]
-                while any(abs(r - t) < 2 for rounds_taken in taken for t in rounds_taken):
-                    r += 1
-                for rounds_taken in taken:
-                    rounds_taken.append(r)
+            if apart and topology.is_switch(switch):  # a path goes on from a switch: hop h + 1 leaves it
+                taken = [visits[(g, switch)] for g in edge.members]
+                while True:
+                    begin = r * round_length + first[(e, h)]
+                    end = earliest((e, h + 1), (e, h), r) * round_length + last[(e, h + 1)]
+                    clash = max((b for held in taken for a, b in held if a < end and begin < b), default=None)
+                    if clash is None:
+                        break
+                    r = max(r + 1, math.ceil((clash - first[(e, h)]) / round_length))
+                for held in taken:
+                    held.append((begin, end))
             rounds[(e, h)] = r
-            last = max(arrive[(e, h, p)] for p in range(split_count[(e, h)]))
-            makespan = max(makespan, (pieces - 1 + r) * round_length + last)
+            makespan = max(makespan, (pieces - 1 + r) * round_length + last[(e, h)])
     return Plan(round_length, rounds, offsets, makespan)
 
 
-def _visits_apart(topology: Topology, shared: list[SharedEdge]) -> bool:
-    """Whether the round plan keeps every group's visits to a switch two rounds apart."""
-    from .stagger import switch_visit_clashes  # stagger builds on this module
-
-    return switch_visit_clashes(topology, shared) == 0
+def switch_visit_clashes(topology: Topology, shared: list[SharedEdge]) -> int:
+    """Pairs of visits of one group's chunk to one switch less than two rounds apart in the round
+    plan (0 after ``stagger.stagger_switch_visits``)."""
+    rounds: dict[tuple[int, int], list[int]] = defaultdict(list)
+    for edge in shared:
+        for h, (_, dst) in enumerate(edge.hops):
+            if topology.is_switch(dst):
+                for g in edge.members:
+                    rounds[(g, dst)].append(edge.depth + h)
+    clashes = 0
+    for visits in rounds.values():
+        visits.sort()
+        clashes += sum(1 for a, b in zip(visits, visits[1:]) if b - a < 2)
+    return clashes
 
 
 def slot_order(topology: Topology, shared: list[SharedEdge]) -> dict:

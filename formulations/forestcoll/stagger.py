@@ -21,7 +21,7 @@ from collections import defaultdict
 
 from workbench.topology import Topology
 
-from .schedule import SharedEdge
+from .schedule import SharedEdge, switch_visit_clashes  # the check lives with the round plan it reads
 
 __all__ = ["stagger_switch_visits", "switch_visit_clashes"]
 
@@ -45,21 +45,6 @@ def stagger_switch_visits(topology: Topology, shared: list[SharedEdge]) -> int:
                 rounds[(g, switch)].add(start + h)
         end.append(start + len(edge.hops))
     return added
-
-
-def switch_visit_clashes(topology: Topology, shared: list[SharedEdge]) -> int:
-    """Pairs of visits of one group's chunk to one switch less than two rounds apart (0 after staggering)."""
-    rounds: dict[tuple[int, int], list[int]] = defaultdict(list)
-    for edge in shared:
-        for h, (_, dst) in enumerate(edge.hops):
-            if topology.is_switch(dst):
-                for g in edge.members:
-                    rounds[(g, dst)].append(edge.depth + h)
-    clashes = 0
-    for visits in rounds.values():
-        visits.sort()
-        clashes += sum(1 for a, b in zip(visits, visits[1:]) if b - a < 2)
-    return clashes
 
 
 def _free(rounds: dict[tuple[int, int], set[int]], members: list[int], visits: list[tuple[int, int]],
