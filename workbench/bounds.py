@@ -371,7 +371,7 @@ def lp_seconds_within(deadline: Deadline, share: float = 0.1, most: float = 30.0
 
 def lower_bounds(topology: Topology, collective: Collective, chunk_bytes: float, *,
                  cut_max_nodes: int = 16, lp: bool = True, lp_time_limit: float = 10.0,
-                 lp_max_variables: int = 1_000_000) -> Bounds:
+                 lp_max_variables: int = 1_000_000, alpha_beta: bool = True) -> Bounds:
     """All bounds for one problem (the enumerated cut and the LP only where they are cheap enough).
 
     Each holds for every chunking of the problem (they count bytes, not chunks); the floor measures
@@ -402,7 +402,7 @@ def lower_bounds(topology: Topology, collective: Collective, chunk_bytes: float,
             if sweep is not None:
                 bounds.cut = max(bounds.cut or 0.0, sweep)
                 bounds.notes["cut"] = "sweep cuts (the LP was too large or not run)"
-    if lp:  # the time-expanded alpha-beta LP, within the LP time; it notes where it does not run
+    if lp and alpha_beta:  # the time-expanded alpha-beta LP, within the LP time; it notes where it does not run
         from workbench.alpha_beta import alpha_beta_bound
 
         found = alpha_beta_bound(topology, collective, chunk_bytes, time_limit=lp_time_limit)

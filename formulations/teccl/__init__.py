@@ -296,11 +296,15 @@ def _lp(topology: Topology, collective: Collective, chunk_bytes: float, graph: E
 def _lp_lower_bound(topology: Topology, collective: Collective, chunk_bytes: float, graph: EpochGraph,
                     deadline: Deadline) -> int:
     """Epochs below which no schedule exists: the workbench's bandwidth bounds, plus the longest path.
-    The bounds' LP runs inside the deadline (``lp_seconds_within``)."""
+    The bounds' LP runs inside the deadline (``lp_seconds_within``). The bounds that already hold a
+    path's latency (``latency``, ``alpha_beta``) are left out: the hop count adds it here."""
     from workbench.bounds import lower_bounds, lp_seconds_within
 
-    bounds = lower_bounds(topology, collective, chunk_bytes, lp_time_limit=lp_seconds_within(deadline))
-    bandwidth = int(bounds.best / graph.tau) if bounds.best else 0
+    bounds = lower_bounds(topology, collective, chunk_bytes, lp_time_limit=lp_seconds_within(deadline),
+                          alpha_beta=False)
+    bandwidth_only = [v for v in (bounds.injection, bounds.cut, bounds.flow_lp, bounds.optimum,
+                                  bounds.splitting_cut, bounds.gossip) if v]
+    bandwidth = int(max(bandwidth_only) / graph.tau) if bandwidth_only else 0
     return bandwidth + _hop_lower_bound(graph, collective) + 1
 
 
