@@ -218,7 +218,9 @@ def test_race_times_out_as_unknown_and_kills_both_engines():
     started = time.perf_counter()
     result = instance(DGX1, "alltoall", 24, 8, 8, "race", seconds=0.5)
     assert result.answer == "unknown", result.note
-    assert time.perf_counter() - started < 0.5 + 5.0  # the grace, never the engines' own pace
+    # the grace (with room for a loaded machine's process start-up), never the engines' own pace,
+    # which on this instance is minutes
+    assert time.perf_counter() - started < 0.5 + 20.0
     assert multiprocessing.active_children() == []
 
 

@@ -20,6 +20,21 @@ from workbench.units import UnitError, format_time, parse_size, parse_time
 __all__ = ["cmd_synth"]
 
 
+
+def _claim_note(fields: dict) -> str:
+    """``, X claimed (in model M[, simulated there: Y])``: the formulation's estimate beside the
+    simulated time, the model it is in, and that model's simulation where it is another."""
+    claimed = fields.get("claimed_time")
+    if claimed is None:
+        return ""
+    model, there = fields.get("claim_model"), fields.get("claim_simulated")
+    note = f", {format_time(claimed)} claimed"
+    if model:
+        note += f" in {model}"
+        if there is not None and there != fields.get("collective_time"):
+            note += f" (simulated there: {format_time(there)})"
+    return note
+
 def _parse_set(values: list[str] | None) -> dict[str, Any]:
     """``--set key=value`` pairs; each value is YAML (text that is not YAML is the string as
     written), read with the refusals of ``workbench.safe_load`` (duplicate keys, alias bombs, deep
@@ -237,9 +252,7 @@ def _synth(args: argparse.Namespace, child: Any) -> int:
     if synth is not None:
         print(f"synthesis time    {synth:.3f} s")
     if fields.get("collective_time") is not None:
-        claimed = fields.get("claimed_time")
-        print(f"collective time   {format_time(fields['collective_time'])} (simulated)"
-              + (f", {format_time(claimed)} claimed" if claimed is not None else ""))
+        print(f"collective time   {format_time(fields['collective_time'])} (simulated)" + _claim_note(fields))
         print(f"algbw / busbw     {fields['algbw']:.4g} / {fields['busbw']:.4g} GB/s")
         what = "the optimum (this schedule meets the bound)" if fields.get("bound_exact") else "the best lower bound"
         print(f"efficiency        {fields['efficiency']:.1%} of {what} ({format_time(fields['bound'])})")
