@@ -270,3 +270,35 @@ def test_reductions_through_switches_stay_near_the_optimum(kind):
     if kind == "allreduce":
         target += allgather_cut_ratio(topology).seconds_per_byte * GB / 8
     assert target <= simulation.collective_time <= (1.03 if kind == "reducescatter" else 1.05) * target
+
+
+def _leaf_spine(leaves: int = 4, per_leaf: int = 4, spines: int = 2) -> Topology:
+    """NPUs under leaf switches, every leaf on every spine (two switch tiers, unequal alphas)."""
+    n = leaves * per_leaf
+    links = []
+    for leaf in range(leaves):
+        for i in range(per_leaf):
+            links += [Link(leaf * per_leaf + i, n + leaf, 0.7e-6, 50 * GB), Link(n + leaf, leaf * per_leaf + i, 0.7e-6, 50 * GB)]
+        for s in range(spines):
+            links += [Link(n + leaf, n + leaves + s, 2.1e-6, 50 * GB), Link(n + leaves + s, n + leaf, 2.1e-6, 50 * GB)]
+    return Topology.create(n, links, leaves + spines, "leaf-spine")
+
+
+def test_a_cut_through_forest_is_staggered_before_reversal():
+    # its tree edges off the simulator's route (the other spine) still go hop by hop through switches
+    topology = _leaf_spine().reversed()
+    plain = build_forest(topology, "allgather", cut_through=True)
+    assert switch_visit_clashes(topology, plain.shared) > 0
+    staggered = build_forest(topology, "allgather", reversible=True, cut_through=True)
+    assert switch_visit_clashes(topology, staggered.shared) == 0
+
+
+@pytest.mark.slow  # about 20 s a collective
+@pytest.mark.parametrize("kind", ["reducescatter", "allreduce"])
+def test_reductions_on_two_switch_tiers_are_valid(kind):
+    topology = _leaf_spine()
+    for size in (64 * 2**10, GIB):
+        problem = Problem(topology, make_collective(kind, topology.num_npus, 1), size)
+        result = ForestColl().synthesize(problem, time_limit=300, seed=0)
+        assert result.algorithms, result.message
+        verify(result.algorithms[0])

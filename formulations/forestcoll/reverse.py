@@ -77,6 +77,9 @@ def reverse_serialised(gather: Algorithm, topology: Topology) -> Algorithm:
             missing[j] -= 1
             if missing[j] == 0:
                 heapq.heappush(ready, j)
+    if len(transfers) != count:  # two visits hold each other's switch buffers (an unstaggered forest)
+        raise ValueError(f"reverse_serialised: {count - len(transfers)} of {count} transfers wait for switch "
+                         f"buffers held by each other; stagger the forest's switch visits first")
     c = gather.collective
     collective = make_collective(target_kind, c.num_ranks, c.chunks_per_rank, c.root)
     meta = dict(gather.meta)

@@ -254,30 +254,59 @@ def plan_times(topology: Topology, shared: list[SharedEdge], slot: dict, chunk_b
     apart = round_length > 0 and switch_visit_clashes(topology, shared) == 0
     visits: dict[tuple[int, int], list[tuple[float, float]]] = defaultdict(list)
     rounds: dict[tuple[int, int], int] = {}
-    makespan = 0.0
-    for e, edge in enumerate(shared):
+
+    def place(e: int, edge: SharedEdge, start: int) -> tuple[list[int], list[list]] | None:
+        """The rounds of an edge's hops from ``start`` on, and its visits [switch, begin, end]; None
+        when a hop delayed by its own switch would keep the visit before it, to the switch it
+        leaves, in that switch into another visit's time (the edge then has to start later)."""
+        placed: list[int] = []
+        mine: list[list] = []
+        previous = None  # this edge's visit that hop h leaves
         for h in range(len(edge.hops)):
-            if h > 0:
-                r = earliest((e, h), (e, h - 1), rounds[(e, h - 1)])
-            elif edge.parent is not None:
-                parent = (edge.parent, len(shared[edge.parent].hops) - 1)
-                r = earliest((e, h), parent, rounds[parent])
-            else:
-                r = edge.depth
+            r = start if h == 0 else earliest((e, h), (e, h - 1), placed[-1])
             switch = edge.hops[h][1]
-            if apart and topology.is_switch(switch):  # a path goes on from a switch: hop h + 1 leaves it
+            into = apart and topology.is_switch(switch)  # a path goes on from a switch: hop h + 1 leaves it
+            if into:
                 taken = [visits[(g, switch)] for g in edge.members]
                 while True:
                     begin = r * round_length + first[(e, h)]
                     end = earliest((e, h + 1), (e, h), r) * round_length + last[(e, h + 1)]
                     clash = max((b for held in taken for a, b in held if a < end and begin < b), default=None)
+                    clash = max((b for w, a, b in mine if w == switch and a < end and begin < b), default=clash)
                     if clash is None:
                         break
                     r = max(r + 1, math.ceil((clash - first[(e, h)]) / round_length))
-                for held in taken:
-                    held.append((begin, end))
+            if previous is not None:  # the visit before lasts until this hop has arrived
+                w, a0, b0 = previous
+                held_until = r * round_length + last[(e, h)]
+                if held_until > b0:
+                    if any(a < held_until and a0 < b for g in edge.members for a, b in visits[(g, w)]):
+                        return None
+                    previous[2] = held_until
+            previous = None
+            if into:
+                previous = [switch, begin, end]
+                mine.append(previous)
+            placed.append(r)
+        return placed, mine
+
+    makespan = 0.0
+    for e, edge in enumerate(shared):
+        if edge.parent is not None:
+            parent = (edge.parent, len(shared[edge.parent].hops) - 1)
+            start = earliest((e, 0), parent, rounds[parent])
+        else:
+            start = edge.depth
+        placed = place(e, edge, start)
+        while placed is None:  # a later start moves every visit of the edge past the one it met
+            start += 1
+            placed = place(e, edge, start)
+        for h, r in enumerate(placed[0]):
             rounds[(e, h)] = r
             makespan = max(makespan, (pieces - 1 + r) * round_length + last[(e, h)])
+        for switch, begin, end in placed[1]:
+            for g in edge.members:
+                visits[(g, switch)].append((begin, end))
     return Plan(round_length, rounds, offsets, makespan)
 
 

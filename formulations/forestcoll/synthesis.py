@@ -85,7 +85,8 @@ def build_forest(topology: Topology, kind: str, root: int | None = None, k: int 
     predicted fastest: ``stretch * (1 + f (H - 1) / P)`` with the round stretch of
     ``schedule.round_slots`` (cut-through convoys), ``(H - 1) / P`` fill rounds, P the pieces the
     budget affords (hop by hop needs a transfer per hop) and ``f = _FILL_SHARE``. With ``reversible`` (the forest will be
-    reversed into a reduction) a hop-by-hop forest is staggered first (``stagger``), which deepens H.
+    reversed into a reduction) the forest is staggered first (``stagger``: its hop-by-hop edges, cut-through
+    forests included), which deepens H.
     """
     started = time.perf_counter()
     if kind == "broadcast":
@@ -123,8 +124,9 @@ def build_forest(topology: Topology, kind: str, root: int | None = None, k: int 
         for through in variants:
             plans = [plan_edges(topology, g, through) for g in groups]
             shared = share_edges(groups, plans)
-            if reversible and not through:
-                stagger_switch_visits(topology, shared)  # one partial sum per switch buffer once reversed
+            if reversible:  # one partial sum per switch buffer once reversed; a cut-through forest too,
+                # as its edges off the simulator's route still go hop by hop through switches
+                stagger_switch_visits(topology, shared)
             slots, stretch = round_slots(topology, shared)
             forest = Forest(units, split, trees, groups, plans, shared, 0.0, flows, mode, slots, stretch, through,
                             used)

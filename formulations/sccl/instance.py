@@ -72,7 +72,7 @@ def bandwidth_bound(topology: Topology, collective: Collective, groups: list[Gro
     (All-to-All, at most ``lp_seconds``) and the enumerated cut on the one-chunk-per-node instance."""
     unit = _unit_topology(topology, groups)
     per_node = _sccl_chunks(collective)
-    bounds = lower_bounds(unit, collective, 1.0, lp_time_limit=lp_seconds)
+    bounds = lower_bounds(unit, collective, 1.0, lp_time_limit=lp_seconds, alpha_beta=False)  # bandwidth alone
     values = [v for v in (bounds.cut, bounds.flow_lp, bounds.optimum) if v is not None]
     best = max(values) if values else 0.0
     return Fraction(best / per_node).limit_denominator(64)

@@ -228,6 +228,7 @@ def _cmd_bounds(args: argparse.Namespace) -> int:
                "cut": "enumerated or sweep cuts", "flow_lp": "multi-commodity flow LP",
                "optimum": "exact max-flow optimum + cut alpha", "splitting_cut": "M / weakest NPU-splitting cut",
                "gossip": "2(N-1)M / NPUs' in-link bandwidth",
+               "alpha_beta": "time-expanded flow: alphas and bandwidth together",
                "achievable": "RS* + AG*: best known achievable, not a bound",
                "ideal": "TACOS's Ideal metric, not a bound"}
     for key, value in bounds.to_dict().items():
