@@ -5,7 +5,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: venv test test-fast test-all bench bench-tacos bench-tacos-large bench-sccl quality clean reproduce-table5
+.PHONY: venv test test-fast test-all bench bench-tacos bench-tacos-large bench-sccl quality honesty clean reproduce-table5
 
 venv: $(STAMP)
 
@@ -42,6 +42,10 @@ bench-tacos-large: $(STAMP)
 # SCCL Table 4 rows, default backend (race) and single engines beside msccl-tools (about 15 minutes)
 bench-sccl: $(STAMP)
 	$(PY) -m benchmarks.sccl_backends
+
+# statuses, claims and bounds at 64 KB-16 MB on fabrics no table uses (results/honesty/; about 25 minutes)
+honesty: $(STAMP)
+	$(PY) -m benchmarks.honesty
 
 # how far every formulation is from the exact optimum on the builder zoo (results/quality/)
 quality: $(STAMP)
