@@ -219,8 +219,8 @@ def test_race_times_out_as_unknown_and_kills_both_engines():
     result = instance(DGX1, "alltoall", 24, 8, 8, "race", seconds=0.5)
     assert result.answer == "unknown", result.note
     # the grace (with room for a loaded machine's process start-up), never the engines' own pace,
-    # which on this instance is minutes
-    assert time.perf_counter() - started < 0.5 + 20.0
+    # which on this instance is over a minute (both still unknown after 60 s)
+    assert time.perf_counter() - started < 0.5 + 30.0
     assert multiprocessing.active_children() == []
 
 
