@@ -91,7 +91,7 @@ def evaluate_algorithms(algorithms: list, problem, evaluation: Evaluation) -> di
 
     options = evaluation.simulation
     entries = []
-    best = None  # (algorithm, entry, simulation)
+    best = None  # (algorithm, entry, its simulation in the evaluation model, in the default model)
     default_best = None  # the fastest time in the default model
     for algorithm in algorithms:
         default = verify(algorithm).simulation  # the default simulation comes with the verdict
