@@ -78,6 +78,12 @@ def switchless_boxes(rng: random.Random, boxes: int, per_box: int) -> Topology:
     return Topology.create(boxes * per_box, links, 0, f"boxes:{boxes}x{per_box}")
 
 
+def _under(links: list[Link], npus: range, switch: int, alpha: float, bandwidth: float) -> None:
+    """Every NPU of ``npus`` linked both ways to ``switch``."""
+    for npu in npus:
+        _both(links, npu, switch, alpha, bandwidth)
+
+
 def leaf_spine(rng: random.Random, leaves: int, per_leaf: int, spines: int) -> Topology:
     """NPUs under leaf switches, every leaf linked to every spine: two switch tiers, NPU links
     with a short alpha, leaf-spine links with a longer one and less bandwidth."""
@@ -85,8 +91,7 @@ def leaf_spine(rng: random.Random, leaves: int, per_leaf: int, spines: int) -> T
     links: list[Link] = []
     down, up = _alpha(rng), _alpha(rng)
     for leaf in range(leaves):
-        for i in range(per_leaf):
-            _both(links, leaf * per_leaf + i, n + leaf, down, 50 * GB)
+        _under(links, range(leaf * per_leaf, (leaf + 1) * per_leaf), n + leaf, down, 50 * GB)
         for s in range(spines):
             _both(links, n + leaf, n + leaves + s, up, 50 * GB * per_leaf / spines / 2)
     return Topology.create(n, links, leaves + spines, f"leafspine:{leaves}x{per_leaf}x{spines}")
@@ -99,9 +104,9 @@ def rails(rng: random.Random, boxes: int, per_box: int) -> Topology:
     links: list[Link] = []
     box_alpha, rail_alpha = _alpha(rng), _alpha(rng)
     for b in range(boxes):
-        for i in range(per_box):
-            _both(links, b * per_box + i, n + b, box_alpha, 100 * GB)
-            _both(links, b * per_box + i, n + boxes + i, rail_alpha, 25 * GB)
+        _under(links, range(b * per_box, (b + 1) * per_box), n + b, box_alpha, 100 * GB)
+    for i in range(per_box):
+        _under(links, range(i, n, per_box), n + boxes + i, rail_alpha, 25 * GB)
     return Topology.create(n, links, boxes + per_box, f"rails:{boxes}x{per_box}")
 
 

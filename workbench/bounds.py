@@ -104,10 +104,16 @@ class Bounds:
     schedule_time: float | None = None
 
     @property
+    def bandwidth_best(self) -> float:
+        """The largest bound that holds no path latency (all but ``latency`` and ``alpha_beta``): what
+        a caller adds its own latency term to (TE-CCL's hop count); 0 where none is set."""
+        return max((v for v in (self.injection, self.cut, self.flow_lp, self.optimum, self.splitting_cut,
+                                self.gossip) if v is not None), default=0.0)
+
+    @property
     def best(self) -> float:
         """The largest valid lower bound (``ideal`` and ``achievable`` are not bounds)."""
-        return max(v for v in (self.injection, self.latency, self.cut, self.flow_lp, self.optimum,
-                               self.splitting_cut, self.gossip, self.alpha_beta) if v is not None)
+        return max(v for v in (self.bandwidth_best, self.latency, self.alpha_beta) if v is not None)
 
     @property
     def exact(self) -> bool:

@@ -302,9 +302,7 @@ def _lp_lower_bound(topology: Topology, collective: Collective, chunk_bytes: flo
 
     bounds = lower_bounds(topology, collective, chunk_bytes, lp_time_limit=lp_seconds_within(deadline),
                           alpha_beta=False)
-    bandwidth_only = [v for v in (bounds.injection, bounds.cut, bounds.flow_lp, bounds.optimum,
-                                  bounds.splitting_cut, bounds.gossip) if v]
-    bandwidth = int(max(bandwidth_only) / graph.tau) if bandwidth_only else 0
+    bandwidth = int(bounds.bandwidth_best / graph.tau)
     return bandwidth + _hop_lower_bound(graph, collective) + 1
 
 
