@@ -1,8 +1,10 @@
 import numpy as np
 import pulp
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from workbench.solvers import highs_status, pulp_status, solve_lp
+from workbench.solvers import coo_to_csc, highs_status, pulp_status, solve_lp
 
 
 def test_solve_lp_optimal():
@@ -59,3 +61,33 @@ def test_ortools_and_highspy_load_in_either_order(first):
     code = f"{imports[first]}\n{imports[second]}\nprint('ok')"
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0 and "ok" in proc.stdout, proc.stderr[-500:]
+
+
+@settings(max_examples=60, deadline=None)
+@given(shape=st.tuples(st.integers(1, 9), st.integers(1, 9)), data=st.data())
+def test_the_column_wise_matrix_is_scipys(shape, data):
+    """``coo_to_csc`` against scipy's conversion: duplicates summed, rows ascending in a column."""
+    from scipy.sparse import csc_matrix
+
+    num_rows, num_cols = shape
+    entries = data.draw(st.lists(st.tuples(st.integers(0, num_rows - 1), st.integers(0, num_cols - 1),
+                                           st.floats(-1e3, 1e3, allow_nan=False)), max_size=40))
+    rows, cols, values = (np.array([e[i] for e in entries]) for i in range(3))
+    starts, indices, data_ = coo_to_csc(rows, cols, values, num_rows, num_cols)
+    expected = csc_matrix((values, (rows.astype(int), cols.astype(int))), shape=shape)
+    assert starts.tolist() == expected.indptr.tolist()
+    assert indices.tolist() == expected.indices.tolist()
+    assert data_.tolist() == expected.data.tolist()
+
+
+def test_duplicates_are_added_in_the_order_given():
+    # (0.1 + 0.2) + 0.3 is 0.6000000000000001; 0.1 + (0.2 + 0.3) is 0.6
+    _, _, data = coo_to_csc(np.zeros(3, int), np.zeros(3, int), np.array([0.1, 0.2, 0.3]), 1, 1)
+    assert data.tolist() == [(0.1 + 0.2) + 0.3]
+
+
+def test_a_coo_entry_outside_the_matrix_is_refused():
+    with pytest.raises(ValueError, match="outside"):
+        coo_to_csc(np.array([3]), np.array([0]), np.array([1.0]), 3, 2)
+    with pytest.raises(ValueError, match="unequal"):
+        coo_to_csc(np.array([0, 1]), np.array([0]), np.array([1.0]), 3, 2)

@@ -83,6 +83,37 @@ def smt_status(answer: Any, proven_optimal: bool = False) -> str:
     return "error"
 
 
+def coo_to_csc(row_idx, col_idx, values, num_rows: int, num_cols: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """HiGHS's column-wise matrix (column starts, row indices, values) from a COO triple, entries
+    of one (row, column) summed in the order given, rows ascending within a column: what
+    ``scipy.sparse.csc_matrix`` gives, without its import (a third of a second in a fresh process)."""
+    import numpy as np
+
+    rows = np.asarray(row_idx, dtype=np.int64).ravel()
+    cols = np.asarray(col_idx, dtype=np.int64).ravel()
+    vals = np.asarray(values, dtype=float).ravel()
+    if not (len(rows) == len(cols) == len(vals)):
+        raise ValueError(f"a COO triple of unequal lengths: {len(rows)}, {len(cols)}, {len(vals)}")
+    if len(vals) and (rows.min() < 0 or rows.max() >= num_rows or cols.min() < 0 or cols.max() >= num_cols):
+        raise ValueError(f"a COO entry outside the {num_rows} x {num_cols} matrix")
+    key = cols * max(num_rows, 1) + rows
+    order = np.argsort(key, kind="stable")
+    key, vals = key[order], vals[order]
+    first = np.ones(len(key), dtype=bool)
+    first[1:] = key[1:] != key[:-1]
+    if not first.all():  # duplicates (rare): added one by one in the order given, as scipy does
+        group = np.cumsum(first) - 1
+        sums = vals[first].copy()
+        for i in np.flatnonzero(~first).tolist():
+            sums[group[i]] += vals[i]
+        vals, key = sums, key[first]
+    index_type = np.int32 if max(num_rows, num_cols, len(key)) < 2**31 else np.int64
+    counts = np.bincount(key // max(num_rows, 1), minlength=num_cols) if len(key) else np.zeros(num_cols, np.int64)
+    starts = np.zeros(num_cols + 1, dtype=index_type)
+    np.cumsum(counts, out=starts[1:])
+    return starts, (key % max(num_rows, 1)).astype(index_type), vals
+
+
 def solve_lp(
     cost: np.ndarray,
     col_lower: np.ndarray,
@@ -108,13 +139,12 @@ def solve_lp(
     """
     import highspy
     import numpy as np
-    from scipy.sparse import csc_matrix
 
     started = time.perf_counter()
     num_cols = len(cost)
     num_rows = len(row_lower)
     row_idx, col_idx, values = rows
-    matrix = csc_matrix((values, (row_idx, col_idx)), shape=(num_rows, num_cols))
+    starts, indices, data = coo_to_csc(row_idx, col_idx, values, num_rows, num_cols)
     lp = highspy.HighsLp()
     lp.num_col_ = num_cols
     lp.num_row_ = num_rows
@@ -125,9 +155,9 @@ def solve_lp(
     lp.row_upper_ = np.asarray(row_upper, dtype=float)
     lp.offset_ = float(offset)
     lp.a_matrix_.format_ = highspy.MatrixFormat.kColwise
-    lp.a_matrix_.start_ = matrix.indptr
-    lp.a_matrix_.index_ = matrix.indices
-    lp.a_matrix_.value_ = matrix.data
+    lp.a_matrix_.start_ = starts
+    lp.a_matrix_.index_ = indices
+    lp.a_matrix_.value_ = data
     is_mip = integrality is not None and any(integrality)
     if is_mip:
         lp.integrality_ = [highspy.HighsVarType.kInteger if i else highspy.HighsVarType.kContinuous
