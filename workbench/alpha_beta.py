@@ -78,6 +78,7 @@ class AlphaBeta:
     lps: int = 0
     largest_lp: int = 0  # columns
     wall: float = 0.0
+    complete: bool = True  # False: a time limit or an unsolved LP stopped the search (the value is weaker)
 
 
 def units_of(topology: Topology, collective: Collective, chunk_bytes: float) -> tuple[list[Unit], str | None]:
@@ -230,6 +231,7 @@ def alpha_beta_bound(topology: Topology, collective: Collective, chunk_bytes: fl
         proven, complete = _search(topology, net, units[index], steps, start, rtol, deadline, result)
         best = max(best, proven)
         if not complete:
+            result.complete = False
             result.note = (f"stopped after {result.lps} LPs (time limit {time_limit:g} s or an LP not solved): "
                            "the value is what was proven by then")
             break

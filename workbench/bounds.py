@@ -53,6 +53,7 @@ without overhead.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -102,6 +103,8 @@ class Bounds:
     notes: dict[str, str] = field(default_factory=dict)
     # the fastest simulated schedule of this problem the caller knows (s): it decides ``exact``
     schedule_time: float | None = None
+    # an LP stopped by its time limit: another solve, with more time or less load, may prove more
+    cut_short: bool = False
 
     @property
     def bandwidth_best(self) -> float:
@@ -400,7 +403,10 @@ def lower_bounds(topology: Topology, collective: Collective, chunk_bytes: float,
             setattr(bounds, key, value)
     else:
         if lp and flow_lp_size(topology, collective) <= lp_max_variables:
+            started = time.perf_counter()
             bounds.flow_lp = flow_lp_bound(topology, collective, chunk_bytes, lp_time_limit, lp_max_variables)
+            # None after most of the limit: not solved in time (None at once: it does not apply)
+            bounds.cut_short = bounds.flow_lp is None and time.perf_counter() - started >= 0.9 * lp_time_limit
         unicast = all(len(post - pre) <= 1 for pre, post, _ in collective.groups())
         bounds.optimum_exact = bounds.flow_lp is not None and unicast and not collective.combining
         if bounds.flow_lp is None:
@@ -413,6 +419,7 @@ def lower_bounds(topology: Topology, collective: Collective, chunk_bytes: float,
 
         found = alpha_beta_bound(topology, collective, chunk_bytes, time_limit=lp_time_limit)
         bounds.alpha_beta = found.seconds
+        bounds.cut_short = bounds.cut_short or not found.complete
         if found.note:
             bounds.notes["alpha_beta"] = found.note
     return bounds

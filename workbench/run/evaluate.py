@@ -26,6 +26,10 @@ Send = Callable[[str, Any], None]
 
 
 # ============================================================================ limits
+# the LP limits every evaluated cell's bounds use (and ``workbench rebound``, which gives the same bounds)
+BOUND_OPTIONS = {"lp_time_limit": 60.0, "lp_max_variables": 400_000}
+
+
 def solver_time_limit(cell_limit: float) -> float:
     """The formulation's own limit: a little below the cell's, so it can stop and report first."""
     return max(0.5 * cell_limit, cell_limit - max(1.0, 0.05 * cell_limit))
@@ -76,16 +80,19 @@ def build_problem(cell: "Cell", topology: "Topology | None" = None) -> "Problem"
 
 
 # ============================================================================ evaluation (shared)
-def evaluate_algorithms(algorithms: list, problem, evaluation: Evaluation) -> dict[str, Any]:
+def evaluate_algorithms(algorithms: list, problem, evaluation: Evaluation,
+                        run_folder: str | None = None) -> dict[str, Any]:
     """Verify and simulate every algorithm; the headline is the fastest simulated one.
 
     The bounds are the problem's (``problem_bounds``: topology, collective, size), the same for
     every algorithm whatever its chunking (a Pareto search returns algorithms with different chunk
     sizes). ``default_collective_time`` (the fastest in the default model, which the status rule
-    reads) is added when the evaluation's model is another. Raises ``InvalidAlgorithm`` for an
-    algorithm that does not implement the collective.
+    reads) is added when the evaluation's model is another. With a ``run_folder`` the bounds are
+    read from (or kept in) its cache (``workbench.run.bounds_cache``). Raises ``InvalidAlgorithm``
+    for an algorithm that does not implement the collective.
     """
-    from workbench.bounds import problem_bounds, tacos_ideal
+    from workbench.bounds import tacos_ideal
+    from workbench.run.bounds_cache import cached_problem_bounds
     from workbench.simulate import DEFAULT_MODEL, simulate
     from workbench.verify import verify
 
@@ -106,8 +113,8 @@ def evaluate_algorithms(algorithms: list, problem, evaluation: Evaluation) -> di
         if best is None or result.collective_time < best[2].collective_time:
             best = (algorithm, entry, result, default)
     topology, collective = problem.topology, problem.collective
-    bounds = problem_bounds(topology, collective, problem.size_bytes, lp=bool(evaluation.lp_bound),
-                            lp_time_limit=60.0, lp_max_variables=400_000)
+    bounds = cached_problem_bounds(topology, collective, problem.size_bytes, run_folder, **BOUND_OPTIONS,
+                                   lp=bool(evaluation.lp_bound))
     if best is not None:
         bounds.schedule_time = best[2].collective_time  # meeting the bound proves it the optimum
     ideal_dims = tacos_ideal(topology, collective, problem.size_bytes, "dimensions") if collective.num_ranks > 1 else None
@@ -180,7 +187,7 @@ def child_run_schedule(request: CellRequest, send: Send) -> dict[str, Any]:
         from workbench.verify import InvalidAlgorithm
 
         try:
-            fields.update(evaluate_algorithms(result.algorithms, problem, request.evaluation))
+            fields.update(evaluate_algorithms(result.algorithms, problem, request.evaluation, request.run_folder))
             settle_status(fields)  # before the files are stamped, so they record the same status
         except InvalidAlgorithm as exc:
             fields.update(status="error", message=f"invalid algorithm: {exc}")
@@ -197,7 +204,7 @@ def child_evaluate(request: CellRequest, send: Send) -> dict[str, Any]:
     send("ready", None)
     fields = dict(problem_fields(problem))
     try:
-        fields.update(evaluate_algorithms([request.algorithm], problem, request.evaluation))
+        fields.update(evaluate_algorithms([request.algorithm], problem, request.evaluation, request.run_folder))
     except InvalidAlgorithm as exc:
         return {"status": "error", "message": f"the incumbent is invalid: {exc}"}
     if request.evaluation.save_algorithms and request.algorithm_path:

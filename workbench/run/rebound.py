@@ -5,7 +5,8 @@ times and everything else in a row do not depend on them. ``workbench rebound RU
 recomputes, for every schedule row of the run's config, the problem's bounds
 (``workbench.bounds.problem_bounds``: they depend on the topology, collective and size only, so
 every bound of the row is recomputed, including those older rows took from a schedule's chunk
-size). ``bound``, ``bound_exact``, ``achievable``, ``efficiency`` and ``bounds`` are rewritten,
+size; each problem is solved once and the run's bounds cache, ``bounds/``, is rewritten with it).
+``bound``, ``bound_exact``, ``achievable``, ``efficiency`` and ``bounds`` are rewritten,
 the status is decided again by ``workbench.yardstick`` (the formulation's kept as
 ``solver_status``), the rows file is replaced atomically and the report re-rendered, under the
 folder's lock (a live run's folder is refused, naming the run). A row whose topology comes from a design cell
@@ -19,16 +20,20 @@ import json
 from pathlib import Path
 from typing import Any
 
-from workbench.bounds import problem_bounds
+from workbench.bounds import Bounds
 from workbench.yardstick import settle_status
 
 __all__ = ["rebound_run"]
 
 
-def _refreshed(row: dict[str, Any], cell, design_rows: dict[str, dict[str, Any]]) -> dict[str, Any] | None:
+def _refreshed(row: dict[str, Any], cell, design_rows: dict[str, dict[str, Any]], folder: Path,
+               solved: dict[str, Bounds]) -> dict[str, Any] | None:
+    """The row with its problem's bounds solved anew (once per problem: ``solved`` keeps them by
+    cache key, and the run's bounds cache is rewritten with them)."""
     from dataclasses import replace
 
-    from workbench.run.evaluate import build_problem, resolve_design_topology
+    from workbench.run.bounds_cache import cache_key, cached_problem_bounds
+    from workbench.run.evaluate import BOUND_OPTIONS, build_problem, resolve_design_topology
 
     if not isinstance(row.get("bounds"), dict):  # a row without an evaluation (an error) has none
         return None
@@ -38,8 +43,12 @@ def _refreshed(row: dict[str, Any], cell, design_rows: dict[str, dict[str, Any]]
         except RuntimeError:
             return None
     problem = build_problem(cell)
-    bounds = problem_bounds(problem.topology, problem.collective, problem.size_bytes, lp_time_limit=60.0,
-                            lp_max_variables=400_000)
+    options = {**BOUND_OPTIONS, "lp": True}
+    key = cache_key(problem.topology, problem.collective, problem.size_bytes, options)
+    if key not in solved:
+        solved[key] = cached_problem_bounds(problem.topology, problem.collective, problem.size_bytes, folder,
+                                            refresh=True, **options)
+    bounds = replace(solved[key], notes=dict(solved[key].notes))
     bounds.schedule_time = row.get("collective_time")  # the row's schedule meeting the bound proves it
     update = {"bound": bounds.best, "bound_exact": bounds.exact, "achievable": bounds.achievable,
               "bounds": {**bounds.to_dict(), "refreshed": True}}
@@ -79,10 +88,11 @@ def _rebound_locked(folder: Path, progress: bool) -> tuple[int, int]:
     design_rows = {r["design"]: r for r in rows if r.get("kind") == "design"}
     refreshed = kept = 0
     out = []
+    solved: dict[str, Bounds] = {}
     for index, row in enumerate(rows):
         cell = cells.get(row.get("cell_id"))
         schedule = cell is not None and row.get("kind", "schedule") == "schedule"
-        new = _refreshed(row, cell, design_rows) if schedule else None
+        new = _refreshed(row, cell, design_rows, folder, solved) if schedule else None
         if new is None:
             kept += 1
             out.append(row)

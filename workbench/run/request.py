@@ -7,7 +7,8 @@ the experiment's choices; the request adds what only the caller knows: a topolog
 (``workbench synth`` builds it to check the arguments, so the cell does not build it again), a
 design-derived topology spec, where to save the algorithm files, the absolute deadline of a
 command-line run, the incumbent to evaluate, the folder an import-path formulation's module is
-loaded from when it is not on ``sys.path`` (the cell never imports from its current folder).
+loaded from when it is not on ``sys.path`` (the cell never imports from its current folder), the
+run folder that keeps each problem's bounds.
 """
 
 from __future__ import annotations
@@ -38,6 +39,9 @@ class CellRequest:
     # where an import-path formulation's module not on sys.path is loaded from by its file location
     # (the experiment config's folder; the current folder of `workbench synth`), as an absolute path
     formulation_dir: str | None = None
+    # the run folder whose ``bounds/`` keeps each problem's bounds for its other cells
+    # (workbench.run.bounds_cache); None (``workbench synth``): solved, not kept
+    run_folder: str | None = None
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:

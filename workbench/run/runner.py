@@ -86,6 +86,7 @@ def run_experiment(
     ran = 0
     # the cells load an import-path formulation's module from beside the config, as the parse did
     modules = str(Path(experiment.base_dir or ".").resolve())
+    here = str(Path(folder).resolve())  # its bounds/ keeps each problem's bounds for the problem's other cells
     try:
         for design, fields in executor.map(
                 [(d, CellRequest("design", d, formulation_dir=modules)) for d in todo_designs]):
@@ -109,7 +110,8 @@ def run_experiment(
             path = None
             if cell.evaluation.save_algorithms:
                 path = str(Path(folder).resolve() / "algorithms" / f"{cell.cell_id.replace(':', '-')}.json")
-            requests.append((cell, CellRequest("schedule", runnable, algorithm_path=path, formulation_dir=modules)))
+            requests.append((cell, CellRequest("schedule", runnable, algorithm_path=path, formulation_dir=modules,
+                                               run_folder=here)))
         for cell, fields in executor.map(requests):
             row = _schedule_row(cell, fields)
             store.append(row)
