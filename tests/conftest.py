@@ -3,7 +3,16 @@ minute) also leaves out the heavy cases listed here, each of which takes seconds
 whole run of cells, a process that must be killed). They are marked ``heavy`` at collection.
 """
 
+import os
+
 import pytest
+from hypothesis import settings
+
+# The property tests draw the same examples on every run ("repeatable": a verdict and a suite time
+# that do not change between two runs of one commit); HYPOTHESIS_PROFILE=explore draws fresh ones.
+settings.register_profile("repeatable", derandomize=True)
+settings.register_profile("explore", derandomize=False)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "repeatable"))
 
 HEAVY = {  # test file -> test functions (every parameter set of each)
     "test_claims.py": {

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from strategies import fabrics
@@ -78,6 +78,9 @@ KINDS = ["allgather", "reducescatter", "allreduce", "broadcast", "reduce", "gath
 def test_the_best_bound_does_not_depend_on_the_chunking(spec, kind, size, chunks, root):
     topology = build(spec)
     n = topology.num_npus
+    # All-to-All's coupled LP on 8 NPUs runs into the 10 s limit, and two answers cut short by a
+    # clock need not agree; the All-to-All LPs here stay on fabrics where they finish
+    assume(kind != "alltoall" or n <= 6)
     root = root if kind in ("broadcast", "reduce", "gather", "scatter") else None
     first, second = (make_collective(kind, n, k, root) for k in chunks)
     best = problem_bounds(topology, first, size, lp_time_limit=10).best
