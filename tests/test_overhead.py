@@ -174,7 +174,7 @@ def _two_tier() -> Topology:
     return Topology.create(4, links, 3, "two-tier")
 
 
-FABRICS = {"ring:8": lambda: build("ring:8", overhead=[1.5 * US]),
+FABRICS = {"ring:6": lambda: build("ring:6", overhead=[1.5 * US]),
            "switch:4": lambda: build("switch:4", overhead=[2 * US]),
            "two-tier": _two_tier}
 
