@@ -33,7 +33,9 @@ chunk to a switch are two rounds apart and that rule never makes a link wait. Al
 Parameters: ``pieces`` (P, pipeline depth per tree-unit; default ``64 * H`` (H: the deepest chain
 of transfers from a root), at most 1024, lowered so the schedule stays within ``max_transfers``,
 default 4,000,000: the simulator and verifier take a minute or two and ~5 GB at that size, and the pipeline fill
-``(H - 1) / P`` is what keeps a deep forest from T*), ``cut_through`` (False: edges through
+``(H - 1) / P`` is what keeps a deep forest from T*; below 256 MB the depth, a power of two up to
+that default, is the one whose schedule simulates fastest at the size, which matters where links
+pay a per-message overhead: ``sizing``, ``meta.time_by_pieces``), ``cut_through`` (False: edges through
 switches are sent hop by hop; True: one cut-through transfer where the simulator's route matches,
 see ``schedule``; default "auto": the one predicted faster, see ``build_forest``), ``k`` ("auto" or a fixed number of trees per root; a fixed k gives
 ``T_k >= T*``), ``splitting`` ("auto", "greedy" or "spread", see ``build_forest``), ``packing``

@@ -22,10 +22,11 @@ from .optimum import Timeout, TreeUnits, auto_units, broadcast_units, fixed_k_un
 from .reverse import reverse_serialised
 from .packing import PackingError, TreeGroup, pack_arborescences, validate_forest
 from .symmetric import pack_symmetric
-from .schedule import (EdgePlan, SharedEdge, emit_schedule, pipeline_height, plan_edges, round_slots, share_edges,
-                       transfers_per_batch)
+from .schedule import (EdgePlan, SharedEdge, emit_schedule, pipeline_height, plan_edges, plan_times, round_slots,
+                       share_edges, slot_order, transfers_per_batch)
 from .stagger import stagger_switch_visits
 from . import PACKINGS  # declared with the parameters, in the package
+from .sizing import SIZED_BELOW, fastest_depth
 from .splitting import SplitResult, split_switches
 
 __all__ = ["synthesize", "Forest", "build_forest"]
@@ -233,14 +234,16 @@ def synthesize(formulation: Any, problem: Problem, *, time_limit: float, seed: i
         affordable = int(deadline.remaining() * rate)
         max_transfers = max(per_m, min(max_transfers, affordable))
     height = max(f.height for f in forests.values())
+    size = problem.size_bytes
+
+    def bytes_per_chunk(chunks_per_rank: int) -> float:
+        return size / chunks_per_rank if gather_kind == "broadcast" else size / (n * chunks_per_rank)
+
     if pieces is None:
         goal = max(1, min(_MAX_DEFAULT_PIECES, _PIECES_PER_LEVEL * height))
         m = max(1, min(goal, max_transfers // max(per_m, 1)))
     else:
         m = pieces
-    chunks_per_rank = common * m
-    size = problem.size_bytes
-    chunk_bytes = size / chunks_per_rank if gather_kind == "broadcast" else size / (n * chunks_per_rank)
     by_links = {}
     for phase, forest in forests.items():
         by_links[reversed_topology.links if phase == "reversed" else topology.links] = forest
@@ -252,12 +255,16 @@ def synthesize(formulation: Any, problem: Problem, *, time_limit: float, seed: i
                                      forest.shared, chunk_bytes, target.root, forest.slots)
         return algorithm
 
-    target = make_collective(kind, n, chunks_per_rank, collective.root)
-    try:
-        algorithm = by_duality(topology, target, chunk_bytes, gather)
-    except ValueError as exc:
-        if "multicasts" not in str(exc):
-            raise
+    def schedule_for(m: int) -> Algorithm:
+        """The schedule with ``m`` pieces per tree-unit."""
+        chunks_per_rank = common * m
+        chunk_bytes = bytes_per_chunk(chunks_per_rank)
+        target = make_collective(kind, n, chunks_per_rank, collective.root)
+        try:
+            return by_duality(topology, target, chunk_bytes, gather)
+        except ValueError as exc:
+            if "multicasts" not in str(exc):
+                raise
         # a switch forwards a chunk twice (hop-by-hop edges): reverse with serialised switch buffers
         dual = make_collective("broadcast" if kind == "reduce" else "allgather", n, chunks_per_rank,
                                collective.root)
@@ -265,11 +272,30 @@ def synthesize(formulation: Any, problem: Problem, *, time_limit: float, seed: i
         if kind == "allreduce":
             algorithm = algorithm.concat(gather(topology, make_collective("allgather", n, chunks_per_rank),
                                                 chunk_bytes))
-    seconds = deadline.elapsed()
-    # the claim: the time of the pieces as written, in the default model (module docstring); timed
-    # apart from the synthesis, as it judges the schedule rather than making it
-    claim_in_model(algorithm)
-    claim_seconds = deadline.elapsed() - seconds
+        return algorithm
+
+    # the claim: the time of the pieces as written, in the default model (module docstring); below
+    # 256 MB with no pinned depth, the depth that simulates fastest (sizing), each timed that way
+    def plan_for(m: int) -> float:
+        """The round plan's time with ``m`` pieces per tree-unit, summed over the phases."""
+        chunk_bytes = bytes_per_chunk(common * m)
+        total = 0.0
+        for links, forest in by_links.items():
+            view = topology if links == topology.links else reversed_topology
+            slots = forest.slots if forest.slots is not None else slot_order(view, forest.shared)
+            total += plan_times(view, forest.shared, slots, chunk_bytes, common * m // forest.units.k).makespan
+        return total if len(by_links) == len(forests) else 2 * total  # one forest serving both phases
+
+    planned: dict[int, float] = {}
+    if pieces is None and size < SIZED_BELOW:  # timing the depths is how this one is chosen
+        algorithm, timed, planned = fastest_depth(m, plan_for, schedule_for, deadline)
+        m = algorithm.collective.chunks_per_rank // common
+        seconds, claim_seconds = deadline.elapsed(), 0.0
+    else:  # the claim is timed apart from the synthesis: it judges the schedule, it does not make it
+        algorithm, timed = schedule_for(m), {}
+        seconds = deadline.elapsed()
+        claim_in_model(algorithm)
+        claim_seconds = deadline.elapsed() - seconds
     exact = all(f.units.optimal for f in forests.values())
     status = "optimal" if exact and kind != "allreduce" else "feasible"
     first = next(iter(forests.values()))
@@ -279,7 +305,7 @@ def synthesize(formulation: Any, problem: Problem, *, time_limit: float, seed: i
         "k": first.units.k if len(forests) == 1 else {p: f.units.k for p, f in forests.items()},
         "U": str(first.units.U) if len(forests) == 1 else {p: str(f.units.U) for p, f in forests.items()},
         "capacity_unit": first.units.capacities.unit,
-        "P": m if len(forests) == 1 else {p: chunks_per_rank // f.units.k for p, f in forests.items()},
+        "P": m if len(forests) == 1 else {p: common * m // f.units.k for p, f in forests.items()},
         "H": height,
         "groups": len(first.groups) if len(forests) == 1 else {p: len(f.groups) for p, f in forests.items()},
         "trees": sum(len(f.trees) for f in forests.values()),
@@ -295,6 +321,9 @@ def synthesize(formulation: Any, problem: Problem, *, time_limit: float, seed: i
         "cut_through": {p: f.cut_through for p, f in forests.items()},
         "views": {p: ("reversed graph" if p == "reversed" else "topology") for p in forests},
     }
+    if timed:  # the depths weighed at this size: planned, and simulated where written
+        meta["plan_by_pieces"] = {str(p): t for p, t in planned.items()}
+        meta["time_by_pieces"] = {str(p): t for p, t in timed.items()}
     algorithm.meta.update(meta)
     if status == "optimal":  # proven in the throughput model; the floor judges the simulated time
         algorithm.meta["model_optimal"] = "forestcoll-throughput"

@@ -1,0 +1,74 @@
+"""ForestColl's pipeline depth by message size (``formulations.forestcoll.sizing``): below 256 MB
+the depth that simulates fastest, which matters where per-message overhead makes pieces cost; the
+default from 256 MB up and wherever a config pins ``pieces``."""
+
+from __future__ import annotations
+
+import pytest
+
+from formulations.forestcoll import ForestColl
+from formulations.forestcoll.sizing import SIZED_BELOW, candidate_pieces
+from workbench.collective import make_collective
+from workbench.registry import Problem
+from workbench.simulate import simulate
+from workbench.topology import build
+
+US = 1e-6
+
+
+def _synth(spec: str, kind: str, size: float, overhead: float = 0.0, **params):
+    topology = build(spec, overhead=[overhead]) if overhead else build(spec)
+    problem = Problem(topology, make_collective(kind, topology.num_npus, 1), size)
+    result = ForestColl().synthesize(problem, time_limit=60, seed=0, **params)
+    assert result.algorithms, result.message
+    return result.algorithms[0]
+
+
+def _depth(algorithm) -> int:
+    p = algorithm.meta["P"]
+    return p if isinstance(p, int) else next(iter(p.values()))
+
+
+def test_candidates_are_powers_of_two_and_the_default():
+    assert candidate_pieces(1) == [1]
+    assert candidate_pieces(8) == [1, 2, 4, 8]
+    assert candidate_pieces(320) == [1, 2, 4, 8, 16, 32, 64, 128, 256, 320]
+
+
+@pytest.mark.parametrize("spec, kind", [("ring:8", "allgather"), ("switch:8", "allreduce")])
+def test_with_overhead_small_messages_take_few_pieces_and_gain(spec, kind):
+    # 1 us a message: 256 pieces per tree on ring:8 cost 1,025 us at 64 KB, one piece 6.6 us
+    sized = _synth(spec, kind, 64e3, overhead=1 * US)
+    default = _synth(spec, kind, 64e3, overhead=1 * US, pieces=64 * sized.meta["H"])
+    timed = sized.meta["time_by_pieces"]
+    assert timed[str(_depth(sized))] == min(timed.values()) == sized.meta["claimed_time"]
+    assert _depth(sized) < 64 * sized.meta["H"]
+    assert simulate(sized).collective_time == sized.meta["claimed_time"]
+    assert simulate(sized).collective_time < 0.1 * simulate(default).collective_time
+
+
+def test_the_search_starts_at_the_planned_best_and_times_each_depth_as_pinned():
+    sized = _synth("torus:4x4", "allgather", 1e6, overhead=1 * US)
+    planned, timed = sized.meta["plan_by_pieces"], sized.meta["time_by_pieces"]
+    assert list(planned) == [str(p) for p in candidate_pieces(64 * sized.meta["H"])]
+    start = min(planned, key=lambda p: (planned[p], int(p)))
+    assert list(timed)[0] == start and [int(p) for p in timed] == sorted(map(int, timed), reverse=True)
+    # the plan counts whole rounds: never below what the simulator gives the written schedule
+    for pieces, seconds in timed.items():
+        assert seconds <= planned[pieces] * (1 + 1e-9), pieces
+        pinned = _synth("torus:4x4", "allgather", 1e6, overhead=1 * US, pieces=int(pieces))
+        assert simulate(pinned).collective_time == seconds, pieces
+
+
+@pytest.mark.parametrize("spec", ["ring:8", "switch:4"])
+def test_without_overhead_the_choice_is_never_slower_than_the_default(spec):
+    sized = _synth(spec, "allgather", 64e3)
+    default = _synth(spec, "allgather", 64e3, pieces=64 * sized.meta["H"])
+    assert simulate(sized).collective_time <= simulate(default).collective_time * (1 + 1e-9)  # ties: fewer pieces
+
+
+def test_large_messages_and_pinned_depths_keep_their_pieces():
+    large = _synth("ring:8", "allgather", SIZED_BELOW, overhead=1 * US)
+    assert large.meta["P"] == 64 * large.meta["H"] and "time_by_pieces" not in large.meta
+    pinned = _synth("ring:8", "allgather", 64e3, overhead=1 * US, pieces=32)
+    assert pinned.meta["P"] == 32 and "time_by_pieces" not in pinned.meta
