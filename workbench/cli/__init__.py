@@ -4,11 +4,11 @@ Exit codes (the README's table): 0 done, 1 a well-formed algorithm that is not v
 ``simulate``, ``export``, ``interpret``), 2 bad input (unknown builder, malformed or binary file,
 missing field, bad argument, a busy run folder, an output path that cannot take the file: a FIFO,
 a folder, a full device; checked before any work), 3/4/5 ``synth`` infeasible / timed out / failed,
-5 also for any unexpected error (one line; ``--debug`` shows the traceback), 130 interrupted; errors
+1 also for ``tune`` when a bucket has no runtime file, 5 also for any unexpected error (one line; ``--debug`` shows the traceback), 130 interrupted; errors
 are one line on stderr.
 
 Groups: ``files`` (topology, builders, verify, simulate, bounds, formulations), ``synth``, ``runs``
-(run, report, rebound), ``runtimes`` (MSCCL XML, MSCCL++ plans). Each group's module imports only
+(run, report, rebound), ``runtimes`` (MSCCL XML, MSCCL++ plans), ``tune`` (per-size bundles). Each group's module imports only
 light modules at its top and the rest when its command runs, so ``--help`` stays fast.
 
 A formulation adds its own commands through the ``workbench.commands`` entry points, read after the
@@ -29,7 +29,7 @@ import time
 from typing import Any, Sequence
 
 from workbench.algorithm import AlgorithmFormatError
-from workbench.cli import files, runs, runtimes, synth
+from workbench.cli import files, runs, runtimes, synth, tune
 from workbench.cli.common import MAIN_ENTERED, Parser, UsageError, add_topology_arguments, topology_from_args
 from workbench.collective import CollectiveError
 from workbench.entry_points import entry_points
@@ -45,7 +45,7 @@ def _build_parser() -> argparse.ArgumentParser:
     parser = Parser(prog="workbench", description="Collective-algorithm synthesis workbench")
     parser.add_argument("--debug", action="store_true", help="show the traceback of an unexpected error")
     sub = parser.add_subparsers(dest="command", parser_class=Parser)
-    for group in (files, synth, runs, runtimes):
+    for group in (files, synth, runs, runtimes, tune):
         group.register(sub)
     files.register_formulations(sub)
     for command in sub.choices.values():

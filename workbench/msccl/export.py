@@ -77,8 +77,9 @@ class _Hazards:
 
 
 def export_xml(algorithm: Algorithm, proto: str = "Simple", instances: int = 1, max_bytes: float | None = None,
-               name: str | None = None, fuse: bool = True) -> str:
-    """Lower an algorithm into MSCCL XML (see the module docstring)."""
+               name: str | None = None, fuse: bool = True, min_bytes: float | None = None) -> str:
+    """Lower an algorithm into MSCCL XML (see the module docstring). ``min_bytes``/``max_bytes``:
+    the size range the executor picks it for, both ends inclusive (default 0 and 0: every size)."""
     if proto not in ("Simple", "LL", "LL128"):
         raise MscclError(f"--proto must be Simple, LL or LL128, got {proto!r}")
     if instances < 1:
@@ -187,7 +188,7 @@ def export_xml(algorithm: Algorithm, proto: str = "Simple", instances: int = 1, 
         "name": (name or f"{algorithm.meta.get('formulation', 'workbench')}_{collective.kind}_{n}")[:63],
         "proto": proto, "nchannels": str(channels), "nchunksperloop": str(nchunks), "ngpus": str(n),
         "coll": COLL_NAMES.get(collective.kind, "custom"), "inplace": "0", "outofplace": "1",
-        "minBytes": "0", "maxBytes": str(int(max_bytes)) if max_bytes else "0", "redop": "sum"})
+        "minBytes": str(int(min_bytes)) if min_bytes else "0", "maxBytes": str(int(max_bytes)) if max_bytes else "0", "redop": "sum"})
     for rank in range(n):
         gpu = ET.SubElement(root, "gpu", {"id": str(rank), "i_chunks": str(i_chunks), "o_chunks": str(o_chunks),
                                           "s_chunks": str(scratch_top[rank])})

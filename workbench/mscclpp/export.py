@@ -45,8 +45,10 @@ def _buffer(buf: str, index: int, size: int) -> dict[str, Any]:
 
 
 def export_plan(algorithm: Algorithm, gpus_per_node: int | None = None, name: str | None = None,
-                protocol: str = "Simple") -> dict[str, Any]:
-    """The execution plan of the module docstring (a JSON-ready dict)."""
+                protocol: str = "Simple", min_message_size: int = 0,
+                max_message_size: int = 2**64 - 1) -> dict[str, Any]:
+    """The execution plan of the module docstring (a JSON-ready dict), for messages of
+    ``min_message_size..max_message_size`` bytes (both inclusive; default every size)."""
     collective = algorithm.collective
     if collective.kind not in _COLLECTIVES:
         raise MscclError(f"MSCCL++ plans cover the standard collectives, not {collective.kind!r}")
@@ -162,6 +164,6 @@ def export_plan(algorithm: Algorithm, gpus_per_node: int | None = None, name: st
         "name": (name or f"{algorithm.meta.get('formulation', 'workbench')}_{collective.kind}_{n}"),
         "collective": _COLLECTIVES[collective.kind], "protocol": protocol, "inplace": False,
         "reuse_resources": False, "gpus": gpus, "num_threads_per_block": 1024,
-        "use_double_scratch_buffer": False, "buffer_alignment": 16, "min_message_size": 0,
-        "max_message_size": 2**64 - 1,
+        "use_double_scratch_buffer": False, "buffer_alignment": 16, "min_message_size": int(min_message_size),
+        "max_message_size": int(max_message_size),
     }
