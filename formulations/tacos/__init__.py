@@ -66,6 +66,7 @@ from typing import Any, Callable
 from formulations.tacos.engines import ENGINES, choose_engine, greedy_all_gather
 from formulations.tacos.matching import REPLACEMENT_MODES, MatchResult, OutOfTime, deliveries
 from formulations.tacos.schedule import to_algorithm
+from formulations.tacos.sizing import chunk_choices, fastest_chunking
 import time
 
 from workbench.algorithm import Algorithm
@@ -93,15 +94,44 @@ class Tacos:
                   choices=REPLACEMENT_MODES),
         Parameter("engine", ("str",), "auto", "matching engine: compiled (numba) or python; same schedules",
                   choices=ENGINES),
+        Parameter("chunks", ("str",), "auto", "auto: below 256 MB, the fastest of 1, 2, 4, 8 chunks per NPU "
+                  "where the problem has one (sizing); given: the problem's", choices=("auto", "given")),
     )
 
     def synthesize(self, problem: Problem, *, time_limit: float, seed: int,
                    on_incumbent: Callable[[Algorithm], None] | None = None, restarts: int = 1,
                    switch_degree: int | str = 1, replacement: str = "causal", engine: str = "auto",
-                   **params: Any) -> SynthesisResult:
+                   chunks: str = "auto", **params: Any) -> SynthesisResult:
         if params:
             raise ValueError(f"tacos: unknown parameters {sorted(params)} "
-                             "(restarts, switch_degree, replacement, engine)")
+                             "(restarts, switch_degree, replacement, engine, chunks)")
+        if chunks not in ("auto", "given"):
+            raise ValueError(f"tacos: chunks must be auto or given, got {chunks!r}")
+        options = dict(seed=seed, restarts=restarts, switch_degree=switch_degree, replacement=replacement,
+                       engine=engine)
+        choices = chunk_choices(problem, chunks)
+        if len(choices) == 1:
+            return self._synthesize(problem, time_limit=time_limit, on_incumbent=on_incumbent, **options)
+        deadline = Deadline(time_limit)
+        fastest: list[float] = []
+
+        def improving(algorithm: Algorithm) -> None:  # incumbents across chunkings: only the better ones
+            if on_incumbent is not None and (not fastest or algorithm.meta["claimed_time"] < fastest[0]):
+                fastest[:] = [algorithm.meta["claimed_time"]]
+                on_incumbent(algorithm)
+
+        result, timed = fastest_chunking(problem, choices, deadline, lambda p, limit: self._synthesize(
+            p, time_limit=limit, on_incumbent=improving, **options))
+        if result.algorithms:
+            result.algorithms[0].meta["time_by_chunks"] = {str(k): t for k, t in timed.items()}
+        result.wall_seconds = deadline.elapsed()
+        result.stats["chunks_tried"] = sorted(timed)
+        return result
+
+    def _synthesize(self, problem: Problem, *, time_limit: float | None, seed: int,
+                    on_incumbent: Callable[[Algorithm], None] | None, restarts: int, switch_degree: int | str,
+                    replacement: str, engine: str) -> SynthesisResult:
+        """The greedy on the problem's own chunking (the paper's TACOS)."""
         if replacement not in REPLACEMENT_MODES:
             raise ValueError(f"tacos: replacement must be one of {REPLACEMENT_MODES}, got {replacement!r}")
         if not isinstance(restarts, int) or restarts < 1:

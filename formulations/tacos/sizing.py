@@ -1,0 +1,64 @@
+"""Chunks per NPU by message size.
+
+TACOS's paper cuts each NPU's data into a fixed number of chunks (``collectivesCount``); more chunks
+pipeline better on large messages, fewer pay fewer alphas and per-message overheads on small ones.
+Below ``SIZED_BELOW`` bytes, where the problem has one chunk per rank (a config that pins
+``chunks`` above one keeps them) and a standard collective, the greedy runs with each of
+``CHOICES`` chunks per NPU and the schedule that simulates fastest in the default model (its
+claim) is kept. From ``SIZED_BELOW`` up the problem's chunking stands, so large-message results do
+not move. Each choice gets an equal share of what is left of the time limit.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from workbench.collective import make_collective
+from workbench.deadline import Deadline
+from workbench.registry import Problem, SynthesisResult
+
+__all__ = ["SIZED_BELOW", "CHOICES", "chunk_choices", "with_chunks", "fastest_chunking"]
+
+SIZED_BELOW = 256e6  # bytes: from 256 MB up, the problem's chunks per rank
+CHOICES = (1, 2, 4, 8)
+
+
+def chunk_choices(problem: Problem, chunks: str) -> tuple[int, ...]:
+    """The chunks per NPU to try: ``CHOICES`` where ``chunks`` is "auto" and the rule above
+    applies, else the problem's own."""
+    collective = problem.collective
+    if chunks == "given" or problem.size_bytes >= SIZED_BELOW or collective.kind == "custom" \
+            or collective.chunks_per_rank != 1:
+        return (collective.chunks_per_rank,)
+    return CHOICES
+
+
+def with_chunks(problem: Problem, k: int) -> Problem:
+    """The problem with ``k`` chunks per rank (same topology, kind, root and size)."""
+    if k == problem.collective.chunks_per_rank:
+        return problem
+    collective = make_collective(problem.collective.kind, problem.collective.num_ranks, k, problem.collective.root)
+    return Problem(problem.topology, collective, problem.size_bytes)
+
+
+def fastest_chunking(problem: Problem, choices: tuple[int, ...], deadline: Deadline,
+                     search: Callable[[Problem, float | None], SynthesisResult]
+                     ) -> tuple[SynthesisResult, dict[int, float]]:
+    """The result of the fastest choice (by its claimed, default-model time) and each choice's time.
+    ``search(problem, time_limit)`` runs the greedy on one chunking (``None``: no limit)."""
+    best: SynthesisResult | None = None
+    timed: dict[int, float] = {}
+    for index, k in enumerate(choices):
+        if deadline.expired and best is not None:
+            break
+        share = None if deadline.unlimited else deadline.remaining() / (len(choices) - index)
+        result = search(with_chunks(problem, k), share)
+        if not result.algorithms:
+            if best is None:
+                best = result
+            continue
+        timed[k] = result.algorithms[0].meta["claimed_time"]
+        if best is None or not best.algorithms or timed[k] < best.algorithms[0].meta["claimed_time"]:
+            best = result
+    assert best is not None
+    return best, timed

@@ -1,0 +1,46 @@
+"""TACOS's chunks per NPU by message size (``formulations.tacos.sizing``): below 256 MB, where the
+problem has one chunk per rank, the fastest of 1, 2, 4 and 8 by the simulated claim; the problem's
+chunking from 256 MB up, when it pins more than one, and with ``chunks="given"``."""
+
+from __future__ import annotations
+
+import pytest
+
+from formulations.tacos import Tacos
+from formulations.tacos.sizing import CHOICES, SIZED_BELOW
+from workbench.collective import make_collective
+from workbench.registry import Problem
+from workbench.simulate import simulate
+from workbench.topology import build
+
+
+def _synth(spec: str, kind: str, size: float, k: int = 1, **params):
+    topology = build(spec)
+    problem = Problem(topology, make_collective(kind, topology.num_npus, k), size)
+    result = Tacos().synthesize(problem, time_limit=60, seed=0, **params)
+    assert result.algorithms, result.message
+    return result.algorithms[0]
+
+
+@pytest.mark.parametrize("kind", ["allgather", "allreduce"])
+def test_the_fastest_chunking_is_kept_and_beats_one_chunk(kind):
+    # dgx1 at 16 MB: one chunk per NPU is 1.72x the bound, the sized choice 1.18x (All-Gather)
+    sized = _synth("dgx1", kind, 16e6)
+    timed = sized.meta["time_by_chunks"]
+    assert sorted(map(int, timed)) == list(CHOICES)
+    assert sized.collective.chunks_per_rank == int(min(timed, key=timed.get))
+    assert sized.meta["claimed_time"] == min(timed.values()) == simulate(sized).collective_time
+    given = _synth("dgx1", kind, 16e6, chunks="given")
+    assert given.collective.chunks_per_rank == 1 and "time_by_chunks" not in given.meta
+    assert simulate(sized).collective_time < 0.9 * simulate(given).collective_time
+
+
+def test_large_messages_and_pinned_chunkings_are_kept():
+    assert _synth("dgx1", "allgather", SIZED_BELOW).collective.chunks_per_rank == 1
+    pinned = _synth("dgx1", "allgather", 16e6, k=2)
+    assert pinned.collective.chunks_per_rank == 2 and "time_by_chunks" not in pinned.meta
+
+
+def test_an_unknown_chunks_value_is_refused():
+    with pytest.raises(ValueError, match="chunks must be auto or given"):
+        _synth("ring:4", "allgather", 1e6, chunks="many")
