@@ -38,7 +38,7 @@ def test_every_shipped_formulation_declares_its_parameters(name):
 
 
 @pytest.mark.parametrize("params, fragment", [
-    ("{restartz: 8}", "params.restartz: tacos has no parameter 'restartz' (accepted: engine, replacement, restarts"),
+    ("{restartz: 8}", "params.restartz: tacos has no parameter 'restartz' (accepted: chunks, engine, replacement, restarts"),
     ("{restarts: abc}", "params.restarts: expected an integer >= 1, got 'abc'"),
     ("{restarts: 0}", "params.restarts: expected an integer >= 1, got 0"),
     ("{replacement: sideways}", "params.replacement: expected 'causal' or 'reference' or 'off'"),
