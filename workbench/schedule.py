@@ -32,7 +32,11 @@ from workbench.topology import Topology
 
 np = lazy_module("numpy")  # imported on first use (workbench.lazy)
 
-__all__ = ["ScheduleBuilder", "DeliveryChain", "order_by_start", "claim_in_model"]
+__all__ = ["ScheduleBuilder", "DeliveryChain", "order_by_start", "claim_in_model", "SIZED_BELOW"]
+
+# bytes: a formulation that adapts its chunking to the message size does so only below this, so
+# large-message results (every committed reproduction is at 1 GB or more) do not move
+SIZED_BELOW = 256e6
 
 
 class ScheduleBuilder:

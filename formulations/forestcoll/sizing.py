@@ -23,11 +23,11 @@ from typing import Callable
 
 from workbench.algorithm import Algorithm
 from workbench.deadline import Deadline
-from workbench.schedule import claim_in_model
+from workbench.schedule import SIZED_BELOW, claim_in_model
 
 __all__ = ["SIZED_BELOW", "candidate_pieces", "fastest_depth"]
 
-SIZED_BELOW = 256e6  # bytes: from 256 MB up, the default depth (64 pieces per tree level)
+# from SIZED_BELOW (256 MB) up, the default depth (64 pieces per tree level)
 
 
 def candidate_pieces(default: int) -> list[int]:

@@ -16,10 +16,11 @@ from typing import Callable
 from workbench.collective import make_collective
 from workbench.deadline import Deadline
 from workbench.registry import Problem, SynthesisResult
+from workbench.schedule import SIZED_BELOW
 
 __all__ = ["SIZED_BELOW", "CHOICES", "chunk_choices", "with_chunks", "fastest_chunking"]
 
-SIZED_BELOW = 256e6  # bytes: from 256 MB up, the problem's chunks per rank
+# from SIZED_BELOW (256 MB) up, the problem's chunks per rank
 CHOICES = (1, 2, 4, 8)
 
 
