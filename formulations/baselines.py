@@ -14,7 +14,12 @@ runs contention-free.
   pair, routed (multi-hop on sparse topologies, hence contention). All-to-all: NCCL's peer-to-peer
   exchange, each source's pieces for a destination in one message.
 * ``rhd``: recursive halving (reduce-scatter, partner distance n/2, n/4, ..., 1) then recursive
-  doubling (all-gather, distance 1, 2, ..., n/2); power-of-two ranks only; one message per step.
+  doubling (all-gather, distance 1, 2, ..., n/2); one message per step. Any rank count, by the
+  non-power-of-two fix of R. Thakur, R. Rabenseifner, W. Gropp, "Optimization of collective
+  communication operations in MPICH", IJHPCA 19(1), 2005: with p the largest power of two <= n and
+  r = n - p, rank 2i (i < r) first sends its data to 2i+1 (reduced in, for a reduce-scatter or
+  all-reduce) and sits out; the p others halve and double, each carrying its pair's blocks; at the
+  end 2i+1 sends 2i its result. Two steps more than a power of two, none for one.
 * ``dbt``: NCCL's double binary tree for all-reduce: tree 1 is NCCL's btree (odd ranks are
   leaves), tree 2 its mirror (r -> n-1-r; a shift by one for odd n), so a rank is interior in at
   most one tree. Even-numbered chunks use tree 1, odd ones tree 2; each chunk is reduced up its tree
@@ -37,20 +42,15 @@ after the schedule is built and not counted in the synthesis seconds.
 from __future__ import annotations
 
 import math
-import time
-from typing import Any, Callable
 
 from workbench.algorithm import Algorithm
+from workbench.closed_form import ClosedForm, UnsupportedCollective
 from workbench.collective import Collective
-from workbench.registry import Problem, SynthesisResult
-from workbench.schedule import ScheduleBuilder, claim_in_model
 from workbench.parameters import Parameter
+from workbench.registry import Problem
+from workbench.schedule import ScheduleBuilder
 
 __all__ = ["Ring", "Direct", "RecursiveHalvingDoubling", "DoubleBinaryTree", "Hierarchical"]
-
-
-class UnsupportedCollective(ValueError):
-    pass
 
 
 def _owner_chunks(collective: Collective, owner: int) -> list[int]:
@@ -128,30 +128,42 @@ def rhd_schedule(problem: Problem) -> Algorithm:
     collective = problem.collective
     rs, ag = _phases(collective, ("allgather", "reducescatter", "allreduce"), "rhd")
     n = collective.num_ranks
-    if n & (n - 1):
-        raise UnsupportedCollective(f"rhd needs a power-of-two number of ranks, got {n}")
-    bits = n.bit_length() - 1
+    # the non-power-of-two fix: the first 2*extra ranks pair up (2i, 2i+1); 2i folds into 2i+1
+    # and sits out, so p = 2^floor(log2 n) survivors halve and double, each for its group
+    p = 1 << (n.bit_length() - 1)
+    extra = n - p
+    survivors = [2 * i + 1 if i < extra else i + extra for i in range(p)]
+    groups = [[2 * i, 2 * i + 1] if i < extra else [i + extra] for i in range(p)]
+    everything = [c for o in range(n) for c in _owner_chunks(collective, o)]
+    bits = p.bit_length() - 1
     builder = ScheduleBuilder(problem.topology, collective, problem.chunk_bytes)
 
-    def chunks_of(owners) -> list[int]:
-        return [c for o in owners for c in _owner_chunks(collective, o)]
+    def chunks_of(members) -> list[int]:
+        return [c for i in members for o in groups[i] for c in _owner_chunks(collective, o)]
 
+    for i in range(extra):  # fold: the partner takes the sitting-out rank's data
+        builder.add(everything if rs else _owner_chunks(collective, 2 * i), 2 * i, 2 * i + 1,
+                    "reduce" if rs else "copy")
     if rs:
-        for level in range(bits - 1, -1, -1):  # distance n/2, n/4, ..., 1
+        for level in range(bits - 1, -1, -1):  # distance p/2, p/4, ..., 1
             mask = 1 << level
             high = ~((mask << 1) - 1)  # bits already halved
-            for r in range(n):
+            for r in range(p):
                 partner = r ^ mask
-                owners = [o for o in range(n) if (o & high) == (r & high) and (o & mask) == (partner & mask)]
-                builder.add(chunks_of(owners), r, partner, "reduce")
+                members = [o for o in range(p) if (o & high) == (r & high) and (o & mask) == (partner & mask)]
+                builder.add(chunks_of(members), survivors[r], survivors[partner], "reduce")
     if ag:
-        for level in range(bits):  # distance 1, 2, ..., n/2
+        for level in range(bits):  # distance 1, 2, ..., p/2
             mask = 1 << level
             keep = ~(mask - 1)
-            for r in range(n):
-                owners = [o for o in range(n) if (o & keep) == (r & keep)]
-                builder.add(chunks_of(owners), r, r ^ mask, "copy")
-    return builder.build()
+            for r in range(p):
+                members = [o for o in range(p) if (o & keep) == (r & keep)]
+                builder.add(chunks_of(members), survivors[r], survivors[r ^ mask], "copy")
+    for i in range(extra):  # unfold: the sitting-out rank gets its result from its partner
+        own = set(_owner_chunks(collective, 2 * i))
+        result = own if not ag else (everything if rs else [c for c in everything if c not in own])
+        builder.add(sorted(result), 2 * i + 1, 2 * i, "copy")
+    return builder.build({"sitting_out": extra})
 
 
 # ---------------------------------------------------------------------------------------- dbt
@@ -288,50 +300,27 @@ def hierarchical_schedule(problem: Problem) -> Algorithm:
 
 
 # ---------------------------------------------------------------------------------------- formulations
-class _Baseline:
-    name = ""
-    kind = "schedule"
-    builder: Callable[..., Algorithm]
-    parameters: tuple[Parameter, ...] = ()
-
-    def synthesize(self, problem: Problem, *, time_limit: float, seed: int,
-                   on_incumbent: Callable[[Algorithm], None] | None = None, **params: Any) -> SynthesisResult:
-        unknown = sorted(set(params) - {p.name for p in self.parameters})
-        if unknown:
-            raise ValueError(f"{self.name}: unknown parameters {unknown}")
-        started = time.perf_counter()
-        try:
-            algorithm = type(self).builder(problem, **params)
-        except UnsupportedCollective as exc:
-            return SynthesisResult([], "error", time.perf_counter() - started, message=str(exc))
-        seconds = time.perf_counter() - started
-        claim_in_model(algorithm)  # provenance (formulation, seed, ...) is the runner's to stamp
-        if on_incumbent is not None:
-            on_incumbent(algorithm)
-        return SynthesisResult([algorithm], "feasible", seconds, {"transfers": len(algorithm.transfers)})
-
-
-class Ring(_Baseline):
+class Ring(ClosedForm):
     name = "ring"
     builder = staticmethod(ring_schedule)
     parameters = (Parameter("bidirectional", ("bool",), True, "two rings, one each way, half the data each"),)
 
 
-class Direct(_Baseline):
+class Direct(ClosedForm):
     name = "direct"
     builder = staticmethod(direct_schedule)
 
 
-class RecursiveHalvingDoubling(_Baseline):
+class RecursiveHalvingDoubling(ClosedForm):
     name = "rhd"
     builder = staticmethod(rhd_schedule)
 
 
-class DoubleBinaryTree(_Baseline):
+class DoubleBinaryTree(ClosedForm):
     name = "dbt"
     builder = staticmethod(dbt_schedule)
 
 
-class Hierarchical(_Baseline):
+class Hierarchical(ClosedForm):
     name = "hierarchical"
     builder = staticmethod(hierarchical_schedule)

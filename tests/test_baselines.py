@@ -50,11 +50,20 @@ def test_rhd_matches_mpich_cost_on_fully_connected():
     assert time == pytest.approx(2 * (3 * A + (n - 1) * k * m / B))
 
 
-def test_rhd_needs_power_of_two():
-    topo = build("fc:6")
-    problem = Problem(topo, make_collective("allreduce", 6), 6e6)
-    result = get_formulation("rhd").synthesize(problem, time_limit=10, seed=0)
-    assert result.status == "error" and "power-of-two" in result.message
+@pytest.mark.parametrize("n", [3, 5, 6, 7, 12])
+def test_rhd_any_rank_count(n):
+    """The non-power-of-two fix: 2(n - p) ranks pair up, the rest halve and double; every kind verifies."""
+    for kind in ("allgather", "reducescatter", "allreduce"):
+        algorithm, _, _ = run("rhd", f"fc:{n}", kind, k=2)
+        assert algorithm.meta["sitting_out"] == n - (1 << (n.bit_length() - 1))
+
+
+def test_rhd_non_power_of_two_cost_on_fully_connected():
+    # n = 6: ranks 0 -> 1 and 2 -> 3 fold one block each (A + m/B), 4 <-> 5 swap one; then
+    # 3 -> 1 and 4 -> 1 send 2 blocks each (done at 2A + 3m/B); 1 then holds all and unfolds 5
+    # blocks to 0: 3A + 8m/B, the last rank to finish
+    _, time, m = run("rhd", "fc:6", "allgather")
+    assert time == pytest.approx(3 * A + 8 * m / B)
 
 
 def test_nccl_btree_shape():
@@ -93,7 +102,7 @@ def test_hierarchical_closed_form_on_two_fully_connected_dims():
         run("hierarchical", "dgx1", "allreduce")
 
 
-@pytest.mark.parametrize("name", ["ring", "direct", "rhd", "dbt", "hierarchical"])
+@pytest.mark.parametrize("name", ["ring", "direct", "rhd", "dbt", "hierarchical", "bruck", "pat"])
 @pytest.mark.parametrize("spec", ["rfs:2x4x2", "torus:4x4", "md:R2,F4,S2"])
 def test_valid_on_multidimensional_topologies(name, spec):
     kinds = ["allreduce"] if name == "dbt" else ["allgather", "reducescatter", "allreduce"]

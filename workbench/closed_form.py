@@ -1,0 +1,50 @@
+"""Formulations that build their schedule by a rule, with no search: the common ``synthesize``.
+
+Ring, recursive halving-doubling, Bruck, PAT and their kin write one schedule from the problem's
+shape. ``ClosedForm`` gives them the registry's ``synthesize``: it refuses unknown parameters,
+turns ``UnsupportedCollective`` (the rule does not cover this collective or rank count) into an
+``error`` result with the reason, times the build, stamps the claim (the schedule's own time in the
+simulator's default model, ``workbench.schedule.claim_in_model``; simulated after the build and not
+counted in the synthesis seconds) and reports the schedule as ``feasible``: a rule proves nothing.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Callable
+
+from workbench.algorithm import Algorithm
+from workbench.parameters import Parameter
+from workbench.registry import Problem, SynthesisResult
+from workbench.schedule import claim_in_model
+
+__all__ = ["ClosedForm", "UnsupportedCollective"]
+
+
+class UnsupportedCollective(ValueError):
+    """The rule does not define a schedule for this problem (collective kind, rank count, topology)."""
+
+
+class ClosedForm:
+    """Base of rule-built formulations: subclasses set ``name``, ``builder`` and ``parameters``."""
+
+    name = ""
+    kind = "schedule"
+    builder: Callable[..., Algorithm]
+    parameters: tuple[Parameter, ...] = ()
+
+    def synthesize(self, problem: Problem, *, time_limit: float, seed: int,
+                   on_incumbent: Callable[[Algorithm], None] | None = None, **params: Any) -> SynthesisResult:
+        unknown = sorted(set(params) - {p.name for p in self.parameters})
+        if unknown:
+            raise ValueError(f"{self.name}: unknown parameters {unknown}")
+        started = time.perf_counter()
+        try:
+            algorithm = type(self).builder(problem, **params)
+        except UnsupportedCollective as exc:
+            return SynthesisResult([], "error", time.perf_counter() - started, message=str(exc))
+        seconds = time.perf_counter() - started
+        claim_in_model(algorithm)  # provenance (formulation, seed, ...) is the runner's to stamp
+        if on_incumbent is not None:
+            on_incumbent(algorithm)
+        return SynthesisResult([algorithm], "feasible", seconds, {"transfers": len(algorithm.transfers)})
