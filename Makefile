@@ -5,7 +5,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: venv test test-fast test-all bench bench-tacos bench-tacos-large bench-sccl quality honesty clean reproduce-table5
+.PHONY: venv test test-fast test-all bench bench-tacos bench-tacos-large bench-sccl quality quality-sizes honesty clean reproduce-table5
 
 venv: $(STAMP)
 
@@ -16,15 +16,18 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install --quiet -e '.[all]'
 	@touch $(STAMP)
 
+# the suite on TEST_WORKERS processes (pytest-xdist), a module's tests on one worker so its fixtures run once
+TEST_WORKERS ?= 2
+
 test: $(STAMP)
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadscope
 
 # the fast tier: every test but the slow and the heavy ones (tests/conftest.py), under a minute
 test-fast: $(STAMP)
 	$(PY) -m pytest -q -m 'not slow and not heavy'
 
 test-all: $(STAMP)
-	$(PY) -m pytest -q -m ''
+	$(PY) -m pytest -q -m '' -n $(TEST_WORKERS) --dist loadscope
 
 bench: $(STAMP)
 	$(PY) -m benchmarks.run_all
@@ -42,6 +45,11 @@ bench-tacos-large: $(STAMP)
 # SCCL Table 4 rows, default backend (race) and single engines beside msccl-tools (about 15 minutes)
 bench-sccl: $(STAMP)
 	$(PY) -m benchmarks.sccl_backends
+
+# the best schedule against the bound from 4 KB to 1 GiB, with and without a calibrated overhead
+# (results/quality_sizes/; about 30 minutes)
+quality-sizes: $(STAMP)
+	$(PY) -m benchmarks.quality_sizes
 
 # statuses, claims and bounds at 64 KB-16 MB on fabrics no table uses (results/honesty/; about 25 minutes)
 honesty: $(STAMP)

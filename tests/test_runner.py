@@ -372,7 +372,10 @@ def test_dask_scheduler_gives_the_same_results_as_local_jobs(tmp_path, dask_clus
         assert a[cell_id]["algbw"] == b[cell_id]["algbw"]
 
 
-def test_unreachable_scheduler_is_a_clear_error(tmp_path, capsys):
+def test_unreachable_scheduler_is_a_clear_error(tmp_path, capsys, monkeypatch):
+    from workbench.run import runner
+
+    monkeypatch.setattr(runner, "SCHEDULER_CONNECT_SECONDS", 2.0)  # the same error, sooner
     config = write(tmp_path, TINY)
     code = main(["run", str(config), "--out", str(tmp_path / "r"), "--scheduler", f"tcp://127.0.0.1:{_free_port()}"])
     err = capsys.readouterr().err

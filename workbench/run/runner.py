@@ -131,6 +131,10 @@ def run_experiment(
     return RunSummary(Path(folder), total + skipped, ran, skipped, False)
 
 
+# seconds to reach a Dask scheduler before the run stops with a clear error
+SCHEDULER_CONNECT_SECONDS = 20.0
+
+
 class _Executor:
     """Runs requests on local threads (each watching a child process) or on a Dask cluster."""
 
@@ -145,7 +149,7 @@ class _Executor:
             except ImportError:
                 raise RuntimeError("--scheduler needs dask distributed: pip install 'collective-workbench[cluster]'")
             try:
-                self.client = Client(scheduler, timeout="20s")
+                self.client = Client(scheduler, timeout=f"{SCHEDULER_CONNECT_SECONDS}s")
             except (OSError, TimeoutError) as exc:
                 raise RuntimeError(f"cannot reach the Dask scheduler at {scheduler}: {exc}") from None
         else:
