@@ -203,7 +203,10 @@ def main(argv: list[str] | None = None) -> int:
                     *(["--retry-errors"] if args.retry_errors else [])], check=False)
     rows = [json.loads(line) for line in (args.out / "run" / "rows.jsonl").read_text().splitlines() if line]
     broken = check_rows(rows)
-    (args.out / "report.md").write_text(report(rows, broken))
+    from benchmarks.quality_sizes import report as quality_report
+
+    quality = quality_report(rows).replace("# Quality by size", "## Best schedule against the bound", 1)
+    (args.out / "report.md").write_text(report(rows, broken) + "\n" + quality.replace("\n## ", "\n### "))
     print((args.out / "report.md").read_text())
     return 1 if any(broken.values()) else 0
 

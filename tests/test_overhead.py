@@ -333,3 +333,22 @@ def test_the_verifier_times_its_timeline_with_the_overheads():
         with pytest.raises(InvalidAlgorithm) as caught:
             verify(line(1 * US), engine=engine)
         assert caught.value.transfer == 2
+
+
+def test_experiment_topologies_take_overhead_and_cells_carry_it():
+    from workbench.config.checks import ConfigError
+    from workbench.config.experiment import parse_experiment
+    from workbench.run.evaluate import build_topology
+
+    def grid(**topology):
+        return {"name": "o", "grid": {"topologies": [{"spec": "md:R2,S2", **topology}], "collectives": ["allgather"],
+                                      "sizes": ["1MB"], "formulations": [{"name": "ring"}]}}
+
+    cell = parse_experiment(grid(overhead=["1us", "2us"]), "o.yaml").cells()[0]
+    assert {link.overhead for link in build_topology(cell.topology).links} == {1e-6, 2e-6}
+    plain = parse_experiment(grid(), "o.yaml").cells()[0]
+    assert "overhead" not in plain.topology  # older configs' cells keep their keys
+    with pytest.raises(ConfigError, match=r"topologies\[0\]\.overhead"):
+        parse_experiment(grid(overhead="fast"), "o.yaml")
+    with pytest.raises(ConfigError, match=r"overhead: expected a duration"):
+        parse_experiment(grid(overhead="-1us"), "o.yaml")

@@ -6,10 +6,14 @@
 * ``pareto.png``: collective time of each algorithm of formulations that return several
 * ``efficiency.png``: bound / simulated time per topology and formulation (1: the schedule meets
   the bound, which proves both optimal)
+* ``by_size/<topology>.png`` (runs over three sizes or more): collective time against message size,
+  one panel per collective, one line per formulation, the best bound dashed: where the lines cross
+  is where the best method changes
 """
 
 from __future__ import annotations
 
+import math
 import statistics
 from pathlib import Path
 from typing import Any
@@ -170,6 +174,53 @@ def efficiency(rows: list[dict[str, Any]], path: Path) -> bool:
     return True
 
 
+def time_by_size(rows: list[dict[str, Any]], folder: Path) -> list[Path]:
+    """Per topology, collective time against size: a line per formulation and the bound (dashed)."""
+    sizes = {r.get("size_bytes") for r in rows if _ok(r)}
+    if len(sizes) < 3:
+        return []
+    by_topology: dict[str, dict[str, dict[str, dict[float, float]]]] = {}  # topology -> collective -> line
+    for row in rows:
+        if not _ok(row):
+            continue
+        lines = by_topology.setdefault(str(row["topology"]), {}).setdefault(str(row["collective"]), {})
+        size = float(row["size_bytes"])
+        for label, value in ((row["formulation"], row["collective_time"]), ("bound", row.get("bound"))):
+            if value:  # the fastest of a formulation's seeds and parameters at that size
+                line = lines.setdefault(label, {})
+                line[size] = min(line.get(size, math.inf), value)
+    folder.mkdir(parents=True, exist_ok=True)
+    written = []
+    for topology, panels in by_topology.items():
+        fig, axes = plt.subplots(1, len(panels), figsize=(4.2 * len(panels), 4.2), squeeze=False)
+        for ax, (collective, lines) in zip(axes[0], sorted(panels.items())):
+            names = sorted(name for name in lines if name != "bound")
+            for i, name in enumerate(names):
+                xs = sorted(lines[name])
+                ax.plot(xs, [lines[name][x] * 1e6 for x in xs], marker=MARKERS[i % len(MARKERS)], ms=4, lw=1,
+                        label=name)
+            if "bound" in lines:
+                xs = sorted(lines["bound"])
+                ax.plot(xs, [lines["bound"][x] * 1e6 for x in xs], "k--", lw=1.5, label="bound")
+            ax.set_xscale("log", base=2)
+            ax.set_yscale("log")
+            ax.set_xlabel("message size (bytes)")
+            ax.set_ylabel("collective time (us, simulated)")
+            ax.set_title(f"{topology} {collective}", fontsize=9)
+            ax.grid(True, which="both", alpha=0.3)
+            ax.legend(fontsize=6, ncol=2)
+        fig.tight_layout()
+        path = folder / f"{_file_name(topology)}.png"
+        fig.savefig(path, dpi=110)
+        plt.close(fig)
+        written.append(path)
+    return written
+
+
+def _file_name(label: str) -> str:
+    return "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in label)
+
+
 def write_figures(folder: Path, experiment, rows: list[dict[str, Any]], table=None) -> list[Path]:
     figures = Path(folder) / "figures"
     figures.mkdir(parents=True, exist_ok=True)
@@ -188,6 +239,7 @@ def write_figures(folder: Path, experiment, rows: list[dict[str, Any]], table=No
         written.append(figures / "efficiency.png")
     if steps_vs_bandwidth(schedule, figures / "steps_vs_bandwidth.png"):
         written.append(figures / "steps_vs_bandwidth.png")
+    written += time_by_size(schedule, figures / "by_size")
     return written
 
 

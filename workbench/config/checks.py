@@ -144,7 +144,8 @@ def per_dim(check: Checker, value: Any, path: str, parse, what: str) -> list[flo
 def parse_topology(check: Checker, entry: Any, path: str, base_dir: Path | None, designs: set[str]) -> dict:
     if isinstance(entry, str):
         entry = {"spec": entry}
-    check.mapping(entry, path, {"spec", "file", "alpha", "bandwidth", "label", "from", "builder", "expand"})
+    check.mapping(entry, path, {"spec", "file", "alpha", "bandwidth", "overhead", "label", "from", "builder",
+                                "expand"})
     sources = [k for k in ("spec", "file", "from") if k in entry]
     if len(sources) != 1:
         raise check.fail(path, "expected exactly one of 'spec', 'file' or 'from'")
@@ -172,6 +173,8 @@ def parse_topology(check: Checker, entry: Any, path: str, base_dir: Path | None,
                                  "bandwidth like '50GB/s'")
     if topo["bandwidth"] is not None and any(b <= 0 for b in topo["bandwidth"]):
         raise check.fail(f"{path}.bandwidth", "expected positive bandwidths")
+    if entry.get("overhead") is not None:  # only where given, so the cells of older configs keep their keys
+        topo["overhead"] = per_dim(check, entry["overhead"], f"{path}.overhead", parse_time, "duration like '1us'")
     label = entry.get("label") or topo.get("spec") or topo.get("file") or f"from {topo.get('from')}"
     topo["label"] = str(label)
     if "spec" in topo or "file" in topo:
@@ -185,7 +188,8 @@ def check_builds(check: Checker, topo: dict, path: str) -> int:
     from workbench.topology import TopologyError
 
     try:
-        topology = load_topology(topo.get("spec") or topo["file"], topo["alpha"], topo["bandwidth"])
+        topology = load_topology(topo.get("spec") or topo["file"], topo["alpha"], topo["bandwidth"],
+                                 topo.get("overhead"))
     except TopologyError as exc:
         raise check.fail(path, str(exc)) from None
     if topology.num_npus < 2:

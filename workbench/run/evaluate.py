@@ -43,7 +43,7 @@ def build_topology(topology: dict[str, Any]):
     if "doc" in topology:
         return topology_from_dict(topology["doc"], topology.get("label", "topology"))
     source = topology.get("spec") or topology.get("file")
-    return load_topology(source, topology.get("alpha"), topology.get("bandwidth"))
+    return load_topology(source, topology.get("alpha"), topology.get("bandwidth"), topology.get("overhead"))
 
 
 def resolve_design_topology(topology: dict[str, Any], design_rows: dict[str, dict[str, Any]]) -> dict[str, Any]:
