@@ -15,6 +15,13 @@ Mapping to the workbench:
   and direction; all-reduce: reduce-scatter then all-gather (``workbench.duality.by_duality``).
 * ``seed`` shuffles the order in which a node's neighbours are explored, so different seeds
   give different (equally short) trees; ``restarts`` is not needed, the search is exact per seed.
+* ``switches``: ``route`` (default) searches the NPU graph above, each tree edge one transfer the
+  simulator routes through the switches on its way; ``multicast`` searches the whole graph,
+  switches included, and sends hop by hop, so a switch that feeds several branches receives the
+  chunk once and copies it onto each (DESIGN: a switch may hold and copy). On a two-tier fabric
+  this sends each chunk up a leaf and across the spine once instead of once per destination.
+  Non-combining collectives only: a switch does not reduce, so the reversal a reduce-scatter
+  needs is refused.
 
 Claimed time: the schedule's own time in the simulator's default model (``meta.claim_model`` =
 ``pipelined/in-order/cut-through``; ``workbench.schedule.claim_in_model``): the formulation has no
@@ -29,9 +36,11 @@ import time
 from typing import Any, Callable
 
 from workbench.algorithm import Algorithm
+from workbench.closed_form import UnsupportedCollective
 from workbench.collective import Collective
 from workbench.duality import by_duality
 from workbench.graphs import Bfs, bfs
+from workbench.parameters import Parameter
 from workbench.registry import Problem, SynthesisResult
 from workbench.schedule import DeliveryChain, claim_in_model
 from workbench.topology import Topology
@@ -49,10 +58,14 @@ def npu_neighbours(topology: Topology) -> list[list[int]]:
     return result
 
 
-def _gather_like(topology: Topology, collective: Collective, chunk_bytes: float, seed: int) -> Algorithm:
+def _gather_like(topology: Topology, collective: Collective, chunk_bytes: float, seed: int,
+                 multicast: bool = False) -> Algorithm:
     """Copies along pruned BFS trees, for a non-combining collective."""
     rng = random.Random(seed)
-    neighbours = npu_neighbours(topology)
+    if multicast:
+        neighbours = [sorted(topology.out_neighbors(v)) for v in range(topology.num_nodes)]
+    else:
+        neighbours = npu_neighbours(topology)
     trees: dict[int, Bfs] = {}
     hops: list[tuple[int, int, int, int, int]] = []  # (depth, chunk, parent, child, origin)
     for chunk, needers in enumerate(collective.post):
@@ -79,11 +92,16 @@ def _gather_like(topology: Topology, collective: Collective, chunk_bytes: float,
     return chain.build(topology, collective, chunk_bytes)
 
 
-def _synthesize(topology: Topology, collective: Collective, chunk_bytes: float, seed: int) -> Algorithm:
+def _synthesize(topology: Topology, collective: Collective, chunk_bytes: float, seed: int,
+                switches: str = "route") -> Algorithm:
     if collective.combining and collective.kind not in ("reducescatter", "reduce", "allreduce"):
         raise ValueError("bfs-trees handles combining collectives only as reduce-scatter, reduce or all-reduce")
+    multicast = switches == "multicast" and topology.num_switches > 0
+    if multicast and collective.combining:
+        raise UnsupportedCollective("bfs-trees: switches=multicast copies in switches, which do not reduce; "
+                                    f"{collective.kind} needs switches=route")
     return by_duality(topology, collective, chunk_bytes,
-                      lambda view, gather, size: _gather_like(view, gather, size, seed))
+                      lambda view, gather, size: _gather_like(view, gather, size, seed, multicast))
 
 
 class BfsTrees:
@@ -91,14 +109,20 @@ class BfsTrees:
 
     name = "bfs-trees"
     kind = "schedule"
-    parameters = ()
+    parameters = (Parameter("switches", ("str",), "route", "route tree edges through switches, or multicast in them",
+                            choices=("route", "multicast")),)
 
     def synthesize(self, problem: Problem, *, time_limit: float, seed: int,
                    on_incumbent: Callable[[Algorithm], None] | None = None, **params: Any) -> SynthesisResult:
-        if params:
-            raise ValueError(f"bfs-trees takes no parameters, got {sorted(params)}")
+        unknown = sorted(set(params) - {"switches"})
+        if unknown:
+            raise ValueError(f"bfs-trees: unknown parameters {unknown}")
         started = time.perf_counter()
-        algorithm = _synthesize(problem.topology, problem.collective, problem.chunk_bytes, seed)
+        try:
+            algorithm = _synthesize(problem.topology, problem.collective, problem.chunk_bytes, seed,
+                                    params.get("switches", "route"))
+        except UnsupportedCollective as exc:
+            return SynthesisResult([], "error", time.perf_counter() - started, message=str(exc))
         seconds = time.perf_counter() - started
         claim_in_model(algorithm)  # provenance (formulation, seed, ...) is the runner's to stamp
         if on_incumbent is not None:
