@@ -18,7 +18,7 @@ from workbench.alpha_beta import alpha_beta_bound
 from workbench.bounds import lower_bounds
 from workbench.collective import custom_collective, make_collective
 from workbench.optimum import allgather_cut_ratio
-from workbench.registry import Problem
+from workbench.registry import Problem, get_formulation
 from workbench.simulate import LINK_MODELS, ORDERS, SWITCH_MODELS, simulate
 from workbench.time_expanded import network_of
 from workbench.topology import Link, Topology, build
@@ -132,14 +132,26 @@ def test_cut_through_books_every_link_of_a_segment_at_once(monkeypatch):
 
 
 # ------------------------------------------------------------------ where it runs, and the hook
+def test_all_reduce_takes_its_reduce_scatter_bound():
+    ring = build("ring:5")
+    reduce_scatter = alpha_beta_bound(ring, make_collective("reducescatter", 5, 2), 1e5)
+    all_reduce = alpha_beta_bound(ring, make_collective("allreduce", 5, 2), 1e5)
+    assert all_reduce.seconds == reduce_scatter.seconds and all_reduce.seconds is not None
+    for name in ("ring", "bruck", "direct"):  # and it stays below All-Reduce schedules
+        problem = Problem(ring, make_collective("allreduce", 5, 2), 5 * 2 * 1e5)
+        algorithm = get_formulation(name).synthesize(problem, time_limit=10, seed=0).algorithms[0]
+        assert all_reduce.seconds <= simulate(algorithm).collective_time
+
+
 def test_it_says_why_it_does_not_run():
     ring = build("ring:4")
-    assert "all-reduce" in alpha_beta_bound(ring, make_collective("allreduce", 4), 1e5).note
+    several = custom_collective(4, [[0, 1], [1, 2]], [[2, 3], [0, 3]], combining=True)
+    assert "several post ranks" in alpha_beta_bound(ring, several, 1e5).note
     too_many = alpha_beta_bound(ring, make_collective("allgather", 4), 1e5, max_npus=3)
     assert too_many.seconds is None and "NPUs" in too_many.note
     too_big = alpha_beta_bound(ring, make_collective("allgather", 4), 1e5, max_columns=50)
     assert too_big.seconds is None and "columns" in too_big.note
-    bounds = lower_bounds(ring, make_collective("allreduce", 4), 1e5)
+    bounds = lower_bounds(ring, several, 1e5)
     assert bounds.alpha_beta is None and "alpha_beta" in bounds.notes
     assert lower_bounds(ring, make_collective("allgather", 4), 1e5, lp=False).alpha_beta is None
 

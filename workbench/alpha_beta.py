@@ -33,7 +33,11 @@ What one LP serves (``units_of``):
   contributing rank s, one flow of s's contributions to the ranks that need them. A byte carries
   the partial sum of many contributions, so the load is the largest over contributors (the time
   reversal of the All-Gather case on the reversed graph: ``workbench.duality``);
-* All-Reduce (chunks with several post ranks) is left to ``splitting_cut`` and ``gossip``.
+* All-Reduce: its Reduce-Scatter's LPs. Every rank of an All-Reduce ends with the sum of every
+  chunk, so in particular with the sums a Reduce-Scatter of the same buffer leaves it: an
+  All-Reduce schedule is a Reduce-Scatter schedule (with extra transfers), and no faster than the
+  fastest one. The bound charges one pass of latency and bandwidth, not the two an
+  All-Reduce's gather also needs, so it is weakest where both phases cost alike.
 
 Where it runs (``lower_bounds`` calls it inside its LP time): at most ``MAX_NPUS`` NPUs and LPs of
 at most ``MAX_COLUMNS`` columns, ``COUPLED_COLUMNS`` when several flows share one LP (the step count
@@ -49,7 +53,7 @@ import math
 import time
 from dataclasses import dataclass
 
-from workbench.collective import Collective
+from workbench.collective import Collective, make_collective
 from workbench.deadline import Deadline
 from workbench.time_expanded import Commodity, Network, Unit, infeasible_within, network_of, potentials
 from workbench.topology import Topology, TopologyError
@@ -83,10 +87,12 @@ class AlphaBeta:
 
 def units_of(topology: Topology, collective: Collective, chunk_bytes: float) -> tuple[list[Unit], str | None]:
     """The LPs that bound the collective (module docstring), or ``([], why not)``."""
+    if collective.kind == "allreduce":  # bounded by the Reduce-Scatter it contains (module docstring)
+        collective = make_collective("reducescatter", collective.num_ranks, collective.chunks_per_rank)
     groups = collective.groups()
     if collective.combining:
         if any(len(post) != 1 for _, post, _ in groups):
-            return [], "all-reduce: chunks with several post ranks are left to the splitting-cut and gossip bounds"
+            return [], "a reduction with several post ranks per chunk is left to the splitting-cut and gossip bounds"
         sent: dict[int, dict[int, float]] = {}
         for pre, post, count in groups:
             (rank,) = post
