@@ -14,7 +14,7 @@ from schedules import random_algorithm
 from workbench.algorithm import FORMAT, FORMAT_2, Algorithm, AlgorithmFormatError, load_algorithm
 from workbench.bounds import lower_bounds
 from workbench.cli import main
-from workbench.collective import Collective
+from workbench.collective import Collective, make_collective
 from workbench.examples import ring_allgather, ring_allreduce, ring_reducescatter
 from workbench.registry import Problem, get_formulation
 from workbench.simulate import LINK_MODELS, ORDERS, SWITCH_MODELS, route_segments, simulate
@@ -214,9 +214,11 @@ def test_a_uniform_overhead_raises_every_bound_by_itself():
     for algorithm in (ring_allgather(6, 1e5, plain), ring_allreduce(6, 1e5, plain)):
         before = lower_bounds(plain, algorithm.collective, algorithm.chunk_bytes).to_dict()
         after = lower_bounds(priced, algorithm.collective, algorithm.chunk_bytes).to_dict()
-        for key in ("injection", "latency", "cut", "optimum", "splitting_cut", "gossip"):
+        for key in ("injection", "cut", "optimum", "splitting_cut", "gossip"):
             if before[key]:
                 assert after[key] == pytest.approx(before[key] + 3 * US, rel=1e-12), key
+        # the latency bound's path pays it per segment: three NPU hops to the farthest rank
+        assert after["latency"] == pytest.approx(before["latency"] + 3 * 3 * US, rel=1e-12)
 
 
 @SETTINGS
@@ -352,3 +354,14 @@ def test_experiment_topologies_take_overhead_and_cells_carry_it():
         parse_experiment(grid(overhead="fast"), "o.yaml")
     with pytest.raises(ConfigError, match=r"overhead: expected a duration"):
         parse_experiment(grid(overhead="-1us"), "o.yaml")
+
+
+def test_the_latency_bound_charges_an_overhead_per_segment():
+    from workbench.bounds import latency_bound
+
+    ring = build("ring:8", alpha=1e-6, overhead=2e-6)  # the farthest rank is four NPU hops away
+    assert latency_bound(ring, make_collective("allgather", 8), 1e3) == pytest.approx(4 * (1e-6 + 2e-6))
+    star = build("switch:4", alpha=1e-6, overhead=2e-6)  # one cut-through segment through the switch
+    assert latency_bound(star, make_collective("allgather", 4), 1e3) == pytest.approx(1e-6 + 2e-6)
+    plain = build("ring:8", alpha=1e-6)
+    assert latency_bound(plain, make_collective("allgather", 8), 1e3) == pytest.approx(4e-6)

@@ -9,7 +9,9 @@ says the assumption it rests on:
   themselves, so the value is the same for every chunking of the problem.
 * ``latency``: a needed byte travels at least the alpha-shortest path from its (nearest, for
   copies; every, for reductions) holder. No serialisation term: a schedule may cut its data into
-  pieces as small as it likes, so the only piece every chunking must send is of 0 bytes.
+  pieces as small as it likes, so the only piece every chunking must send is of 0 bytes. With
+  per-message overheads the path also pays, per segment, its first link's overhead (every
+  message occupies its links for at least that before it arrives: ``Topology.message_distances``).
 * ``cut``: for every node subset A (small topologies), the chunks that must enter A cross links
   into A: ``need(A) * chunk / cap(A)`` plus the smallest alpha of those links (SCCL spec sec. 4).
 * ``optimum``: the exact throughput optimum by max-flow (``workbench.optimum``), plus the smallest
@@ -179,7 +181,9 @@ def latency_bound(topology: Topology, collective: Collective, chunk_bytes: float
     ``chunk_bytes`` is not used: the bound holds for every chunking, so it has no serialisation
     term (a chunk's own ``chunk / bandwidth`` would hold for that chunking only).
     """
-    dist = topology.alpha_distances()
+    # with overheads every segment of the chain pays its first link's (``message_distances``)
+    overheads = any(l.overhead for l in topology.links)
+    dist = topology.message_distances() if overheads else topology.alpha_distances()
     best = 0.0
     for pre, post, _ in collective.groups():
         holders = np.array(sorted(pre))
@@ -194,7 +198,7 @@ def latency_bound(topology: Topology, collective: Collective, chunk_bytes: float
                     continue
                 travel = dist[holders, rank].min()
             best = max(best, float(travel))
-    return float(best) + (topology.min_overhead() if best > 0 else 0.0)
+    return float(best)
 
 
 def cut_bound(topology: Topology, collective: Collective, chunk_bytes: float, max_nodes: int = 16) -> float | None:

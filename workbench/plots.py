@@ -193,12 +193,14 @@ def time_by_size(rows: list[dict[str, Any]], folder: Path) -> list[Path]:
     written = []
     for topology, panels in by_topology.items():
         fig, axes = plt.subplots(1, len(panels), figsize=(4.2 * len(panels), 4.2), squeeze=False)
+        everyone = sorted({name for lines in panels.values() for name in lines if name != "bound"})
+        colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
         for ax, (collective, lines) in zip(axes[0], sorted(panels.items())):
-            names = sorted(name for name in lines if name != "bound")
-            for i, name in enumerate(names):
+            for name in sorted(name for name in lines if name != "bound"):
+                i = everyone.index(name)  # one colour and marker per formulation across the panels
                 xs = sorted(lines[name])
                 ax.plot(xs, [lines[name][x] * 1e6 for x in xs], marker=MARKERS[i % len(MARKERS)], ms=4, lw=1,
-                        label=name)
+                        color=colours[i % len(colours)], label=name)
             if "bound" in lines:
                 xs = sorted(lines["bound"])
                 ax.plot(xs, [lines["bound"][x] * 1e6 for x in xs], "k--", lw=1.5, label="bound")

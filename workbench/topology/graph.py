@@ -267,6 +267,22 @@ class Topology:
             self._alpha = all_pairs_shortest(self.num_nodes, [(l.src, l.dst, l.alpha + 1e-30) for l in self.links])
         return self._alpha
 
+    def message_distances(self) -> np.ndarray:
+        """Shortest chains of messages between all nodes: each link weighs its alpha, and a link
+        leaving an NPU its overhead too (inf when unreachable).
+
+        A segment leaves an NPU and arrives after its alphas plus its serialisation, which is at
+        least the overhead of its first link (docs/cost-model.md); a chain of transfers from one
+        NPU to another pays that for every segment, so no chunk arrives sooner than this. Equal to
+        ``alpha_distances`` where every overhead is 0.
+        """
+        if not any(l.overhead for l in self.links):
+            return self.alpha_distances()
+        from workbench.graphs import all_pairs_shortest
+
+        return all_pairs_shortest(self.num_nodes, [
+            (l.src, l.dst, l.alpha + (0.0 if self.is_switch(l.src) else l.overhead) + 1e-30) for l in self.links])
+
     # ---------------------------------------------------------------- transforms
     def reversed(self) -> "Topology":
         """Every link turned around (same alpha, bandwidth and overhead)."""
