@@ -68,7 +68,9 @@ def test_without_overhead_the_choice_is_never_slower_than_the_default(spec):
 
 
 def test_large_messages_and_pinned_depths_keep_their_pieces():
-    large = _synth("ring:8", "allgather", SIZED_BELOW, overhead=1 * US)
+    large = _synth("ring:8", "allgather", SIZED_BELOW)
     assert large.meta["P"] == 64 * large.meta["H"] and "time_by_pieces" not in large.meta
+    priced = _synth("ring:8", "allgather", SIZED_BELOW, overhead=1 * US)  # overheads: sized at any size
+    assert "time_by_pieces" in priced.meta and priced.meta["P"] <= 64 * priced.meta["H"]
     pinned = _synth("ring:8", "allgather", 64e3, overhead=1 * US, pieces=32)
     assert pinned.meta["P"] == 32 and "time_by_pieces" not in pinned.meta

@@ -32,11 +32,18 @@ from workbench.topology import Topology
 
 np = lazy_module("numpy")  # imported on first use (workbench.lazy)
 
-__all__ = ["ScheduleBuilder", "DeliveryChain", "order_by_start", "claim_in_model", "SIZED_BELOW"]
+__all__ = ["ScheduleBuilder", "DeliveryChain", "order_by_start", "claim_in_model", "SIZED_BELOW", "adapts_to_size"]
 
 # bytes: a formulation that adapts its chunking to the message size does so only below this, so
 # large-message results (every committed reproduction is at 1 GB or more) do not move
 SIZED_BELOW = 256e6
+
+
+def adapts_to_size(topology: Topology, size_bytes: float) -> bool:
+    """Whether a formulation chooses its chunking by the message size: below ``SIZED_BELOW``, and at
+    any size on a fabric whose links pay a per-message overhead (there every piece costs link time,
+    and no committed reproduction has one)."""
+    return size_bytes < SIZED_BELOW or any(link.overhead for link in topology.links)
 
 
 class ScheduleBuilder:

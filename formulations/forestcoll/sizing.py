@@ -14,7 +14,9 @@ bytes, and only where a config does not pin ``pieces``:
    rounds, so it overestimates shallow pipelines (up to 3.5x at one piece) and never the deep
    ones; the true best is at or below its choice.
 
-From ``SIZED_BELOW`` up the default stands, so large-message results do not move.
+From ``SIZED_BELOW`` up the default stands, so large-message results do not move, except on a
+fabric whose links pay a per-message overhead (``workbench.schedule.adapts_to_size``), where the
+depth is chosen at every size.
 """
 
 from __future__ import annotations

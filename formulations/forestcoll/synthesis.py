@@ -13,7 +13,7 @@ from workbench.collective import Collective, make_collective
 from workbench.deadline import Deadline
 from workbench.duality import by_duality
 from workbench.registry import Problem, SynthesisResult
-from workbench.schedule import claim_in_model
+from workbench.schedule import adapts_to_size, claim_in_model
 from workbench.topology import Topology
 from workbench.symmetry import translations
 
@@ -26,7 +26,7 @@ from .schedule import (EdgePlan, SharedEdge, emit_schedule, pipeline_height, pla
                        share_edges, slot_order, transfers_per_batch)
 from .stagger import stagger_switch_visits
 from . import PACKINGS  # declared with the parameters, in the package
-from .sizing import SIZED_BELOW, fastest_depth
+from .sizing import fastest_depth
 from .splitting import SplitResult, split_switches
 
 __all__ = ["synthesize", "Forest", "build_forest"]
@@ -287,7 +287,7 @@ def synthesize(formulation: Any, problem: Problem, *, time_limit: float, seed: i
         return total if len(by_links) == len(forests) else 2 * total  # one forest serving both phases
 
     planned: dict[int, float] = {}
-    if pieces is None and size < SIZED_BELOW:  # timing the depths is how this one is chosen
+    if pieces is None and adapts_to_size(topology, size):  # timing the depths is how this one is chosen
         algorithm, timed, planned = fastest_depth(m, plan_for, schedule_for, deadline)
         m = algorithm.collective.chunks_per_rank // common
         seconds, claim_seconds = deadline.elapsed(), 0.0

@@ -5,7 +5,8 @@ pipeline better on large messages, fewer pay fewer alphas and per-message overhe
 Below ``SIZED_BELOW`` bytes, where the problem has one chunk per rank (a config that pins
 ``chunks`` above one keeps them) and a standard collective, the greedy runs with each of
 ``CHOICES`` chunks per NPU and the schedule that simulates fastest in the default model (its
-claim) is kept. From ``SIZED_BELOW`` up the problem's chunking stands, so large-message results do
+claim) is kept. From ``SIZED_BELOW`` up (unless the links pay a per-message overhead:
+``workbench.schedule.adapts_to_size``) the problem's chunking stands, so large-message results do
 not move. Each choice gets an equal share of what is left of the time limit.
 """
 
@@ -16,7 +17,7 @@ from typing import Callable
 from workbench.collective import make_collective
 from workbench.deadline import Deadline
 from workbench.registry import Problem, SynthesisResult
-from workbench.schedule import SIZED_BELOW
+from workbench.schedule import SIZED_BELOW, adapts_to_size
 
 __all__ = ["SIZED_BELOW", "CHOICES", "chunk_choices", "with_chunks", "fastest_chunking"]
 
@@ -28,7 +29,7 @@ def chunk_choices(problem: Problem, chunks: str) -> tuple[int, ...]:
     """The chunks per NPU to try: ``CHOICES`` where ``chunks`` is "auto" and the rule above
     applies, else the problem's own."""
     collective = problem.collective
-    if chunks == "given" or problem.size_bytes >= SIZED_BELOW or collective.kind == "custom" \
+    if chunks == "given" or not adapts_to_size(problem.topology, problem.size_bytes) or collective.kind == "custom" \
             or collective.chunks_per_rank != 1:
         return (collective.chunks_per_rank,)
     return CHOICES
