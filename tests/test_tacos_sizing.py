@@ -1,6 +1,7 @@
 """TACOS's chunks per NPU by message size (``formulations.tacos.sizing``): below 256 MB, where the
-problem has one chunk per rank, the fastest of 1, 2, 4 and 8 by the simulated claim; the problem's
-chunking from 256 MB up, when it pins more than one, and with ``chunks="given"``."""
+problem has one chunk per rank, the fastest of 1, 2, 4 and 8 by the simulated claim (at every size
+where links pay a per-message overhead); the problem's chunking from 256 MB up, when it pins more
+than one, and with ``chunks="given"``."""
 
 from __future__ import annotations
 
@@ -14,8 +15,8 @@ from workbench.simulate import simulate
 from workbench.topology import build
 
 
-def _synth(spec: str, kind: str, size: float, k: int = 1, **params):
-    topology = build(spec)
+def _synth(spec: str, kind: str, size: float, k: int = 1, overhead: float = 0.0, **params):
+    topology = build(spec, overhead=overhead) if overhead else build(spec)
     problem = Problem(topology, make_collective(kind, topology.num_npus, k), size)
     result = Tacos().synthesize(problem, time_limit=60, seed=0, **params)
     assert result.algorithms, result.message
@@ -37,6 +38,8 @@ def test_the_fastest_chunking_is_kept_and_beats_one_chunk(kind):
 
 def test_large_messages_and_pinned_chunkings_are_kept():
     assert _synth("dgx1", "allgather", SIZED_BELOW).collective.chunks_per_rank == 1
+    priced = _synth("dgx1", "allgather", SIZED_BELOW, overhead=2e-6)  # overheads: sized at any size
+    assert sorted(map(int, priced.meta["time_by_chunks"])) == list(CHOICES)
     pinned = _synth("dgx1", "allgather", 16e6, k=2)
     assert pinned.collective.chunks_per_rank == 2 and "time_by_chunks" not in pinned.meta
 

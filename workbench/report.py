@@ -311,7 +311,7 @@ def build_table(rows: list[dict[str, Any]], experiment: Experiment) -> Table:
             continue
         if not any((row, column) in table.cells and table.cells[(row, column)].runs for row in table.rows):
             table.notes.append(f"{column}: not yet run" + ("" if column in columns else
-                                                          " (no formulation in this workbench yet; paper values only)"))
+                                                          " (paper values only: no formulation entry of this experiment has that label)"))
             for row in table.rows:
                 cell = table.cell(row, column)
                 if cell.ours is None and not cell.status:
