@@ -32,17 +32,15 @@ after the trees are built and not counted in the synthesis seconds.
 from __future__ import annotations
 
 import random
-import time
-from typing import Any, Callable
 
 from workbench.algorithm import Algorithm
-from workbench.closed_form import UnsupportedCollective
+from workbench.closed_form import ClosedForm, UnsupportedCollective
 from workbench.collective import Collective
 from workbench.duality import by_duality
 from workbench.graphs import Bfs, bfs
 from workbench.parameters import Parameter
-from workbench.registry import Problem, SynthesisResult
-from workbench.schedule import DeliveryChain, claim_in_model
+from workbench.registry import Problem
+from workbench.schedule import DeliveryChain
 from workbench.topology import Topology
 
 __all__ = ["BfsTrees"]
@@ -104,27 +102,12 @@ def _synthesize(topology: Topology, collective: Collective, chunk_bytes: float, 
                       lambda view, gather, size: _gather_like(view, gather, size, seed, multicast))
 
 
-class BfsTrees:
+class BfsTrees(ClosedForm):
     """Shortest-path-tree schedules (see the module docstring)."""
 
     name = "bfs-trees"
-    kind = "schedule"
     parameters = (Parameter("switches", ("str",), "route", "route tree edges through switches, or multicast in them",
                             choices=("route", "multicast")),)
 
-    def synthesize(self, problem: Problem, *, time_limit: float, seed: int,
-                   on_incumbent: Callable[[Algorithm], None] | None = None, **params: Any) -> SynthesisResult:
-        unknown = sorted(set(params) - {"switches"})
-        if unknown:
-            raise ValueError(f"bfs-trees: unknown parameters {unknown}")
-        started = time.perf_counter()
-        try:
-            algorithm = _synthesize(problem.topology, problem.collective, problem.chunk_bytes, seed,
-                                    params.get("switches", "route"))
-        except UnsupportedCollective as exc:
-            return SynthesisResult([], "error", time.perf_counter() - started, message=str(exc))
-        seconds = time.perf_counter() - started
-        claim_in_model(algorithm)  # provenance (formulation, seed, ...) is the runner's to stamp
-        if on_incumbent is not None:
-            on_incumbent(algorithm)
-        return SynthesisResult([algorithm], "feasible", seconds, stats={"transfers": len(algorithm.transfers)})
+    def build(self, problem: Problem, seed: int, switches: str = "route") -> Algorithm:
+        return _synthesize(problem.topology, problem.collective, problem.chunk_bytes, seed, switches)

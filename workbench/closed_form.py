@@ -26,7 +26,8 @@ class UnsupportedCollective(ValueError):
 
 
 class ClosedForm:
-    """Base of rule-built formulations: subclasses set ``name``, ``builder`` and ``parameters``."""
+    """Base of rule-built formulations: subclasses set ``name``, ``builder`` and ``parameters`` (or
+    override ``build`` where the seed matters)."""
 
     name = ""
     kind = "schedule"
@@ -40,7 +41,7 @@ class ClosedForm:
             raise ValueError(f"{self.name}: unknown parameters {unknown}")
         started = time.perf_counter()
         try:
-            algorithm = type(self).builder(problem, **params)
+            algorithm = self.build(problem, seed, **params)
         except UnsupportedCollective as exc:
             return SynthesisResult([], "error", time.perf_counter() - started, message=str(exc))
         seconds = time.perf_counter() - started
@@ -48,3 +49,7 @@ class ClosedForm:
         if on_incumbent is not None:
             on_incumbent(algorithm)
         return SynthesisResult([algorithm], "feasible", seconds, {"transfers": len(algorithm.transfers)})
+
+    def build(self, problem: Problem, seed: int, **params: Any) -> Algorithm:
+        """The schedule; a rule that draws from the seed (tie breaks) overrides this."""
+        return type(self).builder(problem, **params)
