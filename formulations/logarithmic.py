@@ -75,14 +75,15 @@ def _tree_allgather(topology: Topology, collective: Collective, chunk_bytes: flo
     n = collective.num_ranks
     blocks = _blocks(collective)
     chain = DeliveryChain()
-    for d, offsets in tree_steps(n, descending):
+    steps = tree_steps(n, descending)
+    for d, offsets in steps:
         groups = [offsets] if aggregation <= 0 else [offsets[i:i + aggregation]
                                                      for i in range(0, len(offsets), aggregation)]
         for group in groups:
             for x in range(n):
                 chunks = [c for h in group for c in blocks[(x + h) % n]]
                 chain.send(chunks, x, (x - d) % n)
-    return chain.build(topology, collective, chunk_bytes, {"steps": len(tree_steps(n, descending))})
+    return chain.build(topology, collective, chunk_bytes, {"steps": len(steps)})
 
 
 def _bruck_alltoall(problem: Problem) -> Algorithm:
@@ -92,7 +93,8 @@ def _bruck_alltoall(problem: Problem) -> Algorithm:
     target = [min(post) for post in collective.post]
     holder = list(source)
     chain = DeliveryChain()
-    for d, _ in tree_steps(n, descending=False):
+    steps = tree_steps(n, descending=False)
+    for d, _ in steps:
         moving: dict[int, list[int]] = {}
         for c in range(collective.num_chunks):
             if (target[c] - source[c]) % n & d:
@@ -101,8 +103,7 @@ def _bruck_alltoall(problem: Problem) -> Algorithm:
             chain.send(moving[x], x, (x + d) % n)
             for c in moving[x]:
                 holder[c] = (x + d) % n
-    return chain.build(problem.topology, collective, problem.chunk_bytes,
-                       {"steps": len(tree_steps(n, descending=False))})
+    return chain.build(problem.topology, collective, problem.chunk_bytes, {"steps": len(steps)})
 
 
 def _check(collective: Collective, name: str, defined: tuple[str, ...]) -> None:

@@ -181,9 +181,7 @@ def latency_bound(topology: Topology, collective: Collective, chunk_bytes: float
     ``chunk_bytes`` is not used: the bound holds for every chunking, so it has no serialisation
     term (a chunk's own ``chunk / bandwidth`` would hold for that chunking only).
     """
-    # with overheads every segment of the chain pays its first link's (``message_distances``)
-    overheads = any(l.overhead for l in topology.links)
-    dist = topology.message_distances() if overheads else topology.alpha_distances()
+    dist = topology.message_distances()  # with overheads, every segment of a chain pays its first link's
     best = 0.0
     for pre, post, _ in collective.groups():
         holders = np.array(sorted(pre))
