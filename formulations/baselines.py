@@ -44,7 +44,7 @@ from __future__ import annotations
 import math
 
 from workbench.algorithm import Algorithm
-from workbench.closed_form import ClosedForm, UnsupportedCollective
+from workbench.closed_form import ClosedForm, UnsupportedCollective, require_kind
 from workbench.collective import Collective
 from workbench.parameters import Parameter
 from workbench.registry import Problem
@@ -60,8 +60,7 @@ def _owner_chunks(collective: Collective, owner: int) -> list[int]:
 
 def _phases(collective: Collective, supported: tuple[str, ...], name: str) -> tuple[bool, bool]:
     """(reduce-scatter phase?, all-gather phase?) for the collective."""
-    if collective.kind not in supported:
-        raise UnsupportedCollective(f"{name} defines {', '.join(supported)}, not {collective.kind}")
+    require_kind(collective, name, supported)
     return collective.kind in ("reducescatter", "allreduce"), collective.kind in ("allgather", "allreduce")
 
 
@@ -210,8 +209,7 @@ def _tree(n: int, which: int) -> tuple[list[int], list[list[int]]]:
 
 def dbt_schedule(problem: Problem) -> Algorithm:
     collective = problem.collective
-    if collective.kind != "allreduce":
-        raise UnsupportedCollective(f"dbt defines allreduce, not {collective.kind}")
+    require_kind(collective, "dbt", ("allreduce",))
     n = collective.num_ranks
     builder = ScheduleBuilder(problem.topology, collective, problem.chunk_bytes)
     plan = []

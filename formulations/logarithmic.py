@@ -35,7 +35,7 @@ Claimed time: the schedule's own time in the simulator's default model (``workbe
 from __future__ import annotations
 
 from workbench.algorithm import Algorithm
-from workbench.closed_form import ClosedForm, UnsupportedCollective
+from workbench.closed_form import ClosedForm, UnsupportedCollective, require_kind
 from workbench.collective import Collective
 from workbench.duality import by_duality
 from workbench.parameters import Parameter
@@ -107,8 +107,7 @@ def _bruck_alltoall(problem: Problem) -> Algorithm:
 
 
 def _check(collective: Collective, name: str, defined: tuple[str, ...]) -> None:
-    if collective.kind not in defined:
-        raise UnsupportedCollective(f"{name} defines {', '.join(defined)}, not {collective.kind}")
+    require_kind(collective, name, defined)
     if collective.num_ranks < 2:
         raise UnsupportedCollective(f"{name} needs at least 2 ranks")
 

@@ -14,15 +14,22 @@ import time
 from typing import Any, Callable
 
 from workbench.algorithm import Algorithm
+from workbench.collective import Collective
 from workbench.parameters import Parameter
 from workbench.registry import Problem, SynthesisResult
 from workbench.schedule import claim_in_model
 
-__all__ = ["ClosedForm", "UnsupportedCollective"]
+__all__ = ["ClosedForm", "UnsupportedCollective", "require_kind"]
 
 
 class UnsupportedCollective(ValueError):
     """The rule does not define a schedule for this problem (collective kind, rank count, topology)."""
+
+
+def require_kind(collective: Collective, name: str, defined: tuple[str, ...]) -> None:
+    """Refuse a collective the rule does not define, naming what it does."""
+    if collective.kind not in defined:
+        raise UnsupportedCollective(f"{name} defines {', '.join(defined)}, not {collective.kind}")
 
 
 class ClosedForm:
