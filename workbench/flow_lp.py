@@ -40,7 +40,7 @@ and this bound runs inside every cell's evaluation.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from workbench.lazy import lazy_module
 from workbench.collective import Collective
@@ -101,6 +101,8 @@ class FlowLp:
     row_upper: np.ndarray
     max_bw: float
     blocks: list[tuple[str, int, int]]
+    # the unicast flows in column order: flow i's columns are ``i * len(links)`` onwards
+    unicast: list[tuple[frozenset, dict[int, int]]] = field(default_factory=list)
 
     def tag(self, row: int) -> str:
         """The equation row ``row`` comes from."""
@@ -186,7 +188,7 @@ def _build(topology: Topology, groups: Groups) -> FlowLp | None:
     rows_v.append(-np.ones(num_links))
     rows_done("(F3)", num_links, np.full(num_links, -math.inf), np.zeros(num_links))
     return FlowLp(t_col + 1, t_col, (np.concatenate(rows_i), np.concatenate(rows_j), np.concatenate(rows_v)),
-                  np.concatenate(lower), np.concatenate(upper), max_bw, blocks)
+                  np.concatenate(lower), np.concatenate(upper), max_bw, blocks, list(unicast.items()))
 
 
 def flow_lp_bound(topology: Topology, collective: Collective, chunk_bytes: float,

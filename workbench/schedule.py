@@ -16,6 +16,8 @@ order (the verifier's timeline rule):
 file should list transfers in the order the formulation plans to start them; this sorts a schedule
 by planned start and keeps every dependency before its dependent. ``claim_in_model``: a formulation
 whose only timeline is the schedule it writes claims that schedule's time in a simulator model.
+``settle_order``: a schedule re-listed by list scheduling in the default model, for formulations
+whose planned order leaves links idle behind a transfer that waits.
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ from workbench.topology import Topology
 
 np = lazy_module("numpy")  # imported on first use (workbench.lazy)
 
-__all__ = ["ScheduleBuilder", "DeliveryChain", "order_by_start", "claim_in_model", "SIZED_BELOW", "adapts_to_size"]
+__all__ = ["ScheduleBuilder", "DeliveryChain", "order_by_start", "settle_order", "claim_in_model", "SIZED_BELOW", "adapts_to_size"]
 
 # bytes: a formulation that adapts its chunking to the message size does so only below this, so
 # large-message results (every committed reproduction is at 1 GB or more) do not move
@@ -166,6 +168,85 @@ def order_by_start(algorithm: Algorithm, starts: Sequence[float] | None = None) 
     for new_id, t in enumerate(listed):
         t.id = new_id
     return Algorithm(algorithm.topology, algorithm.collective, algorithm.chunk_bytes, listed, dict(algorithm.meta))
+
+
+def settle_order(algorithm: Algorithm) -> Algorithm:
+    """The same transfers re-listed by list scheduling in the simulator's default model.
+
+    That model serves every link in file order, so a transfer listed early that waits for its
+    chunk holds back every later one on its links. Here transfers are placed one at a time, each
+    time the one (among those whose deps are placed) that can start earliest on its first segment's
+    links given what is placed so far (ties: file order), and listed in that order. Each placement
+    follows the default model's own rule (start at the latest of ready and the links' free times),
+    so the listed schedule simulates to exactly the placed times. Same transfers, same deps
+    (renumbered by ``order_by_start``). Ready transfers wait in one queue per first-segment link
+    set, earliest ready first; a lazy heap ranks the queues' heads (a start only grows as links
+    fill, so a popped head whose start grew is pushed back).
+    """
+    from workbench.simulate import route_segments
+
+    topology = algorithm.topology
+    transfers = algorithm.transfers
+    routes: dict[tuple[int, int], list] = {}
+    for t in transfers:
+        if (t.src, t.dst) not in routes:
+            routes[(t.src, t.dst)] = route_segments(topology, t.src, t.dst)
+    segments = [routes[(t.src, t.dst)] for t in transfers]
+    waiting = [len(set(t.deps)) for t in transfers]
+    dependants: list[list[int]] = [[] for _ in transfers]
+    for t in transfers:
+        for d in set(t.deps):
+            dependants[d].append(t.id)
+    free = [0.0] * len(topology.links)
+    ready = [0.0] * len(transfers)
+    placed_start = [0.0] * len(transfers)
+    chunk_bytes = algorithm.chunk_bytes
+    # ready transfers queue by the links of their first segment: within a queue the links' free
+    # time is common, so the earliest ready goes first; one heap entry per queue ranks the queues
+    queues: dict[tuple[int, ...], list[tuple[float, int]]] = {}
+    heap: list[tuple[float, int, tuple[int, ...]]] = []
+
+    def offer(i: int) -> None:
+        links = segments[i][0][0]
+        queue = queues.setdefault(links, [])
+        if not queue or (ready[i], i) < queue[0]:
+            heapq.heappush(heap, (max([ready[i]] + [free[l] for l in links]), i, links))
+        heapq.heappush(queue, (ready[i], i))
+
+    for t in transfers:
+        if waiting[t.id] == 0:
+            offer(t.id)
+    placed = 0
+    while heap:
+        key, head, links = heapq.heappop(heap)
+        queue = queues[links]
+        if not queue or queue[0][1] != head:
+            continue  # a stale entry: this queue's head has changed since
+        begin = max([queue[0][0]] + [free[l] for l in links])
+        if begin > key:
+            heapq.heappush(heap, (begin, head, links))
+            continue
+        _, i = heapq.heappop(queue)
+        placed_start[i] = placed
+        placed += 1
+        at, nbytes = ready[i], chunk_bytes * len(transfers[i].chunks)
+        for seg_links, alpha_sum, bandwidth, overhead in segments[i]:
+            begin = max([at] + [free[l] for l in seg_links])
+            serialise = nbytes / bandwidth + overhead
+            for l in seg_links:
+                free[l] = begin + serialise
+            at = begin + serialise + alpha_sum
+        if queue:
+            ahead = queue[0]
+            heapq.heappush(heap, (max([ahead[0]] + [free[l] for l in links]), ahead[1], links))
+        for j in dependants[i]:
+            ready[j] = max(ready[j], at)
+            waiting[j] -= 1
+            if waiting[j] == 0:
+                offer(j)
+    if placed != len(transfers):
+        raise ValueError("settle_order: the dependencies form a cycle")
+    return order_by_start(algorithm, placed_start)
 
 
 def _ready_first(transfers: list[Transfer], keys: list[float]) -> list[int]:

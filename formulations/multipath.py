@@ -1,0 +1,173 @@
+"""Multipath: each rank's chunks split over the paths of the max-concurrent-flow LP and pipelined.
+
+Paper: P. Basu, L. Zhao, J. Fantl, S. Pal, A. Krishnamurthy, J. Khoury, "Efficient All-to-All
+Collective Communication Schedules for Direct-Connect Topologies" (HPDC 2024). Their method solves
+the multi-commodity-flow (MCF) LP of the All-to-All, decomposes its flows into weighted paths and
+turns those into a schedule. This formulation follows that route with the workbench's own pieces
+and choices: the LP and its decomposition live on the floor (``workbench.flow_routes``), and the
+schedule is a pipeline of equal pieces, not the paper's time-stepped link schedule.
+
+Paper symbol -> code name:
+
+==============================  ==================================================================
+MCF LP, throughput ``T*``       ``workbench.flow_routes.flow_routes`` (stage 1); stage 2 keeps
+                                ``T <= 1.01 T*`` and prefers short paths (its docstring)
+path decomposition ``P_sd``     ``Routes.paths[(origins, d)]``: paths with the share of the demand
+pieces per (s, d)               ``chunks``: the collective cut into ``k`` chunks per pair
+==============================  ==================================================================
+
+The schedule (our choice; the paper's link schedule is not public in full):
+
+* the ``k`` pieces of a pair go to its paths in proportion to their shares (largest remainder,
+  so with ``k`` = 1 every pair takes its widest path);
+* a path is cut at the NPUs on it (they store and forward). A stretch through switches is one
+  transfer where the simulator's route between its ends is that stretch (cut-through, one
+  message); else every hop is its own transfer (a switch may hold and forward: DESIGN), so the
+  flow's choice of spine or plane is kept;
+* transfers are listed by ``piece + hop`` (piece's position on its path, hop's position on the
+  piece's way), a wavefront: every path starts at once and each piece follows the one before it
+  one hop behind; every transfer waits for the one that brought its piece
+  (``workbench.schedule.DeliveryChain``). That plan is then re-listed by list scheduling
+  (``workbench.schedule.settle_order``: the transfer that can start first goes next): in the
+  wavefront order a piece that waits for its previous hop holds back its links.
+
+``chunks`` (auto): the pieces per pair are chosen by simulation among ``CHOICES``, the fastest in
+the default model kept (``meta.time_by_chunks``); more pieces spread a pair over more paths and
+pipeline deeper, fewer pay fewer alphas and per-message overheads. A given number is used as is.
+
+Collectives: All-to-All, scatter, gather and custom demands whose chunks each go to one rank (the
+LP's flows add up per link). All-Gather, broadcast and reductions are refused (their copies and
+sums do not add up per link).
+
+Claimed time: the schedule's own time in the simulator's default model (``claim_in_model``).
+``meta`` records the LP's throughput time (``flow_optimum``, without alpha), its status, the
+paths per pair and the LP seconds.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Callable
+
+from workbench.algorithm import Algorithm
+from workbench.collective import Collective, make_collective
+from workbench.deadline import Deadline
+from workbench.flow_routes import Routes, RoutesError, flow_routes
+from workbench.parameters import Parameter
+from workbench.registry import Problem, SynthesisResult
+from workbench.schedule import DeliveryChain, claim_in_model, settle_order
+from workbench.topology import Topology
+
+__all__ = ["Multipath", "CHOICES", "build_schedule", "split_pieces"]
+
+CHOICES = (1, 2, 4, 8, 16)  # pieces per pair tried by ``chunks="auto"``
+MAX_TRANSFERS = 400_000  # a choice that would write more is skipped
+
+
+def split_pieces(shares: list[float], pieces: int) -> list[int]:
+    """Pieces per path in proportion to ``shares`` (largest remainder; ties to the earlier path)."""
+    exact = [share * pieces for share in shares]
+    counts = [int(x) for x in exact]
+    order = sorted(range(len(shares)), key=lambda i: (-(exact[i] - counts[i]), i))
+    for i in order[:pieces - sum(counts)]:
+        counts[i] += 1
+    return counts
+
+
+def _stretches(topology: Topology, path: tuple[int, ...]) -> list[tuple[int, int]]:
+    """The transfers that move a piece along ``path``: one per stretch between NPUs when the
+    simulator routes it that way, else one per hop."""
+    cuts = [i for i, node in enumerate(path) if not topology.is_switch(node)]
+    moves: list[tuple[int, int]] = []
+    for a, b in zip(cuts, cuts[1:]):
+        stretch = path[a:b + 1]
+        if len(stretch) == 2 or (topology.route(stretch[0], stretch[-1]) == stretch
+                                 and len({topology.link(u, v).bandwidth for u, v in zip(stretch, stretch[1:])}) == 1):
+            moves.append((stretch[0], stretch[-1]))
+        else:
+            moves.extend(zip(stretch, stretch[1:]))
+    return moves
+
+
+def build_schedule(topology: Topology, collective: Collective, chunk_bytes: float, routes: Routes) -> Algorithm:
+    """The pipelined schedule of the module docstring for ``collective`` (any chunks per pair)."""
+    chunks_of: dict[tuple[frozenset, int], list[int]] = {}
+    for chunk, (pre, post) in enumerate(zip(collective.pre, collective.post)):
+        for rank in sorted(post - pre):
+            chunks_of.setdefault((frozenset(pre), rank), []).append(chunk)
+    n = collective.num_ranks
+    moves: list[tuple[tuple[int, int, int, int], int, int, int]] = []  # (key, chunk, src, dst)
+    for (pre, rank), chunks in chunks_of.items():
+        found = routes.paths.get((pre, rank))
+        if not found:
+            raise RoutesError(f"no route for the chunks {sorted(pre)} -> {rank}")
+        counts = split_pieces([share for _, share in found], len(chunks))
+        taken = 0
+        for (path, _), count in zip(found, counts):
+            steps = _stretches(topology, path)
+            for position, chunk in enumerate(chunks[taken:taken + count]):
+                for hop, (u, v) in enumerate(steps):
+                    moves.append(((position + hop, hop, (rank - path[0]) % n, path[0]), chunk, u, v))
+            taken += count
+    moves.sort()
+    chain = DeliveryChain()
+    for _, chunk, u, v in moves:
+        chain.send(chunk, u, v)
+    return settle_order(chain.build(topology, collective, chunk_bytes))
+
+
+def _refine(problem: Problem, pieces: int) -> Problem:
+    """The problem with ``pieces`` chunks per rank (pair, for All-to-All)."""
+    collective = problem.collective
+    if pieces == collective.chunks_per_rank or collective.kind == "custom":
+        return problem
+    return Problem(problem.topology, make_collective(collective.kind, collective.num_ranks, pieces, collective.root),
+                   problem.size_bytes)
+
+
+class Multipath:
+    """Multipath schedules from the flow LP's paths (module docstring)."""
+
+    name = "multipath"
+    kind = "schedule"
+    parameters = (Parameter("chunks", ("int", "str"), "auto", "pieces per rank pair ('auto': the fastest of "
+                            f"{', '.join(map(str, CHOICES))} by simulation)", choices=("auto",), minimum=1),)
+
+    def synthesize(self, problem: Problem, *, time_limit: float, seed: int,
+                   on_incumbent: Callable[[Algorithm], None] | None = None, **params: Any) -> SynthesisResult:
+        unknown = sorted(set(params) - {p.name for p in self.parameters})
+        if unknown:
+            raise ValueError(f"{self.name}: unknown parameters {unknown}")
+        chunks = params.get("chunks", "auto")
+        started = time.perf_counter()
+        deadline = Deadline(time_limit)
+        base = _refine(problem, 1) if chunks == "auto" else _refine(problem, int(chunks))
+        try:
+            routes = flow_routes(base.topology, base.collective, base.chunk_bytes, deadline.limit(floor=0.05))
+        except RoutesError as exc:
+            return SynthesisResult([], "error", time.perf_counter() - started, message=f"multipath: {exc}")
+        except TimeoutError as exc:
+            return SynthesisResult([], "timeout", time.perf_counter() - started, message=f"multipath: {exc}")
+        choices = CHOICES if chunks == "auto" and problem.collective.kind != "custom" else (None,)
+        best: Algorithm | None = None
+        timed: dict[int, float] = {}
+        for pieces in choices:
+            if best is not None and deadline.expired:
+                break
+            refined = base if pieces is None else _refine(problem, pieces)
+            pairs = sum(len(post - pre) for pre, post in zip(refined.collective.pre, refined.collective.post))
+            if best is not None and pairs * max(len(p) for ps in routes.paths.values() for p, _ in ps) > MAX_TRANSFERS:
+                break
+            algorithm = build_schedule(refined.topology, refined.collective, refined.chunk_bytes, routes)
+            claim = claim_in_model(algorithm)
+            timed[refined.collective.chunks_per_rank] = claim
+            if best is None or claim < best.meta["claimed_time"]:
+                best = algorithm
+                if on_incumbent is not None:
+                    on_incumbent(algorithm)
+        assert best is not None
+        best.meta.update({"flow_optimum": routes.optimum_seconds, "routes_status": routes.status,
+                          "lp_seconds": routes.lp_seconds, "time_by_chunks": timed,
+                          "paths_per_pair": max((len(p) for p in routes.paths.values()), default=0)})
+        return SynthesisResult([best], "feasible", time.perf_counter() - started,
+                               {"transfers": len(best.transfers), "lp_seconds": routes.lp_seconds})

@@ -1,0 +1,150 @@
+"""Multipath: routes from the flow LP, their decomposition, the settled order and the schedules."""
+
+import numpy as np
+import pytest
+from hypothesis import assume, given, settings, strategies as st
+
+from formulations.multipath import split_pieces
+from workbench.algorithm import Algorithm, Transfer
+from workbench.bounds import flow_lp_bound, latency_bound
+from workbench.collective import Collective, make_collective
+from workbench.flow_routes import decompose_flow, flow_routes
+from workbench.registry import Problem, get_formulation
+from workbench.schedule import settle_order
+from workbench.simulate import simulate
+from workbench.topology import Link, Topology, build
+from workbench.verify import verify
+
+A, B = 1e-6, 50e9
+
+
+def leaf_spine(leaves: int = 2, per_leaf: int = 2, spines: int = 2) -> Topology:
+    """NPUs on leaves, every leaf joined to every spine; all links alike."""
+    n = leaves * per_leaf
+    links = []
+    for npu in range(n):
+        leaf = n + npu // per_leaf
+        links += [Link(npu, leaf, A, B), Link(leaf, npu, A, B)]
+    for leaf in range(n, n + leaves):
+        for spine in range(n + leaves, n + leaves + spines):
+            links += [Link(leaf, spine, A, B), Link(spine, leaf, A, B)]
+    return Topology.create(n, links, leaves + spines, f"leafspine:{leaves}x{per_leaf}x{spines}")
+
+
+def synth(topology, kind, size, **params):
+    problem = Problem(topology, make_collective(kind, topology.num_npus), size)
+    return get_formulation("multipath").synthesize(problem, time_limit=30, seed=0, **params), problem
+
+
+def test_decompose_a_diamond_into_its_two_paths():
+    topo = Topology.create(4, [Link(0, 1, A, B), Link(0, 2, A, B), Link(1, 3, A, B), Link(2, 3, A, B)], 0, "diamond")
+    flow = np.array([0.5, 0.5, 0.5, 0.5])
+    assert decompose_flow(topo, flow, frozenset({0}), {3: 1}) == {3: [((0, 1, 3), 0.5), ((0, 2, 3), 0.5)]}
+
+
+def test_a_cycle_of_round_off_is_cancelled():
+    # 0 -> 1 -> 2 -> 3 with a spurious circulation 1 -> 2 -> 1 on top
+    topo = Topology.create(4, [Link(0, 1, A, B), Link(1, 2, A, B), Link(2, 1, A, B), Link(2, 3, A, B)], 0, "loop")
+    flow = np.array([1.0, 1.4, 0.4, 1.0])
+    assert decompose_flow(topo, flow, frozenset({0}), {3: 1}) == {3: [((0, 1, 2, 3), 1.0)]}
+
+
+@settings(max_examples=40, deadline=None)
+@given(data=st.data(), n=st.integers(3, 7))
+def test_decomposition_carries_every_demand_on_the_flow(data, n):
+    """Paths drawn at random and summed into a flow come back as paths that carry every demand
+    within the flow; what they leave unused is a circulation (cycles the drawn paths formed)."""
+    topo = build(f"fc:{n}", alpha=A, bandwidth=B)
+    demands: dict[int, float] = {}
+    flow = np.zeros(len(topo.links))
+    for d in range(1, n):
+        for _ in range(data.draw(st.integers(1, 3))):
+            middle = data.draw(st.lists(st.sampled_from([v for v in range(1, n) if v != d]), max_size=2, unique=True))
+            amount = data.draw(st.floats(0.1, 4.0))
+            path = [0, *middle, d]
+            for u, v in zip(path, path[1:]):
+                flow[topo.link_index(u, v)] += amount
+            demands[d] = demands.get(d, 0.0) + amount
+    assume(demands)
+    found = decompose_flow(topo, flow, frozenset({0}), demands)
+    loads = np.zeros(len(topo.links))
+    for d, paths in found.items():
+        assert sum(share for _, share in paths) == pytest.approx(1.0)
+        for path, share in paths:
+            assert path[0] == 0 and path[-1] == d
+            for u, v in zip(path, path[1:]):
+                loads[topo.link_index(u, v)] += share * demands[d]
+    assert (loads <= flow + 1e-6).all()
+    unused = flow - loads
+    for v in range(n):
+        out = sum(unused[topo.link_index(v, w)] for w in topo.out_neighbors(v))
+        into = sum(unused[topo.link_index(u, v)] for u in topo.in_neighbors(v))
+        assert out == pytest.approx(into, abs=1e-6)
+
+
+@given(shares=st.lists(st.floats(0.01, 1.0), min_size=1, max_size=5), pieces=st.integers(1, 20))
+def test_pieces_follow_the_shares(shares, pieces):
+    total = sum(shares)
+    counts = split_pieces([s / total for s in shares], pieces)
+    assert sum(counts) == pieces
+    assert all(abs(c - s / total * pieces) < 1 for c, s in zip(counts, shares))
+
+
+def test_settled_order_lets_the_ready_transfer_go_first():
+    """Listed first, a transfer that waits for a slow delivery holds the link in the default
+    model; settled, the ready one goes first and the schedule is one transfer time shorter."""
+    topo = Topology.create(3, [Link(0, 1, 0.0, 1e9), Link(1, 2, 0.0, 1e9), Link(2, 1, 0.0, 1e9)], 0, "line")
+    chunk = 1e6  # 1 ms per transfer on every link
+    transfers = [Transfer(0, (0,), 0, 1, "copy", ()), Transfer(1, (0,), 1, 2, "copy", (0,)),
+                 Transfer(2, (1,), 1, 2, "copy", ())]
+    coll = Collective("custom", 3, 1, (frozenset({0}), frozenset({1})), (frozenset({0, 2}), frozenset({1, 2})),
+                      False, None)
+    planned = Algorithm(topo, coll, chunk, transfers, {})
+    assert simulate(planned).collective_time == pytest.approx(3e-3)
+    settled = settle_order(planned)
+    verify(settled)
+    assert [(t.chunks, t.src, t.dst) for t in settled.transfers][0] in (((0,), 0, 1), ((1,), 1, 2))
+    assert simulate(settled).collective_time == pytest.approx(2e-3)
+
+
+def test_routes_reach_the_flow_optimum_on_a_leaf_spine():
+    """Both spines carry the cross-leaf traffic, so the routes' loads meet the flow LP's bound."""
+    topo = leaf_spine()
+    coll = make_collective("alltoall", 4)
+    routes = flow_routes(topo, coll, 1e6, time_limit=10)
+    assert routes.status == "optimal"
+    assert routes.optimum_seconds == pytest.approx(flow_lp_bound(topo, coll, 1e6) - A, rel=1e-5)
+    spines = {path[2] for (pre, d), paths in routes.paths.items() for path, _ in paths if len(path) == 5}
+    assert spines == {6, 7}
+
+
+@pytest.mark.parametrize("size", [64e3, 16e6])
+def test_alltoall_on_a_leaf_spine_is_valid_and_near_the_bound(size):
+    topo = leaf_spine(2, 4, 2)
+    result, problem = synth(topo, "alltoall", size)
+    assert result.status == "feasible", result.message
+    algorithm = result.algorithms[0]
+    verify(algorithm)
+    simulated = simulate(algorithm).collective_time
+    assert algorithm.meta["claimed_time"] == simulated
+    bound = max(flow_lp_bound(topo, problem.collective, problem.chunk_bytes),
+                latency_bound(topo, problem.collective, problem.chunk_bytes))
+    assert simulated <= 1.35 * bound
+    assert set(algorithm.meta["time_by_chunks"]) == {1, 2, 4, 8, 16}
+
+
+def test_a_single_path_schedule_is_slower_than_the_multipath_one():
+    """On a leaf-spine the BFS route puts all cross-leaf traffic on one spine: twice the load."""
+    topo = leaf_spine(2, 4, 2)
+    result, problem = synth(topo, "alltoall", 16e6)
+    direct = get_formulation("direct").synthesize(problem, time_limit=10, seed=0)
+    assert simulate(result.algorithms[0]).collective_time < 0.7 * simulate(direct.algorithms[0]).collective_time
+
+
+def test_given_chunks_are_kept_and_copies_are_refused():
+    topo = build("ring:4", alpha=A, bandwidth=B)
+    result, _ = synth(topo, "alltoall", 1e6, chunks=3)
+    assert result.algorithms[0].collective.chunks_per_rank == 3
+    verify(result.algorithms[0])
+    refused, _ = synth(topo, "allgather", 1e6)
+    assert refused.status == "error" and "allgather" in refused.message
