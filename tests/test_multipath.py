@@ -1,16 +1,14 @@
-"""Multipath: routes from the flow LP, their decomposition, the settled order and the schedules."""
+"""Multipath: routes from the flow LP, their decomposition and the schedules."""
 
 import numpy as np
 import pytest
 from hypothesis import assume, given, settings, strategies as st
 
 from formulations.multipath import split_pieces
-from workbench.algorithm import Algorithm, Transfer
 from workbench.bounds import flow_lp_bound, latency_bound
-from workbench.collective import Collective, make_collective
+from workbench.collective import make_collective
 from workbench.flow_routes import decompose_flow, flow_routes
 from workbench.registry import Problem, get_formulation
-from workbench.schedule import settle_order
 from workbench.simulate import simulate
 from workbench.topology import Link, Topology, build
 from workbench.verify import verify
@@ -88,23 +86,6 @@ def test_pieces_follow_the_shares(shares, pieces):
     counts = split_pieces([s / total for s in shares], pieces)
     assert sum(counts) == pieces
     assert all(abs(c - s / total * pieces) < 1 for c, s in zip(counts, shares))
-
-
-def test_settled_order_lets_the_ready_transfer_go_first():
-    """Listed first, a transfer that waits for a slow delivery holds the link in the default
-    model; settled, the ready one goes first and the schedule is one transfer time shorter."""
-    topo = Topology.create(3, [Link(0, 1, 0.0, 1e9), Link(1, 2, 0.0, 1e9), Link(2, 1, 0.0, 1e9)], 0, "line")
-    chunk = 1e6  # 1 ms per transfer on every link
-    transfers = [Transfer(0, (0,), 0, 1, "copy", ()), Transfer(1, (0,), 1, 2, "copy", (0,)),
-                 Transfer(2, (1,), 1, 2, "copy", ())]
-    coll = Collective("custom", 3, 1, (frozenset({0}), frozenset({1})), (frozenset({0, 2}), frozenset({1, 2})),
-                      False, None)
-    planned = Algorithm(topo, coll, chunk, transfers, {})
-    assert simulate(planned).collective_time == pytest.approx(3e-3)
-    settled = settle_order(planned)
-    verify(settled)
-    assert [(t.chunks, t.src, t.dst) for t in settled.transfers][0] in (((0,), 0, 1), ((1,), 1, 2))
-    assert simulate(settled).collective_time == pytest.approx(2e-3)
 
 
 def test_routes_reach_the_flow_optimum_on_a_leaf_spine():

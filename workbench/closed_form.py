@@ -4,8 +4,11 @@ Ring, recursive halving-doubling, Bruck, PAT and their kin write one schedule fr
 shape. ``ClosedForm`` gives them the registry's ``synthesize``: it refuses unknown parameters,
 turns ``UnsupportedCollective`` (the rule does not cover this collective or rank count) into an
 ``error`` result with the reason, times the build, stamps the claim (the schedule's own time in the
-simulator's default model, ``workbench.schedule.claim_in_model``; simulated after the build and not
-counted in the synthesis seconds) and reports the schedule as ``feasible``: a rule proves nothing.
+simulator's default model, ``workbench.schedule.claim_in_model``) and reports the schedule as
+``feasible``: a rule proves nothing. Below 256 MB (``workbench.schedule.adapts_to_size``) the rule's
+listing is kept or replaced by its list-scheduled one, whichever simulates faster
+(``workbench.schedule.claim_listing``, ``meta.listing``): on a fabric with switches a transfer that
+waits can hold a link that others could use. Those simulations count in the synthesis seconds.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ from workbench.algorithm import Algorithm
 from workbench.collective import Collective
 from workbench.parameters import Parameter
 from workbench.registry import Problem, SynthesisResult
-from workbench.schedule import claim_in_model
+from workbench.schedule import claim_listing
 
 __all__ = ["ClosedForm", "UnsupportedCollective", "require_kind"]
 
@@ -51,8 +54,10 @@ class ClosedForm:
             algorithm = self.build(problem, seed, **params)
         except UnsupportedCollective as exc:
             return SynthesisResult([], "error", time.perf_counter() - started, message=str(exc))
+        # below 256 MB the listing that simulates faster, planned or settled (claim_listing); the
+        # simulations that choose it count as synthesis, since they shape the file
+        algorithm = claim_listing(algorithm, problem.size_bytes)  # provenance is the runner's to stamp
         seconds = time.perf_counter() - started
-        claim_in_model(algorithm)  # provenance (formulation, seed, ...) is the runner's to stamp
         if on_incumbent is not None:
             on_incumbent(algorithm)
         return SynthesisResult([algorithm], "feasible", seconds, {"transfers": len(algorithm.transfers)})

@@ -60,6 +60,9 @@ reproduces it at every message size. Transfers are listed by their start in the 
 timeline (``schedule.plan_times``: rounds of the slot order, each hop as many rounds behind its
 feeder as alpha and serialisation take), which the default model serves link by link in that
 order; the claim is computed after the synthesis (``stats.claim_seconds``, not in its seconds).
+Where the depth is chosen by size (below 256 MB, ``pieces`` not pinned) the listing is then that
+plan's or its list-scheduled one, whichever simulates faster
+(``workbench.schedule.claim_listing``, ``meta.listing``).
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ from workbench.collective import Collective, make_collective
 from workbench.deadline import Deadline
 from workbench.duality import by_duality
 from workbench.registry import Problem, SynthesisResult
-from workbench.schedule import adapts_to_size, claim_in_model
+from workbench.schedule import adapts_to_size, claim_in_model, claim_listing
 from workbench.topology import Topology
 from workbench.symmetry import translations
 
@@ -324,6 +324,8 @@ def synthesize(formulation: Any, problem: Problem, *, time_limit: float, seed: i
     if timed:  # the depths weighed at this size: planned, and simulated where written
         meta["plan_by_pieces"] = {str(p): t for p, t in planned.items()}
         meta["time_by_pieces"] = {str(p): t for p, t in timed.items()}
+    if timed:  # the depth chosen by size (nothing pinned): planned or list-scheduled listing, the faster
+        algorithm = claim_listing(algorithm, size, None if deadline.unlimited else deadline.remaining())
     algorithm.meta.update(meta)
     if status == "optimal":  # proven in the throughput model; the floor judges the simulated time
         algorithm.meta["model_optimal"] = "forestcoll-throughput"

@@ -46,7 +46,9 @@ against 1.66 us); with a larger ``switch_degree`` it times the unwound view, not
 (switch:8 at 1 GiB: 18.8 ms against 34.9 ms in the default model); and pipelined links do not wait
 for alpha (ndv2:2 at 64 KB: 14.7 us estimated, 6.6 us in the default model). The claim is simulated
 for each incumbent handed on (else once, for the result); the synthesis seconds leave that out
-(``stats["claim_seconds"]`` counts it).
+(``stats["claim_seconds"]`` counts it). Below 256 MB (``workbench.schedule.adapts_to_size``) the
+result is listed in the greedy's order or re-listed by list scheduling, whichever simulates faster
+(``workbench.schedule.claim_listing``, ``meta.listing``), and claims that time.
 
 Engines (``engine`` parameter): ``python`` and ``compiled`` (numba) give identical schedules for the
 same seed; ``auto`` picks (``engines.choose_engine``). Layout: ``matching`` (shared pieces),
@@ -75,7 +77,7 @@ from workbench.deadline import Deadline
 from workbench.duality import Phase, by_duality_phases
 from workbench.parameters import Parameter
 from workbench.registry import Problem, SynthesisResult
-from workbench.schedule import claim_in_model
+from workbench.schedule import adapts_to_size, claim_in_model, claim_listing
 from workbench.topology import Topology
 
 __all__ = ["Tacos", "greedy_all_gather", "MatchResult", "to_algorithm", "choose_engine"]
@@ -111,7 +113,8 @@ class Tacos:
                        engine=engine)
         choices = chunk_choices(problem, chunks)
         if len(choices) == 1:
-            return self._synthesize(problem, time_limit=time_limit, on_incumbent=on_incumbent, **options)
+            return _listed(self._synthesize(problem, time_limit=time_limit, on_incumbent=on_incumbent, **options),
+                           problem)
         deadline = Deadline(time_limit)
         fastest: list[float] = []
 
@@ -124,6 +127,7 @@ class Tacos:
             p, time_limit=limit, on_incumbent=improving, **options))
         if result.algorithms:
             result.algorithms[0].meta["time_by_chunks"] = {str(k): t for k, t in timed.items()}
+        result = _listed(result, problem)
         result.wall_seconds = deadline.elapsed()
         result.stats["chunks_tried"] = sorted(timed)
         return result
@@ -200,6 +204,15 @@ class Tacos:
         # the greedy's estimates, carried through reversal and summed over an all-reduce's halves
         algorithm.meta["greedy_time"] = algorithm.meta.pop("claimed_time")
         return algorithm, totals
+
+
+def _listed(result: SynthesisResult, problem: Problem) -> SynthesisResult:
+    """Below 256 MB, the schedule in the listing that simulates faster: the greedy's timeline or
+    its list-scheduled re-listing (``workbench.schedule.claim_listing``), with that time claimed."""
+    if result.algorithms and adapts_to_size(problem.topology, problem.size_bytes):
+        result.algorithms[0] = claim_listing(result.algorithms[0], problem.size_bytes)
+        result.claimed_times = [a.meta.get("claimed_time") for a in result.algorithms]
+    return result
 
 
 def _claim(algorithm: Algorithm) -> float:
