@@ -56,8 +56,21 @@ def test_the_search_starts_at_the_planned_best_and_times_each_depth_as_pinned():
     # the plan counts whole rounds: never below what the simulator gives the written schedule
     for pieces, seconds in timed.items():
         assert seconds <= planned[pieces] * (1 + 1e-9), pieces
-        pinned = _synth("torus:4x4", "allgather", 1e6, overhead=1 * US, pieces=int(pieces))
+        pinned = _synth("torus:4x4", "allgather", 1e6, overhead=1 * US, pieces=int(pieces), k=sized.meta["k"],
+                        packing=sized.meta["packing"]["same"])  # the trees the size chose
         assert simulate(pinned).collective_time == seconds, pieces
+
+
+def test_the_trees_are_chosen_by_size_unless_pinned():
+    """torus:4x4, 1 us a message, 1 MB: one tree per root beats the optimal k trees; 1 GiB keeps them."""
+    sized = _synth("torus:4x4", "allgather", 1e6, overhead=1 * US)
+    tried = sized.meta["time_by_trees"]
+    assert set(tried) == {"auto", "k=1", "levels"}
+    assert sized.meta["claimed_time"] == min(tried.values()) == tried["k=1"] < tried["auto"]
+    assert sized.meta["k"] == 1
+    pinned = _synth("torus:4x4", "allgather", 1e6, overhead=1 * US, k="auto", packing="symmetric")
+    assert "time_by_trees" not in pinned.meta and pinned.meta["k"] > 1
+    assert "time_by_trees" not in _synth("torus:4x4", "allgather", SIZED_BELOW).meta
 
 
 @pytest.mark.parametrize("spec", ["ring:8", "switch:4"])

@@ -35,7 +35,12 @@ of transfers from a root), at most 1024, lowered so the schedule stays within ``
 default 4,000,000: the simulator and verifier take a minute or two and ~5 GB at that size, and the pipeline fill
 ``(H - 1) / P`` is what keeps a deep forest from T*; below 256 MB the depth, a power of two up to
 that default, is the one whose schedule simulates fastest at the size, which matters where links
-pay a per-message overhead: ``sizing``, ``meta.time_by_pieces``), ``cut_through`` (False: edges through
+pay a per-message overhead: ``sizing``, ``meta.time_by_pieces``; there too, where ``k`` and
+``packing`` are left "auto", the trees are chosen by size: the forest of the optimal k, one tree
+per root (k = 1: fewer, larger messages; ``T_1 >= T*``) where the optimal k is above one, and
+BFS-layered trees ("levels") where the translation packer grew them, each written at its best
+depth, the fastest in the simulator kept, ``meta.time_by_trees``; a candidate starts only while
+twice the first forest's seconds are left), ``cut_through`` (False: edges through
 switches are sent hop by hop; True: one cut-through transfer where the simulator's route matches,
 see ``schedule``; default "auto": the one predicted faster, see ``build_forest``), ``k`` ("auto" or a fixed number of trees per root; a fixed k gives
 ``T_k >= T*``), ``splitting`` ("auto", "greedy" or "spread", see ``build_forest``), ``packing``

@@ -204,27 +204,82 @@ def synthesize(formulation: Any, problem: Problem, *, time_limit: float, seed: i
     n = collective.num_ranks
     if n != topology.num_npus:
         raise ValueError(f"forestcoll: the collective must span every NPU ({topology.num_npus}), got {n} ranks")
+    # hop by hop serves every link at its own pace (1.01x T* on NVSwitch/IB fabrics against 1.14x
+    # cut-through) but needs a transfer per hop, so fewer pieces fit the budget; "auto" weighs the two
+    cut_through = _flag(params.get("cut_through", "auto"))
+    packing = params.get("packing", "auto")
+
+    def forests_of(k_choice: int | str, packing_choice: str) -> dict[str, Forest]:
+        return _forests(problem, k_choice, packing_choice, seed, deadline, params.get("splitting", "auto"),
+                        max_transfers, cut_through)
+
+    try:
+        forests = forests_of(k, packing)
+    except Timeout:
+        return SynthesisResult([], "timeout", deadline.elapsed(),
+                               message=f"tree construction exceeded {time_limit:g} s")
+    first_seconds = deadline.elapsed()
+    algorithm, status, stats = _scheduled(problem, forests, pieces, max_transfers, deadline)
+    if pieces is None and k == "auto" and packing == "auto" and adapts_to_size(topology, problem.size_bytes):
+        # the trees by size (nothing pinned, below 256 MB): one tree per root, or BFS-layered trees
+        # where the translation packer grew them, written and timed like the first (sizing)
+        tried = {"auto": algorithm.meta["claimed_time"]}
+        others = []
+        if any(f.units.k > 1 for f in forests.values()):
+            others.append(("k=1", 1, "auto"))
+        if any(f.packing == "symmetric" for f in forests.values()):
+            others.append(("levels", "auto", "levels"))
+        for label, k_choice, packing_choice in others:
+            if not deadline.unlimited and deadline.remaining() < 2 * first_seconds:
+                break  # another forest would not fit what is left of the time limit
+            try:
+                candidate_forests = forests_of(k_choice, packing_choice)
+                candidate = _scheduled(problem, candidate_forests, pieces, max_transfers, deadline)
+            except (Timeout, PackingError):
+                continue
+            tried[label] = candidate[0].meta["claimed_time"]
+            if tried[label] < algorithm.meta["claimed_time"]:
+                algorithm, status, stats = candidate
+        algorithm.meta["time_by_trees"] = tried
+    if on_incumbent is not None:
+        on_incumbent(algorithm)
+    return SynthesisResult([algorithm], status, stats.pop("seconds"), stats=stats)
+
+
+def _forests(problem: Problem, k: int | str, packing: str, seed: int, deadline: Deadline, splitting: str,
+             max_transfers: int, cut_through: bool | str) -> dict[str, Forest]:
+    """The forest of each phase (``same``: the topology; ``reversed``: its reversed graph, for a
+    reduction), one forest serving both where the graph is its own reverse."""
+    collective = problem.collective
+    kind = collective.kind
+    topology = problem.topology
     gather_kind = "broadcast" if kind in ("broadcast", "reduce") else "allgather"
     phases = {"reducescatter": ["reversed"], "reduce": ["reversed"], "allreduce": ["reversed", "same"]}.get(
         kind, ["same"])
     forests: dict[str, Forest] = {}
-    # hop by hop serves every link at its own pace (1.01x T* on NVSwitch/IB fabrics against 1.14x
-    # cut-through) but needs a transfer per hop, so fewer pieces fit the budget; "auto" weighs the two
-    cut_through = _flag(params.get("cut_through", "auto"))
-    try:
-        reversed_topology = topology.reversed()
-        for phase in phases:
-            view = reversed_topology if phase == "reversed" else topology
-            if phase == "same" and "reversed" in forests and reversed_topology.links == topology.links:
-                forests[phase] = forests["reversed"]  # a symmetric fabric: the same forest serves both
-                continue
-            forests[phase] = build_forest(view, gather_kind, collective.root, k, seed, deadline,
-                                          params.get("splitting", "auto"), max_transfers,
-                                          params.get("packing", "auto"), reversible=(phase == "reversed"),
-                                          cut_through=cut_through)
-    except Timeout:
-        return SynthesisResult([], "timeout", deadline.elapsed(),
-                               message=f"tree construction exceeded {time_limit:g} s")
+    reversed_topology = topology.reversed()
+    for phase in phases:
+        view = reversed_topology if phase == "reversed" else topology
+        if phase == "same" and "reversed" in forests and reversed_topology.links == topology.links:
+            forests[phase] = forests["reversed"]  # a symmetric fabric: the same forest serves both
+            continue
+        forests[phase] = build_forest(view, gather_kind, collective.root, k, seed, deadline, splitting,
+                                      max_transfers, packing, reversible=(phase == "reversed"),
+                                      cut_through=cut_through)
+    return forests
+
+
+def _scheduled(problem: Problem, forests: dict[str, Forest], pieces: int | None, max_transfers: int,
+               deadline: Deadline) -> tuple[Algorithm, str, dict[str, Any]]:
+    """The pipelined schedule of the forests (depth chosen by size unless ``pieces`` pins it), its
+    status and stats (``seconds``: the synthesis seconds so far, without the claim where it was
+    timed apart)."""
+    collective = problem.collective
+    kind = collective.kind
+    topology = problem.topology
+    reversed_topology = topology.reversed()
+    n = collective.num_ranks
+    gather_kind = "broadcast" if kind in ("broadcast", "reduce") else "allgather"
     tree_seconds = deadline.elapsed()
     ks = [f.units.k for f in forests.values()]
     common = math.lcm(*ks)
@@ -329,10 +384,8 @@ def synthesize(formulation: Any, problem: Problem, *, time_limit: float, seed: i
     algorithm.meta.update(meta)
     if status == "optimal":  # proven in the throughput model; the floor judges the simulated time
         algorithm.meta["model_optimal"] = "forestcoll-throughput"
-    if on_incumbent is not None:
-        on_incumbent(algorithm)
     stats = {"transfers": len(algorithm.transfers), "max_flows": meta["max_flows"], "tree_seconds": tree_seconds,
-             "groups": meta["groups"], "claim_seconds": claim_seconds}
-    return SynthesisResult([algorithm], status, seconds, stats=stats)
+             "groups": meta["groups"], "claim_seconds": claim_seconds, "seconds": seconds}
+    return algorithm, status, stats
 
 
