@@ -29,11 +29,14 @@ The schedule (our choice; the paper's link schedule is not public in full):
   one hop behind; every transfer waits for the one that brought its piece
   (``workbench.schedule.DeliveryChain``). That plan is then re-listed by list scheduling
   (``workbench.schedule.settle_order``: the transfer that can start first goes next): in the
-  wavefront order a piece that waits for its previous hop holds back its links.
+  wavefront order a piece that waits for its previous hop holds back its links. The faster of the
+  two listings is kept (``workbench.schedule.claim_listing``).
 
 ``chunks`` (auto): the pieces per pair are chosen by simulation among ``CHOICES``, the fastest in
 the default model kept (``meta.time_by_chunks``); more pieces spread a pair over more paths and
-pipeline deeper, fewer pay fewer alphas and per-message overheads. A given number is used as is.
+pipeline deeper, fewer pay fewer alphas and per-message overheads. The choices stop where the
+next would pass ``MAX_TRANSFERS`` or not fit what is left of the time limit. A given number is
+used as is (a custom collective keeps its own chunks).
 
 Collectives: All-to-All, scatter, gather and custom demands whose chunks each go to one rank (the
 LP's flows add up per link). All-Gather, broadcast and reductions are refused (their copies and
@@ -50,12 +53,12 @@ import time
 from typing import Any, Callable
 
 from workbench.algorithm import Algorithm
-from workbench.collective import Collective, make_collective
+from workbench.collective import Collective
 from workbench.deadline import Deadline
 from workbench.flow_routes import Routes, RoutesError, flow_routes
 from workbench.parameters import Parameter
 from workbench.registry import Problem, SynthesisResult
-from workbench.schedule import DeliveryChain, claim_in_model, settle_order
+from workbench.schedule import DeliveryChain, claim_listing
 from workbench.topology import Topology
 
 __all__ = ["Multipath", "CHOICES", "build_schedule", "split_pieces"]
@@ -113,16 +116,7 @@ def build_schedule(topology: Topology, collective: Collective, chunk_bytes: floa
     chain = DeliveryChain()
     for _, chunk, u, v in moves:
         chain.send(chunk, u, v)
-    return settle_order(chain.build(topology, collective, chunk_bytes))
-
-
-def _refine(problem: Problem, pieces: int) -> Problem:
-    """The problem with ``pieces`` chunks per rank (pair, for All-to-All)."""
-    collective = problem.collective
-    if pieces == collective.chunks_per_rank or collective.kind == "custom":
-        return problem
-    return Problem(problem.topology, make_collective(collective.kind, collective.num_ranks, pieces, collective.root),
-                   problem.size_bytes)
+    return chain.build(topology, collective, chunk_bytes)
 
 
 class Multipath:
@@ -141,7 +135,7 @@ class Multipath:
         chunks = params.get("chunks", "auto")
         started = time.perf_counter()
         deadline = Deadline(time_limit)
-        base = _refine(problem, 1) if chunks == "auto" else _refine(problem, int(chunks))
+        base = problem.with_chunks(1 if chunks == "auto" else int(chunks))
         try:
             routes = flow_routes(base.topology, base.collective, base.chunk_bytes, deadline.limit(floor=0.05))
         except RoutesError as exc:
@@ -149,19 +143,23 @@ class Multipath:
         except TimeoutError as exc:
             return SynthesisResult([], "timeout", time.perf_counter() - started, message=f"multipath: {exc}")
         choices = CHOICES if chunks == "auto" and problem.collective.kind != "custom" else (None,)
+        longest = max((len(p) for found in routes.paths.values() for p, _ in found), default=2)
         best: Algorithm | None = None
-        timed: dict[int, float] = {}
+        timed: dict[str, float] = {}
+        last = 0.0  # seconds the previous choice took: the next takes about twice as long
         for pieces in choices:
-            if best is not None and deadline.expired:
-                break
-            refined = base if pieces is None else _refine(problem, pieces)
+            refined = base if pieces is None else problem.with_chunks(pieces)
             pairs = sum(len(post - pre) for pre, post in zip(refined.collective.pre, refined.collective.post))
-            if best is not None and pairs * max(len(p) for ps in routes.paths.values() for p, _ in ps) > MAX_TRANSFERS:
-                break
-            algorithm = build_schedule(refined.topology, refined.collective, refined.chunk_bytes, routes)
-            claim = claim_in_model(algorithm)
-            timed[refined.collective.chunks_per_rank] = claim
-            if best is None or claim < best.meta["claimed_time"]:
+            if best is not None and (pairs * (longest - 1) > MAX_TRANSFERS
+                                     or (not deadline.unlimited and deadline.remaining() < 2.5 * last)):
+                break  # more pieces would not fit the transfer budget or what is left of the time limit
+            began = time.perf_counter()
+            planned = build_schedule(refined.topology, refined.collective, refined.chunk_bytes, routes)
+            # the wavefront or its list-scheduled listing, the faster (at every size)
+            algorithm = claim_listing(planned, seconds_left=None if deadline.unlimited else deadline.remaining())
+            last = time.perf_counter() - began
+            timed[str(refined.collective.chunks_per_rank)] = algorithm.meta["claimed_time"]
+            if best is None or algorithm.meta["claimed_time"] < best.meta["claimed_time"]:
                 best = algorithm
                 if on_incumbent is not None:
                     on_incumbent(algorithm)

@@ -41,7 +41,10 @@ def test_with_overhead_small_messages_take_few_pieces_and_gain(spec, kind):
     sized = _synth(spec, kind, 64e3, overhead=1 * US)
     default = _synth(spec, kind, 64e3, overhead=1 * US, pieces=64 * sized.meta["H"])
     timed = sized.meta["time_by_pieces"]
-    assert timed[str(_depth(sized))] == min(timed.values()) == sized.meta["claimed_time"]
+    # the depths are timed in their planned listing; the claim may be a faster, list-scheduled one
+    assert timed[str(_depth(sized))] == min(timed.values()) == sized.meta.get("planned_listing_time",
+                                                                                sized.meta["claimed_time"])
+    assert sized.meta["claimed_time"] <= min(timed.values())
     assert _depth(sized) < 64 * sized.meta["H"]
     assert simulate(sized).collective_time == sized.meta["claimed_time"]
     assert simulate(sized).collective_time < 0.1 * simulate(default).collective_time
@@ -70,6 +73,7 @@ def test_the_trees_are_chosen_by_size_unless_pinned():
     assert sized.meta["k"] == 1
     pinned = _synth("torus:4x4", "allgather", 1e6, overhead=1 * US, k="auto", packing="symmetric")
     assert "time_by_trees" not in pinned.meta and pinned.meta["k"] > 1
+    assert "time_by_trees" not in _synth("torus:4x4", "allgather", 1e6, overhead=1 * US, k=4).meta
     assert "time_by_trees" not in _synth("torus:4x4", "allgather", SIZED_BELOW).meta
 
 

@@ -38,7 +38,7 @@ def test_settled_order_lets_the_ready_transfer_go_first():
 def test_claim_listing_keeps_the_faster_listing_below_256_mb_only():
     chosen = claim_listing(waiting_first(), 3e6)
     assert chosen.meta["listing"] == "settled"
-    assert chosen.meta["claimed_time"] == pytest.approx(2e-3) and chosen.meta["planned_time"] == pytest.approx(3e-3)
+    assert chosen.meta["claimed_time"] == pytest.approx(2e-3) and chosen.meta["planned_listing_time"] == pytest.approx(3e-3)
     large = claim_listing(waiting_first(), 1e9)
     assert "listing" not in large.meta and large.meta["claimed_time"] == pytest.approx(3e-3)
     no_time = claim_listing(waiting_first(), 3e6, seconds_left=0.0)
@@ -55,3 +55,18 @@ def test_a_listing_that_settling_cannot_improve_stays_planned():
     algorithm = result.algorithms[0]
     assert algorithm.meta["listing"] == "planned"
     assert algorithm.meta["claimed_time"] == simulate(algorithm).collective_time
+
+
+def test_placed_times_are_the_simulated_ones_on_routes_through_npus():
+    """Direct All-Gather on a ring sends to ranks two and three hops away: routes of several
+    segments (NPUs store and forward). The settled listing's t_start/t_end are its simulated times."""
+    from workbench.topology import build
+
+    topo = build("ring:6", alpha=1e-6, bandwidth=10e9)
+    result = get_formulation("direct").synthesize(Problem(topo, make_collective("allgather", 6), 6e5),
+                                                  time_limit=10, seed=0)
+    settled = settle_order(result.algorithms[0])
+    verify(settled)
+    simulated = simulate(settled)
+    assert [t.t_start for t in settled.transfers] == simulated.start.tolist()
+    assert [t.t_end for t in settled.transfers] == simulated.end.tolist()

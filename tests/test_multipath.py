@@ -41,10 +41,19 @@ def test_decompose_a_diamond_into_its_two_paths():
 
 
 def test_a_cycle_of_round_off_is_cancelled():
-    # 0 -> 1 -> 2 -> 3 with a spurious circulation 1 -> 2 -> 1 on top
+    # 0 -> 1 -> 2 -> 3 with a circulation 1 -> 2 -> 1 on top, heavier than the way on at 2
     topo = Topology.create(4, [Link(0, 1, A, B), Link(1, 2, A, B), Link(2, 1, A, B), Link(2, 3, A, B)], 0, "loop")
-    flow = np.array([1.0, 1.4, 0.4, 1.0])
+    flow = np.array([1.0, 2.5, 1.5, 1.0])
     assert decompose_flow(topo, flow, frozenset({0}), {3: 1}) == {3: [((0, 1, 2, 3), 1.0)]}
+
+
+def test_flow_absorbed_where_nothing_is_needed_is_dropped():
+    """The LP lets a node take in more than it needs: a walk that ends there is dropped and the
+    demand still comes back on its own paths."""
+    links = [Link(0, 1, A, B), Link(0, 2, A, B), Link(1, 3, A, B), Link(2, 3, A, B), Link(0, 4, A, B)]
+    topo = Topology.create(5, links, 0, "diamond+sink")
+    flow = np.array([0.5, 0.5, 0.5, 0.5, 1.0])
+    assert decompose_flow(topo, flow, frozenset({0}), {3: 1}) == {3: [((0, 1, 3), 0.5), ((0, 2, 3), 0.5)]}
 
 
 @settings(max_examples=40, deadline=None)
@@ -107,11 +116,11 @@ def test_alltoall_on_a_leaf_spine_is_valid_and_near_the_bound(size):
     algorithm = result.algorithms[0]
     verify(algorithm)
     simulated = simulate(algorithm).collective_time
-    assert algorithm.meta["claimed_time"] == simulated
     bound = max(flow_lp_bound(topo, problem.collective, problem.chunk_bytes),
                 latency_bound(topo, problem.collective, problem.chunk_bytes))
     assert simulated <= 1.35 * bound
-    assert set(algorithm.meta["time_by_chunks"]) == {1, 2, 4, 8, 16}
+    assert set(algorithm.meta["time_by_chunks"]) == {"1", "2", "4", "8", "16"}
+    assert min(algorithm.meta["time_by_chunks"].values()) == algorithm.meta["claimed_time"] == simulated
 
 
 def test_a_single_path_schedule_is_slower_than_the_multipath_one():

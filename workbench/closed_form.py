@@ -56,7 +56,8 @@ class ClosedForm:
             return SynthesisResult([], "error", time.perf_counter() - started, message=str(exc))
         # below 256 MB the listing that simulates faster, planned or settled (claim_listing); the
         # simulations that choose it count as synthesis, since they shape the file
-        algorithm = claim_listing(algorithm, problem.size_bytes)  # provenance is the runner's to stamp
+        algorithm = claim_listing(algorithm, problem.size_bytes,  # provenance is the runner's to stamp
+                                  seconds_left=time_limit - (time.perf_counter() - started) if time_limit else None)
         seconds = time.perf_counter() - started
         if on_incumbent is not None:
             on_incumbent(algorithm)

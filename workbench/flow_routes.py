@@ -13,7 +13,8 @@ routes, so a schedule can follow them:
 3. each flow is decomposed into paths (flow decomposition: Ahuja, Magnanti and Orlin, *Network
    Flows*, 1993, section 3.5): from an origin, follow the link with the most flow left until a
    node with demand left, take the smallest amount on the way, subtract, repeat. A cycle met on
-   the way (solver round-off) is cancelled.
+   the way (solver round-off) is cancelled, and a walk that ends where nothing is needed (flow a
+   node absorbed beyond its demand, which the LP's rows allow) is dropped.
 
 The result is, per (origins, destination), a few paths (node tuples, switches included) and the
 fraction of the demand each carries. Basu et al., "Efficient All-to-All Collective Communication
@@ -80,7 +81,9 @@ def flow_routes(topology: Topology, collective: Collective, chunk_bytes: float, 
     cost = np.zeros(cols)
     cost[lp.t_col] = 1.0
     lower, upper = np.zeros(cols), np.full(cols, math.inf)
-    first = solve_lp(cost, lower, upper, lp.rows, lp.row_lower, lp.row_upper, max(time_limit, 0.05), options=options)
+    # stage 1 may take most of the limit; stage 2 only refines it (its failure keeps stage 1's flows)
+    first = solve_lp(cost, lower, upper, lp.rows, lp.row_lower, lp.row_upper, max(0.7 * time_limit, 0.05),
+                     options=options)
     if first.status != "optimal" or first.x is None:
         raise TimeoutError(f"the flow LP was not solved in {time_limit:.3g} s ({first.status})")
     optimum = float(first.objective)
@@ -139,8 +142,14 @@ def decompose_flow(topology: Topology, flow: np.ndarray, origins: frozenset, dem
             nodes.append(nxt)
             edges.append(edge)
             node = nxt
-        if node == start or remaining.get(node, 0.0) <= tolerance.get(node, 0.0):
-            break  # the flow ran out before the demand did (round-off): routed below
+        if node == start:
+            break  # the origins have no flow left before the demand is met (round-off): routed below
+        if remaining.get(node, 0.0) <= tolerance.get(node, 0.0):
+            # a dead end: flow a node absorbed beyond its demand (the LP's rows allow it); drop it
+            amount = min(left[e] for e in edges)
+            for e in edges:
+                left[e] -= amount
+            continue
         amount = min([remaining[node]] + [left[e] for e in edges])
         for e in edges:
             left[e] -= amount

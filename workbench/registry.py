@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Any, Callable, Literal, Protocol, runtime_checkable
 
 from workbench.algorithm import Algorithm
-from workbench.collective import Collective
+from workbench.collective import Collective, make_collective
 from workbench.entry_points import EntryPoint, entry_points
 from workbench.solvers import STATUSES, Status, smt_status
 from workbench.topology import Topology
@@ -85,6 +85,15 @@ class Problem:
 
     def describe(self) -> str:
         return f"{self.collective.describe()} of {self.size_bytes:g} B on {self.topology.name}"
+
+    def with_chunks(self, k: int) -> "Problem":
+        """The same problem (topology, kind, root, size) cut into ``k`` chunks per rank (per pair
+        for All-to-All); a custom collective keeps its own chunks."""
+        collective = self.collective
+        if k == collective.chunks_per_rank or collective.kind == "custom":
+            return self
+        return Problem(self.topology, make_collective(collective.kind, collective.num_ranks, k, collective.root),
+                       self.size_bytes)
 
 
 @dataclass

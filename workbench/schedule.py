@@ -177,10 +177,13 @@ def settle_order(algorithm: Algorithm) -> Algorithm:
     That model serves every link in file order, so a transfer listed early that waits for its
     chunk holds back every later one on its links. Here transfers are placed one at a time, each
     time the one (among those whose deps are placed) that can start earliest on its first segment's
-    links given what is placed so far (ties: file order), and listed in that order. Each placement
-    follows the default model's own rule (start at the latest of ready and the links' free times),
-    so the listed schedule simulates to exactly the placed times. Same transfers, same deps
-    (renumbered by ``order_by_start``). Ready transfers wait in one queue per first-segment link
+    links given what is placed so far (ties: the earlier ready, then file order), and listed in
+    that order. Each placement follows the default model's own rule (start at the latest of ready
+    and the links' free times, segment by segment), so the listed schedule simulates to exactly
+    the placed times, which become the transfers' ``t_start``/``t_end``. Same transfers, same deps
+    (renumbered by ``order_by_start``). Only the order of transfers that no chain of deps orders
+    changes, so a schedule stays valid where its deps order every pair of accesses to a buffer
+    (``ScheduleBuilder``, ``DeliveryChain``, ``Algorithm.reverse`` and ``concat`` write them so). Ready transfers wait in one queue per first-segment link
     set, earliest ready first; a lazy heap ranks the queues' heads (a start only grows as links
     fill, so a popped head whose start grew is pushed back).
     """
@@ -231,12 +234,15 @@ def settle_order(algorithm: Algorithm) -> Algorithm:
         placed_start[i] = placed
         placed += 1
         at, nbytes = ready[i], chunk_bytes * len(transfers[i].chunks)
-        for seg_links, alpha_sum, bandwidth, overhead in segments[i]:
+        for number, (seg_links, alpha_sum, bandwidth, overhead) in enumerate(segments[i]):
             begin = max([at] + [free[l] for l in seg_links])
+            if number == 0:
+                transfers[i].t_start = begin
             serialise = nbytes / bandwidth + overhead
             for l in seg_links:
                 free[l] = begin + serialise
             at = begin + serialise + alpha_sum
+        transfers[i].t_end = at
         if queue:
             ahead = queue[0]
             heapq.heappush(heap, (max([ahead[0]] + [free[l] for l in links]), ahead[1], links))
@@ -261,7 +267,7 @@ def claim_listing(algorithm: Algorithm, size_bytes: float | None = None,
     which. Where ``adapts_to_size`` is false at ``size_bytes`` (256 MB and up, no per-message
     overhead), past ``SETTLE_MOST`` transfers, or where ``seconds_left`` would not cover it at
     ``SETTLE_RATE``, the planned listing is kept and claimed as it is: results at large sizes stay
-    what they were."""
+    what they were. The planned listing's transfers are left as they were (a copy is settled)."""
     planned = claim_in_model(algorithm)
     count = len(algorithm.transfers)
     if count > SETTLE_MOST or (size_bytes is not None and not adapts_to_size(algorithm.topology, size_bytes)) \
@@ -272,7 +278,7 @@ def claim_listing(algorithm: Algorithm, size_bytes: float | None = None,
                                       for t in algorithm.transfers], dict(algorithm.meta)))
     if claim_in_model(settled) < planned:
         settled.meta["listing"] = "settled"
-        settled.meta["planned_time"] = planned
+        settled.meta["planned_listing_time"] = planned
         return settled
     algorithm.meta["listing"] = "planned"
     return algorithm

@@ -218,8 +218,10 @@ def synthesize(formulation: Any, problem: Problem, *, time_limit: float, seed: i
     except Timeout:
         return SynthesisResult([], "timeout", deadline.elapsed(),
                                message=f"tree construction exceeded {time_limit:g} s")
-    first_seconds = deadline.elapsed()
-    algorithm, status, stats = _scheduled(problem, forests, pieces, max_transfers, deadline)
+    algorithm, status, stats = _scheduled(problem, forests, pieces, max_transfers, deadline, 0.0)
+    first_seconds = deadline.elapsed()  # trees and schedule: what another candidate will cost
+    if on_incumbent is not None:
+        on_incumbent(algorithm)
     if pieces is None and k == "auto" and packing == "auto" and adapts_to_size(topology, problem.size_bytes):
         # the trees by size (nothing pinned, below 256 MB): one tree per root, or BFS-layered trees
         # where the translation packer grew them, written and timed like the first (sizing)
@@ -232,17 +234,19 @@ def synthesize(formulation: Any, problem: Problem, *, time_limit: float, seed: i
         for label, k_choice, packing_choice in others:
             if not deadline.unlimited and deadline.remaining() < 2 * first_seconds:
                 break  # another forest would not fit what is left of the time limit
+            started = deadline.elapsed()
             try:
                 candidate_forests = forests_of(k_choice, packing_choice)
-                candidate = _scheduled(problem, candidate_forests, pieces, max_transfers, deadline)
+                candidate = _scheduled(problem, candidate_forests, pieces, max_transfers, deadline, started)
             except (Timeout, PackingError):
                 continue
             tried[label] = candidate[0].meta["claimed_time"]
             if tried[label] < algorithm.meta["claimed_time"]:
                 algorithm, status, stats = candidate
+                if on_incumbent is not None:
+                    on_incumbent(algorithm)
         algorithm.meta["time_by_trees"] = tried
-    if on_incumbent is not None:
-        on_incumbent(algorithm)
+        stats["seconds"] = deadline.elapsed()  # every candidate's trees and schedules
     return SynthesisResult([algorithm], status, stats.pop("seconds"), stats=stats)
 
 
@@ -270,17 +274,17 @@ def _forests(problem: Problem, k: int | str, packing: str, seed: int, deadline: 
 
 
 def _scheduled(problem: Problem, forests: dict[str, Forest], pieces: int | None, max_transfers: int,
-               deadline: Deadline) -> tuple[Algorithm, str, dict[str, Any]]:
+               deadline: Deadline, started: float) -> tuple[Algorithm, str, dict[str, Any]]:
     """The pipelined schedule of the forests (depth chosen by size unless ``pieces`` pins it), its
     status and stats (``seconds``: the synthesis seconds so far, without the claim where it was
-    timed apart)."""
+    timed apart; ``tree_seconds``: the forests' seconds, counted from ``started``)."""
     collective = problem.collective
     kind = collective.kind
     topology = problem.topology
     reversed_topology = topology.reversed()
     n = collective.num_ranks
     gather_kind = "broadcast" if kind in ("broadcast", "reduce") else "allgather"
-    tree_seconds = deadline.elapsed()
+    tree_seconds = deadline.elapsed() - started
     ks = [f.units.k for f in forests.values()]
     common = math.lcm(*ks)
     per_m = sum(common // f.units.k * f.per_batch for f in forests.values())

@@ -112,10 +112,10 @@ class Tacos:
         options = dict(seed=seed, restarts=restarts, switch_degree=switch_degree, replacement=replacement,
                        engine=engine)
         choices = chunk_choices(problem, chunks)
+        deadline = Deadline(time_limit)
         if len(choices) == 1:
             return _listed(self._synthesize(problem, time_limit=time_limit, on_incumbent=on_incumbent, **options),
-                           problem)
-        deadline = Deadline(time_limit)
+                           problem, deadline)
         fastest: list[float] = []
 
         def improving(algorithm: Algorithm) -> None:  # incumbents across chunkings: only the better ones
@@ -127,7 +127,7 @@ class Tacos:
             p, time_limit=limit, on_incumbent=improving, **options))
         if result.algorithms:
             result.algorithms[0].meta["time_by_chunks"] = {str(k): t for k, t in timed.items()}
-        result = _listed(result, problem)
+        result = _listed(result, problem, deadline)
         result.wall_seconds = deadline.elapsed()
         result.stats["chunks_tried"] = sorted(timed)
         return result
@@ -206,11 +206,13 @@ class Tacos:
         return algorithm, totals
 
 
-def _listed(result: SynthesisResult, problem: Problem) -> SynthesisResult:
+def _listed(result: SynthesisResult, problem: Problem, deadline: Deadline) -> SynthesisResult:
     """Below 256 MB, the schedule in the listing that simulates faster: the greedy's timeline or
-    its list-scheduled re-listing (``workbench.schedule.claim_listing``), with that time claimed."""
-    if result.algorithms and adapts_to_size(problem.topology, problem.size_bytes):
-        result.algorithms[0] = claim_listing(result.algorithms[0], problem.size_bytes)
+    its list-scheduled re-listing (``workbench.schedule.claim_listing``, within what is left of
+    the time limit), with that time claimed."""
+    if result.algorithms and adapts_to_size(problem.topology, problem.size_bytes):  # else: claimed already
+        result.algorithms[0] = claim_listing(result.algorithms[0], problem.size_bytes,
+                                             None if deadline.unlimited else deadline.remaining())
         result.claimed_times = [a.meta.get("claimed_time") for a in result.algorithms]
     return result
 

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 from typing import Callable
 
-from workbench.collective import make_collective
 from workbench.deadline import Deadline
 from workbench.registry import Problem, SynthesisResult
 from workbench.schedule import SIZED_BELOW, adapts_to_size
@@ -36,11 +35,8 @@ def chunk_choices(problem: Problem, chunks: str) -> tuple[int, ...]:
 
 
 def with_chunks(problem: Problem, k: int) -> Problem:
-    """The problem with ``k`` chunks per rank (same topology, kind, root and size)."""
-    if k == problem.collective.chunks_per_rank:
-        return problem
-    collective = make_collective(problem.collective.kind, problem.collective.num_ranks, k, problem.collective.root)
-    return Problem(problem.topology, collective, problem.size_bytes)
+    """The problem with ``k`` chunks per rank (``Problem.with_chunks``)."""
+    return problem.with_chunks(k)
 
 
 def fastest_chunking(problem: Problem, choices: tuple[int, ...], deadline: Deadline,
