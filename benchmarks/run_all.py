@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import sys
 
-from benchmarks import bounds_speed, libra_solve, startup, taccl_scaling, tacos_scaling, verify_simulate
+from benchmarks import (bounds_speed, libra_solve, multipath_scaling, startup, taccl_scaling, tacos_scaling,
+                        verify_simulate)
 
 
 def main() -> int:
@@ -14,6 +15,7 @@ def main() -> int:
     libra_solve.main([])
     taccl_scaling.main([])
     bounds_speed.main([])
+    multipath_scaling.main([])
     return 0
 
 
