@@ -261,14 +261,16 @@ SETTLE_RATE = 20_000  # transfers a second, with room: settle_order alone did 35
 
 
 def claim_listing(algorithm: Algorithm, size_bytes: float | None = None,
-                  seconds_left: float | None = None) -> Algorithm:
+                  seconds_left: float | None = None, claimed: bool = False) -> Algorithm:
     """The planned listing or its ``settle_order``, whichever the default model times faster (the
     planned one on a tie), with that time claimed (``claim_in_model``) and ``meta.listing`` saying
     which. Where ``adapts_to_size`` is false at ``size_bytes`` (256 MB and up, no per-message
     overhead), past ``SETTLE_MOST`` transfers, or where ``seconds_left`` would not cover it at
     ``SETTLE_RATE``, the planned listing is kept and claimed as it is: results at large sizes stay
-    what they were. The planned listing's transfers are left as they were (a copy is settled)."""
-    planned = claim_in_model(algorithm)
+    what they were. The planned listing's transfers are left as they were (a copy is settled).
+    ``claimed``: the caller has just claimed the planned listing in the default model
+    (``claim_in_model``), so its ``meta.claimed_time`` is taken as it is, not simulated again."""
+    planned = algorithm.meta["claimed_time"] if claimed else claim_in_model(algorithm)
     count = len(algorithm.transfers)
     if count > SETTLE_MOST or (size_bytes is not None and not adapts_to_size(algorithm.topology, size_bytes)) \
             or (seconds_left is not None and count / SETTLE_RATE > seconds_left):

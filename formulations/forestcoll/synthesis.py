@@ -384,7 +384,8 @@ def _scheduled(problem: Problem, forests: dict[str, Forest], pieces: int | None,
         meta["plan_by_pieces"] = {str(p): t for p, t in planned.items()}
         meta["time_by_pieces"] = {str(p): t for p, t in timed.items()}
     if timed:  # the depth chosen by size (nothing pinned): planned or list-scheduled listing, the faster
-        algorithm = claim_listing(algorithm, size, None if deadline.unlimited else deadline.remaining())
+        algorithm = claim_listing(algorithm, size, None if deadline.unlimited else deadline.remaining(),
+                                  claimed=True)  # fastest_depth claimed it
     algorithm.meta.update(meta)
     if status == "optimal":  # proven in the throughput model; the floor judges the simulated time
         algorithm.meta["model_optimal"] = "forestcoll-throughput"

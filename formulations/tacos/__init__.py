@@ -212,7 +212,8 @@ def _listed(result: SynthesisResult, problem: Problem, deadline: Deadline) -> Sy
     the time limit), with that time claimed."""
     if result.algorithms and adapts_to_size(problem.topology, problem.size_bytes):  # else: claimed already
         result.algorithms[0] = claim_listing(result.algorithms[0], problem.size_bytes,
-                                             None if deadline.unlimited else deadline.remaining())
+                                             None if deadline.unlimited else deadline.remaining(),
+                                             claimed=True)  # _synthesize claimed the result
         result.claimed_times = [a.meta.get("claimed_time") for a in result.algorithms]
     return result
 
