@@ -49,6 +49,7 @@ from workbench.collective import Collective
 from workbench.parameters import Parameter
 from workbench.registry import Problem
 from workbench.schedule import ScheduleBuilder
+from workbench.structure import boxes_and_rails
 
 __all__ = ["Ring", "Direct", "RecursiveHalvingDoubling", "DoubleBinaryTree", "Hierarchical"]
 
@@ -240,11 +241,8 @@ def dbt_schedule(problem: Problem) -> Algorithm:
 def hierarchical_schedule(problem: Problem) -> Algorithm:
     collective = problem.collective
     rs, ag = _phases(collective, ("allgather", "reducescatter", "allreduce"), "hierarchical")
-    dims = problem.topology.meta.get("dims")
     n = collective.num_ranks
-    if not dims or math.prod(d["size"] for d in dims) != n:
-        raise UnsupportedCollective("hierarchical needs a topology built from dimensions (md:, rfs:, mesh:, torus:)")
-    sizes = [d["size"] for d in dims]
+    sizes, rank_at = _dimensions(problem.topology, n)
     strides = [math.prod(sizes[:i]) for i in range(len(sizes))]
 
     def coordinate(rank: int, dim: int) -> int:
@@ -253,6 +251,11 @@ def hierarchical_schedule(problem: Problem) -> Algorithm:
     def group(rank: int, dim: int) -> list[int]:
         base = rank - coordinate(rank, dim) * strides[dim]
         return [base + i * strides[dim] for i in range(sizes[dim])]
+
+    def above(low: int, dim: int) -> list[int]:
+        """Positions whose coordinates on dims <= ``dim`` are ``low``'s, any above it (ascending)."""
+        step = strides[dim] * sizes[dim]
+        return list(range(low, n, step))
 
     builder = ScheduleBuilder(problem.topology, collective, problem.chunk_bytes)
     k = collective.chunks_per_rank
@@ -271,11 +274,9 @@ def hierarchical_schedule(problem: Problem) -> Algorithm:
                         p = coordinate(r, dim)
                         target = members[(p - direction * (step + 1)) % m]
                         # chunks whose owners agree with r on dims < dim and with target on dim
-                        owners = [o for o in range(n)
-                                  if all(coordinate(o, d) == coordinate(r, d) for d in range(dim))
-                                  and coordinate(o, dim) == coordinate(target, dim)]
-                        plan.append((wave + stage, j, stage, r, [j * n + o for o in owners], r,
-                                     members[(p + direction) % m], "reduce"))
+                        owners = above(r % strides[dim] + coordinate(target, dim) * strides[dim], dim)
+                        plan.append((wave + stage, j, stage, r, [j * n + rank_at[o] for o in owners], rank_at[r],
+                                     rank_at[members[(p + direction) % m]], "reduce"))
                     stage += 1
         if ag:
             for dim in range(len(sizes) - 1, -1, -1):
@@ -286,15 +287,27 @@ def hierarchical_schedule(problem: Problem) -> Algorithm:
                         p = coordinate(r, dim)
                         source = members[(p - direction * step) % m]
                         # what source held entering this dim: owners agreeing with it on dims <= dim
-                        owners = [o for o in range(n) if all(coordinate(o, d) == coordinate(source, d)
-                                                             for d in range(dim + 1))]
-                        plan.append((wave + stage, j, stage, r, [j * n + o for o in owners], r,
-                                     members[(p + direction) % m], "copy"))
+                        owners = above(source % (strides[dim] * m), dim)
+                        plan.append((wave + stage, j, stage, r, [j * n + rank_at[o] for o in owners], rank_at[r],
+                                     rank_at[members[(p + direction) % m]], "copy"))
                     stage += 1
     # planned start order: a wavefront over chunks, so the dimensions work on different chunks at once
     for _, _, _, _, chunks, src, dst, op in sorted(plan, key=lambda e: e[:4]):
         builder.add(chunks, src, dst, op)
     return builder.build()
+
+
+def _dimensions(topology, n: int) -> tuple[list[int], list[int]]:
+    """(sizes, rank at each mixed-radix position): the builder's recorded ``dims`` (positions are
+    ranks), else the boxes-by-rails structure found in the links (``workbench.structure``)."""
+    dims = topology.meta.get("dims")
+    if dims and math.prod(d["size"] for d in dims) == n:
+        return [d["size"] for d in dims], list(range(n))
+    found = boxes_and_rails(topology) if n == topology.num_npus else None
+    if found is None:
+        raise UnsupportedCollective("hierarchical needs a topology built from dimensions (md:, rfs:, mesh:, torus:, "
+                                    "rails:) or boxes and rails it can find in the links")
+    return [found.per_box, found.num_boxes], found.order()
 
 
 # ---------------------------------------------------------------------------------------- formulations

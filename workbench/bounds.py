@@ -412,10 +412,14 @@ def lower_bounds(topology: Topology, collective: Collective, chunk_bytes: float,
         unicast = all(len(post - pre) <= 1 for pre, post, _ in collective.groups())
         bounds.optimum_exact = bounds.flow_lp is not None and unicast and not collective.combining
         if bounds.flow_lp is None:
+            from workbench.group_cuts import group_cut_bound
+
             sweep = alltoall_cut_bound(topology, collective, chunk_bytes)
-            if sweep is not None:
-                bounds.cut = max(bounds.cut or 0.0, sweep)
-                bounds.notes["cut"] = "sweep cuts (the LP was too large or not run)"
+            grouped = group_cut_bound(topology, collective, chunk_bytes)
+            if sweep is not None or grouped is not None:
+                bounds.cut = max(bounds.cut or 0.0, sweep or 0.0, grouped or 0.0)
+                kind = "box and leaf-group cuts" if (grouped or 0.0) > (sweep or 0.0) else "sweep cuts"
+                bounds.notes["cut"] = f"{kind} (the LP was too large or not run)"
     if lp and alpha_beta:  # the time-expanded alpha-beta LP, within the LP time; it notes where it does not run
         from workbench.alpha_beta import alpha_beta_bound
 
