@@ -49,7 +49,7 @@ from workbench.collective import Collective
 from workbench.parameters import Parameter
 from workbench.registry import Problem
 from workbench.schedule import ScheduleBuilder
-from workbench.structure import boxes_and_rails
+from workbench.topology.structure import boxes_and_rails
 
 __all__ = ["Ring", "Direct", "RecursiveHalvingDoubling", "DoubleBinaryTree", "Hierarchical"]
 
@@ -299,7 +299,7 @@ def hierarchical_schedule(problem: Problem) -> Algorithm:
 
 def _dimensions(topology, n: int) -> tuple[list[int], list[int]]:
     """(sizes, rank at each mixed-radix position): the builder's recorded ``dims`` (positions are
-    ranks), else the boxes-by-rails structure found in the links (``workbench.structure``)."""
+    ranks), else the boxes-by-rails structure found in the links (``workbench.topology.structure``)."""
     dims = topology.meta.get("dims")
     if dims and math.prod(d["size"] for d in dims) == n:
         return [d["size"] for d in dims], list(range(n))

@@ -11,7 +11,7 @@ from workbench.collective import make_collective
 from workbench.group_cuts import group_cut_bound
 from workbench.registry import Problem, get_formulation
 from workbench.simulate import simulate
-from workbench.structure import boxes_and_rails
+from workbench.topology.structure import boxes_and_rails
 from workbench.topology import Link, Topology
 from workbench.verify import verify
 
@@ -60,7 +60,7 @@ def test_boxes_and_rails_of_a_rail_file():
     assert (found.per_box, found.num_boxes) == (4, 6)
     assert found.groups == ((0, 1, 2, 3), (4, 5))
     assert found.boxes[0] == (0, 1, 2, 3) and found.boxes[5] == (20, 21, 22, 23)
-    assert found.dims() == [{"kind": "box", "size": 4}, {"kind": "rail", "size": 6}]
+    assert found.dims() == [{"kind": "switch", "size": 4}, {"kind": "rail", "size": 6}]
 
 
 @settings(max_examples=15, deadline=None)

@@ -11,7 +11,7 @@ the bound holds for every S, and is strongest on the sets a fabric is built arou
   everything that leaves it, so a 2:1 oversubscribed spine halves the cut and doubles the bound);
 * the unions of the first ``j`` leaf groups.
 
-The sets come from ``workbench.structure`` (recorded by a builder, or found in the links), so a
+The sets come from ``workbench.topology.structure`` (recorded by a builder, or found in the links), so a
 file without dimensions gets the same bound as the builder's twin. The sweep cuts of
 ``bounds.alltoall_cut_bound`` remain for fabrics without boxes; the larger of the two is kept.
 """
@@ -23,7 +23,7 @@ from typing import Iterable
 from workbench.collective import Collective
 from workbench.lazy import lazy_module
 from workbench.maxflow import FlowNetwork, integer_capacities
-from workbench.structure import boxes_and_rails
+from workbench.topology.structure import boxes_and_rails
 from workbench.topology import Topology
 
 np = lazy_module("numpy")

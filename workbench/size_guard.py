@@ -173,11 +173,39 @@ def spec_size(spec: str) -> Estimate | None:
     if kind == "dragonfly" and len(numbers) == 2:
         n = numbers[0] * numbers[1]
         return Estimate(n, n, n * numbers[0] + numbers[1] ** 2)
+    if kind in ("rails", "fattree", "leafspine"):
+        return _cluster_size(kind, arg)
     chassis_kinds = ("ndv2", "ndv2-taccl", "dgx2", "dgx2-taccl", "amd", "ndv2-nic", "ndv2-taccl-nic", "dgx2-nic",
                      "dgx2-taccl-nic", "nvs-ib")
     if kind in chassis_kinds and len(numbers) <= 1:
         k = numbers[0] if numbers else 2
         return Estimate(16 * k, 34 * k + 2, 600 * k + 16 * k * k)
+    return None
+
+
+_CLUSTER_OPTION = re.compile(r",\s*(leaf|spines)\s*=\s*(\d+)", re.IGNORECASE)
+
+
+def _cluster_size(kind: str, arg: str) -> Estimate | None:
+    """``rails:``, ``fattree:`` and ``leafspine:`` (workbench.topology.clusters), from the numbers
+    of the spec's head and its ``leaf=``/``spines=`` options: nodes and links exactly, for a spec
+    the builder accepts."""
+    sizes = [int(x) for x in _NUMBER.findall(arg.split(",")[0])]
+    options = {key.lower(): int(value) for key, value in _CLUSTER_OPTION.findall(arg)}
+    if kind == "rails" and len(sizes) == 2:
+        boxes, gpus = sizes
+        groups = -(-boxes // max(options.get("leaf", 32), 1))
+        spines = options.get("spines", gpus) if groups > 1 else 0
+        n = boxes * gpus
+        return Estimate(n, n + boxes + groups * gpus + spines, 4 * n + 2 * groups * gpus * spines)
+    if kind == "fattree" and len(sizes) == 1:
+        k = sizes[0]
+        n = k * (k // 2) ** 2
+        return Estimate(n, n + k * k + (k // 2) ** 2, 6 * n)  # host-edge, edge-agg, agg-core: 2n links each
+    if kind == "leafspine" and len(sizes) == 3:
+        leaves, per_leaf, spines = sizes
+        n = leaves * per_leaf
+        return Estimate(n, n + leaves + spines, 2 * n + 2 * leaves * spines)
     return None
 
 

@@ -79,6 +79,7 @@ from workbench.parameters import Parameter
 from workbench.registry import Problem, SynthesisResult
 from workbench.schedule import adapts_to_size, claim_in_model, claim_listing
 from workbench.topology import Topology
+from workbench.topology.logical import unwind
 
 __all__ = ["Tacos", "greedy_all_gather", "MatchResult", "to_algorithm", "choose_engine"]
 
@@ -234,7 +235,8 @@ def _degree(value: int | str) -> int | None:
 
 
 def _unwound(topology: Topology, degree: int | None) -> Topology:
-    return topology.unwind_switches(degree) if topology.num_switches else topology
+    """The switchless view: switches unwound, multi-tier ones as logical switches per rail."""
+    return unwind(topology, degree)
 
 
 def _view_name(topology: Topology, degree: int | None) -> str:

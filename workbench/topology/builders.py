@@ -1,10 +1,11 @@
-"""Topology builders: spec strings (``ring:8``, ``mesh:4x4``, ``md:R2,F4,S8``, ``dgx1``, ``ndv2:4`` ...)
-to ``Topology`` objects, and ``load_topology`` for a spec or a ``{nodes, links}`` file.
+"""Topology builders: spec strings (``ring:8``, ``mesh:4x4``, ``md:R2,F4,S8``, ``dgx1``, ``ndv2:4``,
+``rails:64x8`` ...) to ``Topology`` objects, and ``load_topology`` for a spec or a ``{nodes, links}`` file.
 
 ``BUILDERS`` lists every spec with one line of description (``workbench builders``). Vendor systems
 follow the papers that describe them (DGX-1 in SCCL's and msccl-tools' numbering; NDv2, DGX-2 and
 AMD MI250 with TE-CCL's and TACCL's link costs). Every request passes the size guard before it is
-built.
+built. Clusters as they are built (rail-optimized GPU clusters, fat trees) are in
+``workbench.topology.clusters``; they take alpha, bandwidth and overhead per switch tier.
 
 A per-message ``overhead`` (docs/cost-model.md) is given like ``alpha``, per dimension; it defaults
 to 0. A switch dimension gives both links of an NPU-switch-NPU path the whole overhead (a message
@@ -219,6 +220,10 @@ BUILDERS: dict[str, str] = {
     "dgx2-nic:K, dgx2-taccl-nic:K": "DGX-2 chassis with 8 NIC switch nodes, each shared by GPUs 2k, 2k+1",
     "amd:K": "K AMD MI250 chassis of the TE-CCL paper",
     "amd-z52": "Gigabyte Z52 8-ring of the SCCL paper (guessed labelling)",
+    "rails:BxG[,leaf=L][,spines=S][,over=R]": "B boxes of G GPUs, a scale-up switch per box, GPU i on rail i's "
+                                              "leaf; past L=32 boxes leaf groups under S=G spines, R:1",
+    "fattree:K[,over=R]": "three-tier k-ary fat tree: K pods, K^3/4 NPUs, (K/2)^2 cores; R:1 above the edge",
+    "leafspine:LxPxS[,over=R]": "L leaves of P NPUs, every leaf on each of S spines (R:1 oversubscribed)",
 }
 
 
@@ -280,6 +285,10 @@ def build(
             return _uniform_overhead(Topology.create(npus, links, switches, spec, meta), overhead)
         if kind == "amd-z52" and not arg:
             return _uniform_overhead(z52(spec, alpha, bandwidth), overhead)
+        if kind in ("rails", "fattree", "leafspine"):
+            from workbench.topology import clusters
+
+            return getattr(clusters, kind)(spec, arg, alpha, bandwidth, overhead)
     except UnitError as exc:
         raise TopologyError(f"topology spec {spec!r}: {exc}") from None
     known = ", ".join(BUILDERS)

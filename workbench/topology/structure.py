@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from workbench.topology import Topology
+from workbench.topology.graph import Topology
 
 __all__ = ["BoxesAndRails", "boxes_and_rails"]
 
@@ -57,7 +57,7 @@ class BoxesAndRails:
 
     def dims(self) -> list[dict]:
         """``meta["dims"]``-style dimensions: the box tier, then the rail tier."""
-        return [{"kind": "box", "size": self.per_box}, {"kind": "rail", "size": self.num_boxes}]
+        return [{"kind": "switch", "size": self.per_box}, {"kind": "rail", "size": self.num_boxes}]
 
     def members(self, group: int) -> list[int]:
         """The NPUs of leaf group ``group``."""
