@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import networkx as nx
 import numpy as np
-from hypothesis import given, settings, strategies as st
+import pytest
+from hypothesis import assume, given, settings, strategies as st
 
 from workbench import maxflow
 from workbench.maxflow import FlowNetwork
@@ -50,3 +51,20 @@ def test_large_networks_still_take_scipy(monkeypatch):
     network = FlowNetwork(n, src, dst)
     network.set_capacities(np.ones(len(src), dtype=np.int64))
     assert network.min_cut(0, 1)[0] == n - 1 and not calls
+
+
+@settings(max_examples=25, deadline=None)
+@given(nodes=st.integers(3, 40), seed=st.integers(0, 10**6), big=st.booleans())
+def test_compiled_value_agrees_with_the_python_paths(nodes, seed, big):
+    """OR-Tools' value (where installed) equals Dinic's / scipy's on the same arcs and capacities."""
+    pytest.importorskip("ortools")
+    rng = np.random.default_rng(seed)
+    arcs = rng.integers(0, nodes, size=(nodes * 5, 2))
+    arcs = arcs[arcs[:, 0] != arcs[:, 1]]
+    assume(len(arcs) > 0)
+    network = FlowNetwork(nodes, arcs[:, 0], arcs[:, 1])
+    capacities = rng.integers(0, 2**20 if big else 50, size=len(arcs))
+    compiled = network.value(capacities, 0, nodes - 1)
+    assert network._ortools  # the compiled path answered
+    network._ortools = False  # as on a machine without OR-Tools
+    assert network.value(capacities, 0, nodes - 1) == compiled

@@ -8,6 +8,8 @@ cut (the nodes reachable from the source in the residual graph).
 
 scipy's ``maximum_flow`` works in int32: it silently overflows at or above 2^31, so every call
 checks the total capacity first and falls back to networkx (Python integers, exact, slower).
+``value`` (the loops that ask tens of thousands of flows) uses OR-Tools' compiled max-flow in
+int64 where it is installed; a max-flow value is unique, so every path gives the same number.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ __all__ = ["IntegerCapacities", "integer_capacities", "FlowNetwork", "INT32_SAFE
 INT32_SAFE = 2**31 - 1
 _VALUE_SAFE = 2**30 - 1  # residual capacities of opposite arcs add up: stay below half of int32
 _RESOLUTION = 2**16  # largest capacity after quantising bandwidths that are not small multiples
+_ORTOOLS_SAFE = 2**50  # capacities OR-Tools sums in int64 without overflow on any network here
 SMALL_NETWORK = 256  # distinct arcs up to which plain-Python Dinic runs (no scipy import, exact integers)
 
 
@@ -81,6 +84,7 @@ class FlowNetwork:
         self._csr = None  # scipy's matrix, built on first use (small networks never import scipy)
         self._capacity = np.zeros(len(unique), dtype=np.int64)
         self.calls = 0  # max-flow computations so far
+        self._ortools = None  # the compiled solver for ``value`` (False: not installed)
 
     @property
     def _matrix(self):
@@ -117,12 +121,17 @@ class FlowNetwork:
         (true when arcs meant as infinite carry 1 + the sum of the finite capacities); otherwise
         the exact networkx path.
         """
-        from scipy.sparse.csgraph import maximum_flow
-
         self.calls += 1
         values = np.asarray(capacities, dtype=np.int64)
         data = np.zeros(len(self._capacity), dtype=np.int64)
         np.add.at(data, self._slot, values)
+        compiled = self._compiled()
+        if compiled is not None and data.max(initial=0) < _ORTOOLS_SAFE:
+            compiled.set_arcs_capacity(self._arc_ids, data)
+            if compiled.solve(source, sink) == compiled.OPTIMAL:
+                return int(compiled.optimal_flow())
+        from scipy.sparse.csgraph import maximum_flow
+
         if self._small:
             return _dinic(self.num_nodes, self._pairs, data.tolist(), source, sink)[0]
         if data.max(initial=0) > _VALUE_SAFE:
@@ -131,6 +140,22 @@ class FlowNetwork:
         graph = self._matrix.copy()
         graph.data = data.astype(np.int32)
         return int(maximum_flow(graph, source, sink).flow_value)
+
+    def _compiled(self):
+        """OR-Tools' max-flow (C++, int64 capacities) over the distinct arcs, built on first use;
+        None where OR-Tools is not installed (the optional ``cpsat`` extra)."""
+        if self._ortools is None:
+            try:
+                from ortools.graph.python.max_flow import SimpleMaxFlow
+            except ImportError:
+                self._ortools = False
+                return None
+            solver = SimpleMaxFlow()
+            rows, cols = self._pairs
+            self._arc_ids = solver.add_arcs_with_capacity(rows.astype(np.int64), cols.astype(np.int64),
+                                                          np.zeros(len(rows), dtype=np.int64))
+            self._ortools = solver
+        return self._ortools or None
 
     def min_cut(self, source: int, sink: int) -> tuple[int, np.ndarray]:
         """Max-flow value and a boolean mask of the source side of a minimum cut."""
