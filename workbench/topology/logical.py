@@ -34,7 +34,7 @@ import math
 from collections import deque
 
 from workbench.topology.graph import Link, Topology, TopologyError
-from workbench.topology.structure import boxes_and_rails
+from workbench.topology.structure import boxes_and_rails, link_components
 
 __all__ = ["unwind", "switch_complexes"]
 
@@ -77,22 +77,10 @@ def unwind(topology: Topology, degree: int | None = None) -> Topology:
 
 def switch_complexes(topology: Topology) -> list[list[int]]:
     """Switches joined by switch-to-switch links, each group sorted, ordered by smallest id."""
-    parent = {s: s for s in topology.switches}
-
-    def root(x: int) -> int:
-        while parent[x] != x:
-            parent[x] = parent[parent[x]]
-            x = parent[x]
-        return x
-
-    for link in topology.links:
-        if topology.is_switch(link.src) and topology.is_switch(link.dst):
-            a, b = root(link.src), root(link.dst)
-            if a != b:
-                parent[max(a, b)] = min(a, b)
+    root = link_components(topology, lambda l: topology.is_switch(l.src) and topology.is_switch(l.dst))
     groups: dict[int, list[int]] = {}
     for s in topology.switches:
-        groups.setdefault(root(s), []).append(s)
+        groups.setdefault(root[s], []).append(s)
     return sorted(groups.values(), key=lambda g: g[0])
 
 

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 
 from workbench.topology.graph import Topology
 
-__all__ = ["BoxesAndRails", "boxes_and_rails"]
+__all__ = ["BoxesAndRails", "boxes_and_rails", "link_components"]
 
 _SAME = 1e-9  # relative tolerance: bandwidths of one tier
 
@@ -77,7 +77,7 @@ def boxes_and_rails(topology: Topology) -> BoxesAndRails | None:
     fastest = max(npu_bw, default=0.0)
     if fastest <= 0 or min(npu_bw) >= fastest * (1 - _SAME):
         return None  # one tier: no boxes to find
-    box_of = _components(topology, lambda l: l.bandwidth >= fastest * (1 - _SAME))
+    box_of = link_components(topology, lambda l: l.bandwidth >= fastest * (1 - _SAME))
     boxes = _npu_groups(box_of, n)
     sizes = {len(members) for members in boxes}
     if len(boxes) < 2 or len(sizes) != 1 or sizes == {1}:
@@ -91,7 +91,7 @@ def boxes_and_rails(topology: Topology) -> BoxesAndRails | None:
 
     if len({l.src for l in topology.links if l.src < n and rail_tier(l)}) < n:
         return None  # an NPU on no rail
-    rails = _npu_groups(_components(topology, rail_tier), n)
+    rails = _npu_groups(link_components(topology, rail_tier), n)
     rail_index = {npu: r for r, members in enumerate(rails) for npu in members}
     if any(len({box_index[npu] for npu in members}) != len(members) for members in rails):
         return None  # two NPUs of one box on one rail
@@ -135,7 +135,7 @@ def _switches_with_npus(topology: Topology) -> set[int]:
            {l.src for l in topology.links if l.dst < n and l.src >= n}
 
 
-def _components(topology: Topology, keep) -> dict[int, int]:
+def link_components(topology: Topology, keep) -> dict[int, int]:
     """Union-find over the kept links (either direction joins): node -> its component's root."""
     parent = list(range(topology.num_nodes))
 
