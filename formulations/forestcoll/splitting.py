@@ -155,10 +155,16 @@ def _safe_amount(cap: dict[tuple[int, int], int], supply: list[tuple[int, int]],
     inf = int(sum(base)) + 1
     to_w = h0 + 4
     to_t = {v: to_w + n_npus + i for i, v in enumerate(v for v in npus if v != t)}
-    # (a): Y holds w and an NPU v, not u, t: sources {s, u, t}, sinks {w, v}
+    # (a): Y holds w and an NPU v, not u, t: sources {s, u, t}, sinks {w, v}. Adding v to the sink
+    # side never lowers a flow, so lambda({s,u,t} -> w) bounds every one of them from below: where
+    # it leaves gamma as it is, no v can lower it and the per-v flows are skipped (same gamma)
     caps_a = base_caps.copy()
     caps_a[h0] = caps_a[h0 + 1] = inf
-    for v in npus:
+    if template.value(caps_a, s, w) - demand >= gamma:
+        npus_a: list[int] = []
+    else:
+        npus_a = npus
+    for v in npus_a:
         if v in (u, t):
             continue
         caps_a[to_w + v] = inf
@@ -173,7 +179,7 @@ def _safe_amount(cap: dict[tuple[int, int], int], supply: list[tuple[int, int]],
     caps_b[h0 + 2] = caps_b[h0 + 3] = inf
     if u < n_npus or t < n_npus:
         gamma = min(gamma, template.value(caps_b, s, t) - demand)
-    else:
+    elif template.value(caps_b, s, t) - demand < gamma:  # the same floor: lambda({s,w} -> {u,t})
         for v in npus:
             caps_b[to_t[v]] = inf
             value = template.value(caps_b, s, t)

@@ -14,7 +14,7 @@ switches. ``unwind`` reads it as logical switches and unwinds those the paper's 
   ``i+1 .. i+d`` (mod N), as for one switch. A single switch orders its NPUs by id, as the paper
   does. The rails of a complex are our choice (the paper has no multi-tier switch): each rail
   visits its NPUs leaf group by leaf group (so its ring crosses the spines once per group), and
-  within a group with the rail's own stride (1, -1, 3, -3, ...). With every rail's ring in id
+  within a group with the rail's own stride (1, -1, 3, -3, ...) from its own starting box. With every rail's ring in id
   order, a chunk of the first box would need N - 1 rail hops to reach the last, which at 64 boxes
   is longer than the whole collective should take. Each is routed on a shortest path that passes through
   switches of the complex alone; among equal paths, the least loaded so far is taken, so the
@@ -62,7 +62,8 @@ def unwind(topology: Topology, degree: int | None = None) -> Topology:
         for npu in members:  # one switch is one logical switch; a complex is one per rail
             rails.setdefault(position.get(npu, 0) if len(switches) > 1 else 0, []).append(npu)
         pairs = [pair for p, rail in sorted(rails.items())
-                 for pair in _ring_pairs(_rail_order(rail, p, group_of) if len(rails) > 1 else rail, degree)]
+                 for pair in _ring_pairs(_rail_order(rail, p, len(rails), group_of) if len(rails) > 1 else rail,
+                                         degree)]
         for (u, v), candidate in _routed_links(topology, set(switches), pairs).items():
             existing = links.get((u, v))
             links[(u, v)] = candidate if existing is None else Link(
@@ -84,13 +85,20 @@ def switch_complexes(topology: Topology) -> list[list[int]]:
     return sorted(groups.values(), key=lambda g: g[0])
 
 
-def _rail_order(members: list[int], rail: int, group_of: dict[int, int]) -> list[int]:
-    """A rail's NPUs leaf group by group (so its ring crosses the spines once per group), each
-    group's visited with the rail's stride."""
+def _rail_order(members: list[int], rail: int, rails: int, group_of: dict[int, int]) -> list[int]:
+    """A rail's NPUs leaf group by group (so its ring crosses the spines once per group); within a
+    group with the rail's stride, starting ``rail / rails`` of the way round, so that the rails
+    enter a group at different boxes (all entering at its first box would feed that box only
+    from the other group)."""
     groups: dict[int, list[int]] = {}
     for npu in members:
         groups.setdefault(group_of.get(npu, 0), []).append(npu)
-    return [npu for g in sorted(groups) for npu in _strided(groups[g], rail)]
+    order: list[int] = []
+    for g in sorted(groups):
+        visited = _strided(groups[g], rail)
+        start = (rail * len(visited)) // rails
+        order += visited[start:] + visited[:start]
+    return order
 
 
 def _strided(members: list[int], rail: int) -> list[int]:
