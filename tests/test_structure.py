@@ -130,3 +130,20 @@ def test_group_cuts_never_above_the_flow_optimum(boxes, per_box, per_leaf, over)
     assume(optimum is not None)
     alpha = min(l.alpha for l in topology.links)
     assert bound is not None and bound - alpha <= optimum * (1 + 1e-6)
+
+
+@pytest.mark.parametrize("dims, field", [([{"kind": "ring", "size": 3}], "sizes multiply"),
+                                         ([{"kind": "ring", "size": "4"}], "meta.dims[0].size"),
+                                         ([{"size": 4}], "meta.dims[0].kind"), ("4x4", "meta.dims")])
+def test_file_dims_are_checked(tmp_path, dims, field):
+    """A file's ``meta.dims`` is read by the dimension baselines: a bad one is one line naming it."""
+    import json
+
+    from workbench.topology import TopologyError, load_topology
+
+    path = tmp_path / "ring.json"
+    path.write_text(json.dumps({"nodes": [{"id": i, "kind": "npu"} for i in range(4)],
+                                "links": [{"src": i, "dst": (i + 1) % 4, "bandwidth": 1e9} for i in range(4)],
+                                "meta": {"dims": dims}}))
+    with pytest.raises(TopologyError, match=field.replace("[", r"\[").replace("]", r"\]")):
+        load_topology(path)

@@ -9,11 +9,14 @@
 * ``by_size/<topology>.png`` (runs over three sizes or more): collective time against message size,
   one panel per collective, one line per formulation, the best bound dashed: where the lines cross
   is where the best method changes
+* ``by_npus/<collective>_<size>.png`` (runs over fabrics of two sizes or more): efficiency
+  against NPUs, one line per formulation, dashed on oversubscribed fabrics
 """
 
 from __future__ import annotations
 
 import math
+import re
 import statistics
 from pathlib import Path
 from typing import Any
@@ -219,6 +222,39 @@ def time_by_size(rows: list[dict[str, Any]], folder: Path) -> list[Path]:
     return written
 
 
+def efficiency_by_npus(rows: list[dict[str, Any]], folder: Path) -> list[Path]:
+    """Per (collective, size), efficiency against NPUs: a line per formulation, solid on
+    non-blocking fabrics and dashed on oversubscribed ones (``over=`` in the topology's spec)."""
+    panels: dict[tuple[str, float], dict[str, dict[int, float]]] = {}
+    for row in rows:
+        if not _ok(row) or row.get("efficiency") is None or not row.get("npus"):
+            continue
+        over = re.search(r"over=([\d.]+)", str(row.get("topology_source", "")))
+        label = row["formulation"] + (" (oversubscribed)" if over and float(over.group(1)) > 1 else "")
+        line = panels.setdefault((str(row["collective"]), float(row["size_bytes"])), {}).setdefault(label, {})
+        line[int(row["npus"])] = max(line.get(int(row["npus"]), 0.0), row["efficiency"])
+    panels = {key: lines for key, lines in panels.items() if any(len(line) >= 2 for line in lines.values())}
+    if not panels:
+        return []
+    folder.mkdir(parents=True, exist_ok=True)
+    everyone = sorted({name.split(" (")[0] for lines in panels.values() for name in lines})
+    colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    written = []
+    for (collective, size), lines in sorted(panels.items()):
+        fig, ax = plt.subplots(figsize=(6, 4.5))
+        for name in sorted(lines):
+            i = everyone.index(name.split(" (")[0])  # one colour per formulation, dashed when oversubscribed
+            xs = sorted(lines[name])
+            ax.plot(xs, [lines[name][x] for x in xs], marker=MARKERS[i % len(MARKERS)], ms=4, lw=1,
+                    color=colours[i % len(colours)], ls="--" if "(" in name else "-", label=name)
+        ax.set_ylim(0, 1.05)
+        path = folder / f"{_file_name(collective)}_{_file_name(f'{size:.0f}B')}.png"
+        finish_axes(fig, ax, path, "NPUs", "bound / simulated time",
+                    f"{collective} {size / 2**20:g} MiB: efficiency against NPUs", log_x=2, log_y=False)
+        written.append(path)
+    return written
+
+
 def _file_name(label: str) -> str:
     return "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in label)
 
@@ -242,6 +278,7 @@ def write_figures(folder: Path, experiment, rows: list[dict[str, Any]], table=No
     if steps_vs_bandwidth(schedule, figures / "steps_vs_bandwidth.png"):
         written.append(figures / "steps_vs_bandwidth.png")
     written += time_by_size(schedule, figures / "by_size")
+    written += efficiency_by_npus(schedule, figures / "by_npus")
     return written
 
 

@@ -468,4 +468,22 @@ def topology_from_dict(data: Any, source: str = "topology") -> Topology:
     meta = data.get("meta") or {}
     if not isinstance(meta, dict):
         raise TopologyError(f"{source}: meta: expected a mapping, got {type(meta).__name__}")
+    _check_dims(meta.get("dims"), len(npus), source)
     return Topology.create(len(npus), links, len(ids) - len(npus), name, meta)
+
+
+def _check_dims(dims: Any, num_npus: int, source: str) -> None:
+    """``meta.dims`` (docs/clusters.md): a list of ``{kind, size}``, sizes multiplying to the NPUs."""
+    if dims is None:
+        return
+    if not isinstance(dims, list) or not dims:
+        raise TopologyError(f"{source}: meta.dims: expected a non-empty list of {{kind, size}}")
+    for i, dim in enumerate(dims):
+        size = dim.get("size") if isinstance(dim, dict) else None
+        if not isinstance(size, int) or isinstance(size, bool) or size < 1:
+            raise TopologyError(f"{source}: meta.dims[{i}].size: expected a positive integer, got {size!r}")
+        if not isinstance(dim.get("kind"), str):
+            raise TopologyError(f"{source}: meta.dims[{i}].kind: expected a name such as 'ring' or 'switch'")
+    if math.prod(d["size"] for d in dims) != num_npus:
+        raise TopologyError(f"{source}: meta.dims: sizes multiply to {math.prod(d['size'] for d in dims):,}, "
+                            f"not the {num_npus:,} NPUs")
