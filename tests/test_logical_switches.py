@@ -58,3 +58,31 @@ def test_tacos_runs_on_multi_tier_switches(spec):
     assert result.status == "feasible", result.message
     verify(result.algorithms[0])
     assert "unwound" in result.algorithms[0].meta["synthesis_view"]
+
+
+def test_a_scale_up_complex_inside_one_box_is_one_logical_switch():
+    """Two scale-up chips joined by a trunk inside each box: not split by rail (that would cut the
+    box apart); TACOS runs and verifies."""
+    from workbench.topology import Link, Topology
+
+    links, node = [], 16
+
+    def both(u, v, bw):
+        links.extend((Link(u, v, 1e-6, bw), Link(v, u, 1e-6, bw)))
+
+    for b in range(4):
+        chips = (node, node + 1)
+        node += 2
+        for g in range(4):
+            both(b * 4 + g, chips[g // 2], 450 * GB)
+        both(*chips, 900 * GB)
+    for g in range(4):
+        for b in range(4):
+            both(b * 4 + g, node, 50 * GB)
+        node += 1
+    topology = Topology.create(16, links, node - 16, "two-chip boxes")
+    view = unwind(topology, 1)
+    assert len(set(view.strong_components())) == 1
+    collective = make_collective("allgather", 16, 1)
+    result = get_formulation("tacos").synthesize(Problem(topology, collective, 2**26), time_limit=60, seed=0)
+    verify(result.algorithms[0])

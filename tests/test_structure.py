@@ -147,3 +147,38 @@ def test_file_dims_are_checked(tmp_path, dims, field):
                                 "meta": {"dims": dims}}))
     with pytest.raises(TopologyError, match=field.replace("[", r"\[").replace("]", r"\]")):
         load_topology(path)
+
+
+def test_boxes_come_group_by_group_whatever_the_ids():
+    """Renumbered NPUs: the boxes are still listed leaf group by leaf group, so a ring along a
+    rail crosses between groups only where it must."""
+    topology, label = rail_file(6, 4, per_leaf=4, spines=2, shuffle=2)
+    found = boxes_and_rails(topology)
+    assert found.groups == ((0, 1, 2, 3), (4, 5))
+    true_group = {label[b * 4 + i]: b // 4 for b in range(6) for i in range(4)}
+    assert [true_group[box[0]] for box in found.boxes] == [true_group[found.boxes[0][0]]] * 4 + \
+        [1 - true_group[found.boxes[0][0]]] * 2
+
+
+def test_a_nic_modelled_as_a_switch_keeps_its_rail():
+    """GPU -> NIC node -> leaf: the leaf still makes a rail (a leaf group of two boxes here)."""
+    n, links, node = 16, [], 16
+
+    def both(u, v, bw):
+        links.extend((Link(u, v, 1e-6, bw), Link(v, u, 1e-6, bw)))
+
+    for b in range(4):
+        for g in range(4):
+            both(b * 4 + g, node, 450 * GB)
+        node += 1
+    leaves = {(g, q): node + g * 2 + q for g in range(4) for q in range(2)}
+    node += 8
+    for b in range(4):
+        for g in range(4):
+            both(b * 4 + g, node, 50 * GB)
+            both(node, leaves[g, b // 2], 50 * GB)
+            node += 1
+    for leaf in leaves.values():
+        both(leaf, node, 100 * GB)
+    found = boxes_and_rails(Topology.create(n, links, node + 1 - n, "nic-nodes"))
+    assert found is not None and found.groups == ((0, 1), (2, 3))

@@ -229,7 +229,7 @@ def efficiency_by_npus(rows: list[dict[str, Any]], folder: Path) -> list[Path]:
     for row in rows:
         if not _ok(row) or row.get("efficiency") is None or not row.get("npus"):
             continue
-        over = re.search(r"over=([\d.]+)", str(row.get("topology_source", "")))
+        over = re.search(r"over\s*=\s*([\d.]+)", str(row.get("topology_source", "")), re.IGNORECASE)
         label = row["formulation"] + (" (oversubscribed)" if over and float(over.group(1)) > 1 else "")
         line = panels.setdefault((str(row["collective"]), float(row["size_bytes"])), {}).setdefault(label, {})
         line[int(row["npus"])] = max(line.get(int(row["npus"]), 0.0), row["efficiency"])

@@ -56,11 +56,15 @@ def unwind(topology: Topology, degree: int | None = None) -> Topology:
     found = boxes_and_rails(topology)
     position = {npu: i for box in found.boxes for i, npu in enumerate(box)} if found else {}
     group_of = {npu: g for g, boxes in enumerate(found.groups) for b in boxes for npu in found.boxes[b]} if found else {}
+    box_of = {npu: b for b, box in enumerate(found.boxes) for npu in box} if found else {}
     for switches in complexes:
         members = sorted({u for s in switches for u in topology.in_neighbors(s) if not topology.is_switch(u)})
         rails: dict[int, list[int]] = {}
-        for npu in members:  # one switch is one logical switch; a complex is one per rail
-            rails.setdefault(position.get(npu, 0) if len(switches) > 1 else 0, []).append(npu)
+        # one logical switch per rail where the complex joins boxes; one switch, or a complex inside
+        # one box (scale-up chips joined by a trunk), is one logical switch
+        per_rail = len(switches) > 1 and len({box_of.get(npu, -1) for npu in members}) > 1
+        for npu in members:
+            rails.setdefault(position.get(npu, 0) if per_rail else 0, []).append(npu)
         pairs = [pair for p, rail in sorted(rails.items())
                  for pair in _ring_pairs(_rail_order(rail, p, len(rails), group_of) if len(rails) > 1 else rail,
                                          degree)]

@@ -83,8 +83,10 @@ def boxes_and_rails(topology: Topology) -> BoxesAndRails | None:
     if len(boxes) < 2 or len(sizes) != 1 or sizes == {1}:
         return None
     box_index = {npu: b for b, members in enumerate(boxes) for npu in members}
-    box_nodes = {node for node, root in box_of.items() if root in {box_of[m[0]] for m in boxes}}
-    has_npu = _switches_with_npus(topology)
+    box_roots = {box_of[members[0]] for members in boxes}
+    box_nodes = {node for node, root in box_of.items() if root in box_roots}
+    has_npu = _switches_with_npus(topology, box_nodes)
+
     def rail_tier(link) -> bool:
         return (link.bandwidth < fastest * (1 - _SAME)
                 and all(_keeps(node, n, box_nodes, has_npu) for node in (link.src, link.dst)))
@@ -98,13 +100,14 @@ def boxes_and_rails(topology: Topology) -> BoxesAndRails | None:
     touched: dict[tuple[int, ...], list[int]] = {}
     for b, members in enumerate(boxes):
         touched.setdefault(tuple(sorted(rail_index[npu] for npu in members)), []).append(b)
-    ordered_boxes: list[tuple[int, ...]] = [()] * len(boxes)
-    for classes, group in touched.items():
+    # boxes group by group (a group's boxes by smallest NPU), each in its rails' order
+    ordered_boxes: list[tuple[int, ...]] = []
+    groups: list[tuple[int, ...]] = []
+    for classes, group in sorted(touched.items(), key=lambda item: item[1][0]):
         position = {rail: i for i, rail in enumerate(sorted(classes, key=lambda r: rails[r][0]))}
+        groups.append(tuple(range(len(ordered_boxes), len(ordered_boxes) + len(group))))
         for b in group:
-            placed = sorted(boxes[b], key=lambda npu: position[rail_index[npu]])
-            ordered_boxes[b] = tuple(placed)
-    groups = sorted((tuple(group) for group in touched.values()), key=lambda g: g[0])
+            ordered_boxes.append(tuple(sorted(boxes[b], key=lambda npu: position[rail_index[npu]])))
     return BoxesAndRails(tuple(ordered_boxes), tuple(groups), "links")
 
 
@@ -117,7 +120,7 @@ def _recorded(topology: Topology) -> BoxesAndRails | None:
         per_box, count, per_leaf = int(cluster["gpus_per_box"]), int(cluster["boxes"]), int(cluster["boxes_per_leaf"])
     except (KeyError, TypeError, ValueError):
         return None
-    if per_box * count != topology.num_npus or per_leaf < 1:
+    if per_box * count != topology.num_npus or per_leaf < 1 or count < 2:
         return None
     boxes = tuple(tuple(b * per_box + i for i in range(per_box)) for b in range(count))
     groups = tuple(tuple(range(start, min(start + per_leaf, count))) for start in range(0, count, per_leaf))
@@ -129,10 +132,19 @@ def _keeps(node: int, num_npus: int, box_nodes: set[int], has_npu: set[int]) -> 
     return node < num_npus or (node not in box_nodes and node in has_npu)
 
 
-def _switches_with_npus(topology: Topology) -> set[int]:
+def _switches_with_npus(topology: Topology, box_nodes: set[int]) -> set[int]:
+    """Switches outside the boxes with an NPU neighbour, counting through a NIC modelled as its own
+    switch (a switch whose only NPU neighbour is one NPU): the leaf beyond it then counts too, so a
+    rail is still found where each GPU reaches its leaf through a NIC node."""
     n = topology.num_npus
-    return {l.dst for l in topology.links if l.src < n and l.dst >= n} | \
-           {l.src for l in topology.links if l.dst < n and l.src >= n}
+    neighbours: dict[int, set[int]] = {}
+    for link in topology.links:
+        neighbours.setdefault(link.src, set()).add(link.dst)
+        neighbours.setdefault(link.dst, set()).add(link.src)
+    direct = {s for s in topology.switches if s not in box_nodes and any(v < n for v in neighbours.get(s, ()))}
+    nics = {s for s in direct if len(neighbours[s]) == 2 and sum(v < n for v in neighbours[s]) == 1}
+    beyond = {v for s in nics for v in neighbours[s] if v >= n and v not in box_nodes}
+    return direct | beyond
 
 
 def link_components(topology: Topology, keep) -> dict[int, int]:
