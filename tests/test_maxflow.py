@@ -68,3 +68,9 @@ def test_compiled_value_agrees_with_the_python_paths(nodes, seed, big):
     assert network._ortools  # the compiled path answered
     network._ortools = False  # as on a machine without OR-Tools
     assert network.value(capacities, 0, nodes - 1) == compiled
+
+
+def test_value_refuses_a_source_that_is_the_sink():
+    network = FlowNetwork(3, [0, 1], [1, 2])
+    with pytest.raises(ValueError, match="differ"):
+        network.value([1, 1], 1, 1)

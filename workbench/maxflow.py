@@ -121,6 +121,8 @@ class FlowNetwork:
         (true when arcs meant as infinite carry 1 + the sum of the finite capacities); otherwise
         the exact networkx path.
         """
+        if source == sink:
+            raise ValueError("source and sink must differ")
         self.calls += 1
         values = np.asarray(capacities, dtype=np.int64)
         data = np.zeros(len(self._capacity), dtype=np.int64)
