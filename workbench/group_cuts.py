@@ -39,14 +39,13 @@ def candidate_groups(topology: Topology) -> list[list[int]]:
     if found is None:
         return []
     sets = [list(box) for box in found.boxes]
-    if len(found.groups) > 1:
-        union: list[int] = []
-        for g in range(len(found.groups)):
-            members = found.members(g)
-            sets.append(members)
-            union = union + members
-            if g < len(found.groups) - 1 and g > 0:
-                sets.append(list(union))
+    count = len(found.groups)
+    if count > 1:
+        sets += [found.members(g) for g in range(count)]
+        union = found.members(0)
+        for g in range(1, count - 1):  # the first j groups, 1 < j < count
+            union = union + found.members(g)
+            sets.append(union)
     return sets[:MAX_GROUPS]
 
 

@@ -52,6 +52,12 @@ class Link:
     bandwidth: float
     overhead: float = 0.0
 
+    def bundled(self, other: "Link") -> "Link":
+        """This link and a parallel one (same endpoints) as one bundle: bandwidths add, the
+        smaller alpha and overhead (what a direct link and an unwound switch path become)."""
+        return Link(self.src, self.dst, min(self.alpha, other.alpha), self.bandwidth + other.bandwidth,
+                    min(self.overhead, other.overhead))
+
 
 @dataclass
 class Topology:
@@ -321,13 +327,8 @@ class Topology:
                     down = self.link(switch, v)
                     bandwidth = min(up.bandwidth, down.bandwidth) / d
                     candidate = Link(u, v, up.alpha + down.alpha, bandwidth, max(up.overhead, down.overhead))
-                    existing = links.get((u, v))
-                    if existing is None:
-                        links[(u, v)] = candidate
-                    else:  # a direct link and a switch path: one bundle, summed bandwidth
-                        links[(u, v)] = Link(u, v, min(existing.alpha, candidate.alpha),
-                                             existing.bandwidth + candidate.bandwidth,
-                                             min(existing.overhead, candidate.overhead))
+                    existing = links.get((u, v))  # a direct link and a switch path: one bundle
+                    links[(u, v)] = candidate if existing is None else existing.bundled(candidate)
         meta = dict(self.meta)
         meta["unwound_from"] = self.name
         meta["unwind_degree"] = degree

@@ -11,14 +11,14 @@ switches. ``unwind`` reads it as logical switches and unwinds those the paper's 
   Without that structure the complex is one logical switch holding all its NPUs. A switch with no
   switch neighbour is unwound as ``Topology.unwind_switches`` does.
 * **Logical links.** Position ``i`` among a logical switch's NPUs gets links to positions
-  ``i+1 .. i+d`` (mod N), as for one switch. A single switch orders its NPUs by id, as the paper
-  does. The rails of a complex are our choice (the paper has no multi-tier switch): each rail
-  visits its NPUs leaf group by leaf group (so its ring crosses the spines once per group), and
-  within a group with the rail's own stride (1, -1, 3, -3, ...) from its own starting box. With every rail's ring in id
-  order, a chunk of the first box would need N - 1 rail hops to reach the last, which at 64 boxes
-  is longer than the whole collective should take. Each is routed on a shortest path that passes through
-  switches of the complex alone; among equal paths, the least loaded so far is taken, so the
-  routes spread over the spines.
+  ``i+1 .. i+d`` (mod N), as for one switch, and each is routed on a shortest path through
+  switches of the complex alone; among equal paths the least loaded so far is taken, so the
+  routes spread over the spines. A single switch orders its NPUs by id, as the paper does. The
+  rails of a complex are ordered our way (the paper has no multi-tier switch): each rail visits
+  its NPUs leaf group by leaf group (so its ring crosses the spines once per group), within a
+  group with the rail's own stride (1, -1, 3, -3, ...) from its own starting box. With every
+  rail's ring in id order, a chunk of the first box would need N - 1 rail hops to reach the last,
+  which at 64 boxes is longer than the whole collective should take.
 * **Bandwidth.** A logical link gets the minimum, over the physical links ``e`` of its route, of
   ``bandwidth(e) / (number of logical links routed over e)``: an oversubscribed uplink shared by
   many logical links gives each its share. Alpha is the sum along the route, the overhead the
@@ -70,9 +70,7 @@ def unwind(topology: Topology, degree: int | None = None) -> Topology:
                                          degree)]
         for (u, v), candidate in _routed_links(topology, set(switches), pairs).items():
             existing = links.get((u, v))
-            links[(u, v)] = candidate if existing is None else Link(
-                u, v, min(existing.alpha, candidate.alpha), existing.bandwidth + candidate.bandwidth,
-                min(existing.overhead, candidate.overhead))
+            links[(u, v)] = candidate if existing is None else existing.bundled(candidate)
     meta = dict(topology.meta)
     meta["unwound_from"] = topology.name
     meta["unwind_degree"] = degree
@@ -158,6 +156,12 @@ def _shortest_paths(topology: Topology, switches: set[int], u: int, v: int) -> l
                 queue.append(y)
     if v not in depth:
         return []
+    on_path = {v}  # nodes on some shortest path to v, found backwards from v layer by layer
+    frontier = [v]
+    while frontier:
+        frontier = [x for y in frontier for x in topology.in_neighbors(y)
+                    if depth.get(x) == depth[y] - 1 and x not in on_path]
+        on_path.update(frontier)
     paths: list[tuple[int, ...]] = []
 
     def extend(path: list[int]) -> None:  # forward along the BFS layers, only towards v
@@ -168,22 +172,8 @@ def _shortest_paths(topology: Topology, switches: set[int], u: int, v: int) -> l
             paths.append(tuple(path))
             return
         for y in topology.out_neighbors(x):
-            if depth.get(y) == depth[x] + 1 and (y == v or _reaches(y)):
+            if y in on_path and depth[y] == depth[x] + 1:
                 extend(path + [y])
-
-    back = {v: depth[v]}  # nodes on some shortest path to v, found backwards from v
-    frontier = [v]
-    while frontier:
-        nxt = []
-        for y in frontier:
-            for x in topology.in_neighbors(y):
-                if x in depth and depth[x] == depth[y] - 1 and x not in back:
-                    back[x] = depth[x]
-                    nxt.append(x)
-        frontier = nxt
-
-    def _reaches(y: int) -> bool:
-        return y in back
 
     extend([u])
     return paths
