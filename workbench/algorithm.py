@@ -1,5 +1,6 @@
 """The algorithm IR and its file format, ``workbench.algorithm/1`` (``/2`` when the embedded
-topology has a per-message link overhead; docs/algorithm-format.md).
+topology has a per-message link overhead, ``/3`` for a periodic schedule: ``workbench.periodic``;
+docs/algorithm-format.md).
 
 A ``Transfer`` moves one chunk (or several contiguous chunks, paying alpha once) from ``src``
 to ``dst`` as a ``copy`` or a ``reduce``, after the transfers named in ``deps`` have arrived.
@@ -21,20 +22,24 @@ from typing import Any, Iterable
 from workbench import fastjson
 from workbench.files import write_output
 from workbench.collective import Collective, CollectiveError, collective_from_dict, make_collective
+from workbench.periodic import Period, PeriodError, expanded
 from workbench.topology import Topology, TopologyError, topology_from_dict
 
-__all__ = ["FORMAT", "FORMAT_2", "FORMATS", "Transfer", "Algorithm", "AlgorithmFormatError", "load_algorithm"]
+__all__ = ["FORMAT", "FORMAT_2", "FORMAT_3", "FORMATS", "Transfer", "Algorithm", "AlgorithmFormatError", "load_algorithm"]
 
 FORMAT = "workbench.algorithm/1"
 # /1 plus an optional ``overhead`` on the embedded topology's links; written only when one is
 # non-zero, so a /1 reader meets /2 exactly when it would otherwise time the algorithm wrongly
 FORMAT_2 = "workbench.algorithm/2"
-FORMATS = (FORMAT, FORMAT_2)
+# /2 plus a ``period`` (one period of transfers, its repeat count and chunk stride) and a per-transfer
+# ``lag``: written only for a periodic algorithm, so every other file reads as before
+FORMAT_3 = "workbench.algorithm/3"
+FORMATS = (FORMAT, FORMAT_2, FORMAT_3)
 _INF = math.inf
 
 
 class AlgorithmFormatError(ValueError):
-    """A file that is not a well-formed ``workbench.algorithm/1`` or ``/2`` document (schema, types)."""
+    """A file that is not a well-formed ``workbench.algorithm/1``, ``/2`` or ``/3`` document (schema, types)."""
 
 
 @dataclass(slots=True)
@@ -47,6 +52,7 @@ class Transfer:
     deps: tuple[int, ...] = ()
     t_start: float | None = None
     t_end: float | None = None
+    lag: int = 0  # periodic schedules only: piece k's copy is listed in period k + lag (workbench.periodic)
 
     @property
     def chunk(self) -> int:
@@ -61,6 +67,8 @@ class Transfer:
             entry["chunks"] = list(self.chunks)
         entry.update(src=self.src, dst=self.dst, op=self.op, deps=list(self.deps),
                      t_start=self.t_start, t_end=self.t_end)
+        if self.lag:
+            entry["lag"] = self.lag
         return entry
 
 
@@ -71,6 +79,8 @@ class Algorithm:
     chunk_bytes: float
     transfers: list[Transfer]
     meta: dict[str, Any] = field(default_factory=dict)
+    # a periodic schedule: ``transfers`` is one period, repeated as this says (workbench.periodic)
+    period: Period | None = None
 
     @property
     def size_bytes(self) -> float:
@@ -78,6 +88,20 @@ class Algorithm:
 
     def __len__(self) -> int:
         return len(self.transfers)
+
+    @property
+    def total_transfers(self) -> int:
+        """Transfers in the whole schedule: the period's times its repeat count when periodic."""
+        return len(self.transfers) * (self.period.repeat if self.period is not None else 1)
+
+    def expanded(self) -> "Algorithm":
+        """A periodic algorithm written out transfer by transfer (itself when not periodic)."""
+        return expanded(self)
+
+    def _plain(self, operation: str) -> None:
+        if self.period is not None:
+            raise ValueError(f"{operation} applies to a plain algorithm; expand the periodic one first "
+                             f"(Algorithm.expanded) or build it per period")
 
     # ------------------------------------------------------------ building helpers
     @classmethod
@@ -107,6 +131,7 @@ class Algorithm:
         writes into a switch stay ``copy`` (a switch only forwards), so a switch that sent the
         same chunk on several links (a multicast) cannot be reversed.
         """
+        self._plain("reverse()")
         target_kind = {"allgather": "reducescatter", "broadcast": "reduce"}.get(self.collective.kind)
         if target_kind is None:
             raise ValueError(f"reverse() applies to allgather or broadcast, not {self.collective.kind}")
@@ -148,6 +173,8 @@ class Algorithm:
         writes, so no phase-2 send starts before its data is final and no phase-2 write overtakes
         a phase-1 access.
         """
+        self._plain("concat()")
+        second._plain("concat()")
         if second.topology != self.topology:
             raise ValueError("concat: the two phases are on different topologies")
         if not math.isclose(second.chunk_bytes, self.chunk_bytes, rel_tol=1e-12):
@@ -186,15 +213,23 @@ class Algorithm:
 
     # ------------------------------------------------------------ (de)serialisation
     def to_dict(self) -> dict[str, Any]:
-        """The file's document: ``/2`` when some link has an overhead, else ``/1`` as always."""
-        return {
-            "format": FORMAT_2 if self.topology.has_overhead() else FORMAT,
+        """The file's document: ``/3`` when periodic, else ``/2`` when some link has an overhead,
+        else ``/1`` as always."""
+        if self.period is not None:
+            version = FORMAT_3
+        else:
+            version = FORMAT_2 if self.topology.has_overhead() else FORMAT
+        document = {
+            "format": version,
             "topology": self.topology.to_dict(),
             "collective": self.collective.to_dict(self.size_bytes),
             "chunk_bytes": self.chunk_bytes,
-            "transfers": [t.to_dict() for t in self.transfers],
-            "meta": self.meta,
         }
+        if self.period is not None:
+            document["period"] = self.period.to_dict()
+        document["transfers"] = [t.to_dict() for t in self.transfers]
+        document["meta"] = self.meta
+        return document
 
     def save(self, path: str | Path) -> None:
         """Write atomically, so a reader never sees half a file (a character device such as
@@ -212,7 +247,7 @@ class Algorithm:
 
 
 def load_algorithm(path: str | Path) -> Algorithm:
-    """Read a ``workbench.algorithm/1`` or ``/2`` JSON file; ``AlgorithmFormatError`` names what is wrong."""
+    """Read a ``workbench.algorithm/1``, ``/2`` or ``/3`` JSON file; ``AlgorithmFormatError`` names what is wrong."""
     with no_cyclic_gc():
         return _load(Path(path))
 
@@ -275,7 +310,8 @@ def _parse(data: Any, source: str, transfers: list[Transfer] | None = None) -> A
     if not isinstance(data, dict):
         raise AlgorithmFormatError(f"{source}: expected a JSON object")
     if data.get("format") not in FORMATS:
-        raise AlgorithmFormatError(f"{source}: format must be {FORMAT!r} or {FORMAT_2!r}, got {data.get('format')!r}")
+        raise AlgorithmFormatError(f"{source}: format must be {FORMAT!r}, {FORMAT_2!r} or {FORMAT_3!r}, "
+                                   f"got {data.get('format')!r}")
     for key in ("topology", "collective", "chunk_bytes", "transfers"):
         if key not in data and not (key == "transfers" and transfers is not None):
             raise AlgorithmFormatError(f"{source}: missing field {key!r}")
@@ -306,7 +342,21 @@ def _parse(data: Any, source: str, transfers: list[Transfer] | None = None) -> A
     meta = data.get("meta") or {}
     if not isinstance(meta, dict):
         raise AlgorithmFormatError(f"{source}: meta must be an object")
-    return Algorithm(topology, collective, float(chunk_bytes), transfers, meta)
+    period = None
+    if data["format"] == FORMAT_3:
+        if "period" not in data:
+            raise AlgorithmFormatError(f"{source}: missing field 'period' (format {FORMAT_3!r} is a periodic schedule)")
+        try:
+            period = Period.from_dict(data["period"], source)
+        except PeriodError as exc:
+            raise AlgorithmFormatError(str(exc)) from None
+    else:
+        if "period" in data:
+            raise AlgorithmFormatError(f"{source}: a period needs format {FORMAT_3!r}, the file says {data['format']!r}")
+        lagging = next((t for t in transfers if t.lag), None)
+        if lagging is not None:
+            raise AlgorithmFormatError(f"{source}: transfer {lagging.id} has a lag, which needs format {FORMAT_3!r}")
+    return Algorithm(topology, collective, float(chunk_bytes), transfers, meta, period)
 
 
 def _is_int(value: Any) -> bool:
@@ -327,7 +377,8 @@ def _parse_transfers(raw: list, source: str) -> list[Transfer]:
             op = entry.get("op", "copy")
             t_start, t_end = entry.get("t_start"), entry.get("t_end")
             if (type(ident) is int and type(src) is int and type(dst) is int and type(chunk) is int
-                    and "chunks" not in entry and (op == "copy" or op == "reduce") and type(deps) is list
+                    and "chunks" not in entry and "lag" not in entry and (op == "copy" or op == "reduce")
+                    and type(deps) is list
                     and all(type(d) is int for d in deps)
                     and (t_start is None or (type(t_start) is float and 0.0 <= t_start < _INF))
                     and (t_end is None or (type(t_end) is float
@@ -382,4 +433,7 @@ def _parse_transfer(entry: Any, index: int, source: str) -> Transfer:
     if times[0] is not None and times[1] is not None and times[1] < times[0]:
         raise AlgorithmFormatError(f"{where}: transfer {entry['id']} claims t_end={times[1]!r} before "
                                    f"t_start={times[0]!r}")
-    return Transfer(entry["id"], chunks, entry["src"], entry["dst"], op, tuple(deps), times[0], times[1])
+    lag = entry.get("lag", 0)
+    if not _is_int(lag) or lag < 0:
+        raise AlgorithmFormatError(f"{where}.lag: expected an integer >= 0, got {lag!r}")
+    return Transfer(entry["id"], chunks, entry["src"], entry["dst"], op, tuple(deps), times[0], times[1], lag)

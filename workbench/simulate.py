@@ -11,6 +11,8 @@
 * ``in-order`` (default): on every link segments start in file order; one pass in file order.
   ``fifo``: event driven; at each instant every ready segment whose links are all free starts, in
   (ready time, file order); a waiting segment reserves nothing.
+* A periodic schedule (``workbench.periodic``) is timed as its expansion, without writing it out;
+  its per-transfer arrays are piece-major (piece k of template transfer i at ``k * m + i``).
 * A model is written as one string, ``link model/order/switch model`` (``model_name``,
   ``parse_model``): an algorithm's ``meta.claim_model`` names the model of its claimed time.
 """
@@ -218,7 +220,7 @@ def _simulate(algorithm: Algorithm, link_model: str, order: str, switch_model: s
               arrays: Any) -> SimulationResult:
     blocking = link_model == "blocking"
     timing = None
-    chosen = choose_engine(engine, len(algorithm.transfers), COMPILED_FROM, "simulate", eager=False)
+    chosen = choose_engine(engine, algorithm.total_transfers, COMPILED_FROM, "simulate", eager=False)
     if order == "in-order" and chosen == "compiled":
         from workbench.compiled.simulate import timing as compiled_timing
         from workbench.compiled.arrays import transfer_arrays
@@ -246,6 +248,8 @@ def _simulate(algorithm: Algorithm, link_model: str, order: str, switch_model: s
 
 
 def _python_timing(algorithm: Algorithm, blocking: bool, order: str, switch_model: str):
+    if algorithm.period is not None:
+        return _periodic_timing(algorithm, blocking, order, switch_model)
     segments = _segment_table(algorithm, switch_model)
     for t in algorithm.transfers:
         for d in t.deps:
@@ -296,6 +300,78 @@ def _run_in_order(algorithm: Algorithm, segments: list[list[Segment]], blocking:
                 first = False
             ready = begin + serialise + alpha_sum
         end[t.id] = ready
+    occupancy = (np.asarray(occ_link, dtype=np.int64), np.asarray(occ_start), np.asarray(occ_end))
+    return np.asarray(start), np.asarray(end), np.asarray(busy), np.asarray(carried), occupancy
+
+
+def _periodic_timing(algorithm: Algorithm, blocking: bool, order: str, switch_model: str):
+    """A periodic schedule (``workbench.periodic``), its arrays piece-major (piece k's copy of template
+    transfer i at ``k * len(template) + i``). In order: the expansion served without writing it out;
+    fifo: the expansion written out and run (fifo is event driven over the whole schedule)."""
+    from workbench.periodic import PeriodError, check_template_order, expansion_order
+
+    try:
+        check_template_order(algorithm.transfers)
+    except PeriodError as exc:
+        raise SimulationError(str(exc)) from None
+    if order == "fifo":
+        start, end, busy, carried, occupancy = _python_timing(algorithm.expanded(), blocking, order, switch_model)
+        m = len(algorithm.transfers)
+        where = np.fromiter((k * m + i for k, i in expansion_order([t.lag for t in algorithm.transfers],
+                                                                    algorithm.period.repeat)),
+                            dtype=np.int64, count=len(end))
+        piece_start, piece_end = np.empty_like(start), np.empty_like(end)
+        piece_start[where], piece_end[where] = start, end
+        return piece_start, piece_end, busy, carried, occupancy
+    return _run_in_order_periodic(algorithm, _segment_table(algorithm, switch_model), blocking)
+
+
+def _run_in_order_periodic(algorithm: Algorithm, segments: list[list[Segment]], blocking: bool):
+    """``_run_in_order`` over the expansion of a periodic schedule, the same operations in the same order."""
+    from workbench.periodic import expansion_order
+
+    transfers = algorithm.transfers
+    m = len(transfers)
+    repeat = algorithm.period.repeat
+    num_links = len(algorithm.topology.links)
+    free = [0.0] * num_links
+    busy = [0.0] * num_links
+    carried = [0.0] * num_links
+    start = [0.0] * (m * repeat)
+    end = [0.0] * (m * repeat)
+    occ_link: list[int] = []
+    occ_start: list[float] = []
+    occ_end: list[float] = []
+    chunk_bytes = algorithm.chunk_bytes
+    for k, i in expansion_order([t.lag for t in transfers], repeat):
+        t = transfers[i]
+        base = k * m
+        ready = 0.0
+        for d in t.deps:
+            if end[base + d] > ready:
+                ready = end[base + d]
+        nbytes = chunk_bytes * len(t.chunks)
+        first = True
+        for links, alpha_sum, bandwidth, overhead in segments[i]:
+            begin = ready
+            for l in links:
+                if free[l] > begin:
+                    begin = free[l]
+            serialise = nbytes / bandwidth + overhead
+            release = begin + serialise + alpha_sum if blocking else begin + serialise
+            held = release - begin
+            for l in links:
+                free[l] = release
+                busy[l] += held
+                carried[l] += nbytes
+                occ_link.append(l)
+                occ_start.append(begin)
+                occ_end.append(release)
+            if first:
+                start[base + i] = begin
+                first = False
+            ready = begin + serialise + alpha_sum
+        end[base + i] = ready
     occupancy = (np.asarray(occ_link, dtype=np.int64), np.asarray(occ_start), np.asarray(occ_end))
     return np.asarray(start), np.asarray(end), np.asarray(busy), np.asarray(carried), occupancy
 

@@ -1,4 +1,5 @@
-"""Reading a well-formed ``workbench.algorithm/1`` or ``/2`` file fast: msgspec decodes the JSON
+"""Reading a well-formed ``workbench.algorithm/1`` or ``/2`` file fast (a periodic ``/3`` file is
+one period, small, and goes the usual way): msgspec decodes the JSON
 straight into typed transfer records, in C, without building a dict per transfer. The two formats
 differ only in the embedded topology (``/2`` may give links an ``overhead``), which is left untyped
 here: ``workbench.algorithm`` checks the format and reads the topology for both readers alike.
@@ -42,6 +43,7 @@ class _TransferRecord(msgspec.Struct, gc=False):
     deps: list[_Int] = []
     t_start: _Time | None = None
     t_end: _Time | None = None
+    lag: Any = 0  # read only to send a periodic template (or a stray lag) the usual way
 
 
 class _Document(msgspec.Struct):
@@ -51,6 +53,7 @@ class _Document(msgspec.Struct):
     chunk_bytes: Any
     transfers: list[_TransferRecord]
     meta: Any = None
+    period: Any = msgspec.UNSET
 
 
 _DECODER = msgspec.json.Decoder(_Document)
@@ -68,6 +71,8 @@ def decode(text: bytes) -> tuple[dict[str, Any], list[tuple]] | None:
         document = _DECODER.decode(text)
     except (msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError, RecursionError):
         return None
+    if document.period is not msgspec.UNSET or any(r.lag != 0 for r in document.transfers):
+        return None  # a periodic schedule (/3) is one period, read the usual way with its checks
     untyped = [document.format, document.topology, document.collective, document.chunk_bytes, document.meta]
     if not _integers_exact(untyped):
         return None

@@ -8,6 +8,9 @@ overlap (double counting). An algorithm is valid when
 2. replaying the default simulation's timeline (arrivals at an instant in file order, before any
    start at that instant) every transfer reads exactly what it read in the file-order replay.
 
+A periodic schedule (``workbench.periodic``) is checked on one piece plus the repetition rule
+(see the section at the end).
+
 Every failure is an ``InvalidAlgorithm`` naming the transfer, chunk, ranks and the reason.
 """
 
@@ -19,6 +22,7 @@ from typing import Any
 from workbench.lazy import lazy_module
 from workbench.algorithm import Algorithm
 from workbench.compiled.engines import choose_engine
+from workbench.periodic import PeriodError, check_repetition, one_piece
 from workbench.simulate import DEFAULT_MODEL, SimulationError, SimulationResult, simulate, simulate_with_arrays
 
 np = lazy_module("numpy")  # imported on first use (workbench.lazy)
@@ -189,12 +193,14 @@ def _fail_double(algorithm: Algorithm, t, chunk: int, overlap: int) -> None:
         transfer=t.id, chunk=chunk, ranks=tuple(ranks), kind="double-count")
 
 
-def _check_post(algorithm: Algorithm, state: dict[int, int]) -> int:
+def _check_post(algorithm: Algorithm, state: dict[int, int], chunks=None) -> int:
+    """The postcondition of every chunk (or of ``chunks``); the number of (rank, chunk) pairs met."""
     collective = algorithm.collective
     num_chunks = collective.num_chunks
     full, _ = collective.masks()
     delivered = 0
-    for chunk, ranks in enumerate(collective.post):
+    for chunk in range(num_chunks) if chunks is None else chunks:
+        ranks = collective.post[chunk]
         want = full[chunk]
         for rank in ranks:
             have = state.get(rank * num_chunks + chunk, 0)
@@ -291,6 +297,8 @@ def verify(algorithm: Algorithm, timeline: bool = True, simulation: SimulationRe
     transfers). Both give the same verdicts; a rule the compiled replays find broken is named by
     the Python verifier, so the messages are the same too.
     """
+    if algorithm.period is not None:
+        return _verify_periodic(algorithm, timeline, simulation, engine)
     if choose_engine(engine, len(algorithm.transfers), COMPILED_FROM, "verify", eager=False) == "compiled":
         report = _verify_compiled(algorithm, timeline, simulation)
         if report is not None:
@@ -331,3 +339,107 @@ def _verify_compiled(algorithm: Algorithm, timeline: bool, simulation: Simulatio
         if not fast.timeline_ok(algorithm, arrays, simulation, reads):
             return None
     return VerifyReport(len(arrays), delivered, simulation)
+
+
+# ------------------------------------------------------------------ periodic schedules (workbench.periodic)
+# The repetition rule (``periodic.check_repetition``) makes every piece the template with its chunks
+# relabelled: the pieces touch disjoint chunks, and each relabelled chunk has the template chunk's
+# holders before and after. So (1) the file-order replay of piece 0 alone (``periodic.one_piece``)
+# with its postconditions stands for every piece, and (2) the timeline rule is checked piece by
+# piece: piece k replayed at its own simulated times (the periodic simulation's arrays,
+# piece-major) must read what piece 0 read in file order. Pieces never share a buffer, so no race
+# can cross two of them. Inside a piece, failures name transfers as ``one_piece`` numbers them (by
+# lag, then id: the template's own ids when no transfer lags).
+
+
+@dataclass
+class _PieceTimes:
+    """One piece's start and end times, indexed as ``one_piece`` numbers its transfers."""
+
+    start: "np.ndarray"
+    end: "np.ndarray"
+
+
+def _verify_periodic(algorithm: Algorithm, timeline: bool = True, simulation: SimulationResult | None = None,
+                     engine: str = "auto") -> VerifyReport:
+    """Raise ``InvalidAlgorithm`` unless the periodic algorithm implements its collective."""
+    try:
+        check_repetition(algorithm)
+    except PeriodError as exc:
+        raise InvalidAlgorithm(f"periodic schedule: {exc}", kind="period") from None
+    piece, order = one_piece(algorithm)
+    lagging = any(t.lag for t in algorithm.transfers)
+    with _named("piece 0", lagging):
+        check_structure(piece)
+        reads, read_from, state = _file_order_replay(piece)
+    period = algorithm.period
+    template = sorted({c for t in piece.transfers for c in t.chunks})
+    moved = {c + k * period.chunk_stride for c in template for k in range(period.repeat)}
+    untouched = [c for c in range(algorithm.collective.num_chunks) if c not in moved]
+    with _named("piece 0", lagging):
+        delivered = _check_post(piece, state, template) * period.repeat + _check_post(piece, state, untouched)
+    if timeline:
+        if simulation is None or simulation.options != DEFAULT_MODEL:
+            try:
+                simulation = simulate(algorithm)
+            except SimulationError as exc:
+                raise InvalidAlgorithm(str(exc), kind="structure") from None
+        _pieces_on_timeline(algorithm, piece, order, simulation, reads, read_from, lagging, engine)
+    return VerifyReport(algorithm.total_transfers, delivered, simulation)
+
+
+def _pieces_on_timeline(algorithm, piece, order, simulation, reads, read_from, lagging, engine) -> None:
+    m = len(piece.transfers)
+    if m == 0:
+        return
+    where = np.asarray(order, dtype=np.int64)
+    compiled = None
+    if choose_engine(engine, algorithm.total_transfers, COMPILED_FROM, "verify", eager=False) == "compiled":
+        compiled = _CompiledPiece.build(piece)
+    for k in range(algorithm.period.repeat):
+        times = _PieceTimes(simulation.start[k * m + where], simulation.end[k * m + where])
+        if compiled is not None and compiled.reads_as_planned(times):
+            continue
+        with _named(f"piece {k}", lagging):
+            _timeline_replay(piece, times, reads, read_from)
+
+
+class _CompiledPiece:
+    """The compiled timeline replay for one piece (``workbench.compiled.verify``): says only whether a
+    piece reads as planned; the Python replay then names a failure."""
+
+    def __init__(self, piece, arrays, fast, initial, reads) -> None:
+        self.piece, self.arrays, self.fast, self.initial, self.reads = piece, arrays, fast, initial, reads
+
+    @classmethod
+    def build(cls, piece) -> "_CompiledPiece | None":
+        from workbench.compiled import verify as fast
+        from workbench.compiled.arrays import transfer_arrays
+
+        arrays = transfer_arrays(piece.transfers)
+        if arrays is None or not fast.fits(piece, arrays):
+            return None
+        initial = fast.initial_state(piece)
+        state = initial.copy()
+        reads = np.empty((len(arrays.chunks), state.shape[1]), dtype=np.uint64)
+        status, _ = fast.file_order_replay(arrays.src, arrays.dst, arrays.reduce, arrays.chunk_start, arrays.chunks,
+                                           piece.collective.num_chunks, state, reads)
+        return cls(piece, arrays, fast, initial, reads) if status == fast.OK else None
+
+    def reads_as_planned(self, times: _PieceTimes) -> bool:
+        return self.fast.timeline_ok_with(self.piece, self.arrays, times, self.reads, self.initial.copy())
+
+
+class _named:
+    """Prefix an ``InvalidAlgorithm`` raised inside a piece with which piece it is."""
+
+    def __init__(self, piece: str, lagging: bool) -> None:
+        self.prefix = f"periodic schedule, {piece}" + (" (transfers numbered by lag, then id)" if lagging else "")
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind, exc, traceback) -> bool:
+        if isinstance(exc, InvalidAlgorithm):
+            raise InvalidAlgorithm(f"{self.prefix}: {exc}", exc.transfer, exc.chunk, exc.ranks, exc.kind) from None
+        return False

@@ -65,6 +65,67 @@ def _in_order(route_of, chunk_counts, dep_start, deps, route_seg_start, seg_link
     return start, end, busy, carried, occ_link, occ_start, occ_end
 
 
+@njit(cache=True)
+def _in_order_periodic(route_of, chunk_counts, dep_start, deps, lags, repeat, route_seg_start, seg_link_start,
+                       seg_links, seg_alpha, seg_bandwidth, seg_overhead, chunk_bytes, blocking, num_links,
+                       occupancy_size):
+    """``_in_order`` over a periodic schedule's expansion (``workbench.periodic.expansion_order``):
+    period q serves template transfer i for piece q - lag[i]; arrays are piece-major."""
+    m = len(route_of)
+    count = m * repeat
+    max_lag = 0
+    for i in range(m):
+        if lags[i] > max_lag:
+            max_lag = lags[i]
+    free = np.zeros(num_links)
+    busy = np.zeros(num_links)
+    carried = np.zeros(num_links)
+    start = np.zeros(count)
+    end = np.zeros(count)
+    occ_link = np.empty(occupancy_size, dtype=np.int64)
+    occ_start = np.empty(occupancy_size)
+    occ_end = np.empty(occupancy_size)
+    o = 0
+    for q in range(repeat + max_lag):
+        for i in range(m):
+            piece = q - lags[i]
+            if piece < 0 or piece >= repeat:
+                continue
+            base = piece * m
+            t = base + i
+            ready = 0.0
+            for k in range(dep_start[i], dep_start[i + 1]):
+                if end[base + deps[k]] > ready:
+                    ready = end[base + deps[k]]
+            nbytes = chunk_bytes * chunk_counts[i]
+            r = route_of[i]
+            for s in range(route_seg_start[r], route_seg_start[r + 1]):
+                begin = ready
+                for k in range(seg_link_start[s], seg_link_start[s + 1]):
+                    if free[seg_links[k]] > begin:
+                        begin = free[seg_links[k]]
+                serialise = nbytes / seg_bandwidth[s] + seg_overhead[s]
+                if blocking:
+                    release = begin + serialise + seg_alpha[s]
+                else:
+                    release = begin + serialise
+                held = release - begin
+                for k in range(seg_link_start[s], seg_link_start[s + 1]):
+                    link = seg_links[k]
+                    free[link] = release
+                    busy[link] += held
+                    carried[link] += nbytes
+                    occ_link[o] = link
+                    occ_start[o] = begin
+                    occ_end[o] = release
+                    o += 1
+                if s == route_seg_start[r]:
+                    start[t] = begin
+                ready = begin + serialise + seg_alpha[s]
+            end[t] = ready
+    return start, end, busy, carried, occ_link, occ_start, occ_end
+
+
 def timing(algorithm, arrays: TransferArrays, blocking: bool, switch_model: str, route_segments):
     """``_run_in_order``'s five results, or None where the Python simulator must run (it then
     raises for a bad transfer, or handles what the arrays cannot express)."""
@@ -74,7 +135,17 @@ def timing(algorithm, arrays: TransferArrays, blocking: bool, switch_model: str,
     chunk_bytes = algorithm.chunk_bytes
     if not (type(chunk_bytes) is float or (type(chunk_bytes) is int and abs(chunk_bytes) <= 2**53)):
         return None  # Python multiplies in the value's own type (a numpy float32, an exact big int)
-    if not (arrays.ids_are_positions() and arrays.deps_point_back() and arrays.nodes_within(num_nodes)):
+    period = algorithm.period
+    if period is not None:
+        from workbench.periodic import PeriodError, check_template_order
+
+        try:
+            check_template_order(algorithm.transfers)
+        except PeriodError:
+            return None  # the Python simulator names it
+    elif not arrays.deps_point_back():
+        return None
+    if not (arrays.ids_are_positions() and arrays.nodes_within(num_nodes)):
         return None
     pairs, route_of = np.unique(arrays.src * num_nodes + arrays.dst, return_inverse=True)
     route_seg_start, seg_link_start, seg_links, seg_alpha, seg_bandwidth, route_links = [0], [0], [], [], [], []
@@ -94,10 +165,15 @@ def timing(algorithm, arrays: TransferArrays, blocking: bool, switch_model: str,
         route_links.append(sum(len(segment[0]) for segment in segments))
     occupancy_size = int(np.asarray(route_links, dtype=np.int64)[route_of].sum()) if count else 0
     as_int = lambda values: np.asarray(values, dtype=np.int64)  # noqa: E731
+    routes = (as_int(route_seg_start), as_int(seg_link_start), as_int(seg_links),
+              np.asarray(seg_alpha, dtype=np.float64), np.asarray(seg_bandwidth, dtype=np.float64),
+              np.asarray(seg_overhead, dtype=np.float64), float(algorithm.chunk_bytes), blocking, len(topology.links))
+    if period is not None:
+        lags = as_int([t.lag for t in algorithm.transfers])
+        start, end, busy, carried, occ_link, occ_start, occ_end = _in_order_periodic(
+            route_of.astype(np.int64), arrays.chunk_counts, arrays.dep_start, arrays.deps, lags, period.repeat,
+            *routes, occupancy_size * period.repeat)
+        return start, end, busy, carried, (occ_link, occ_start, occ_end)
     start, end, busy, carried, occ_link, occ_start, occ_end = _in_order(
-        route_of.astype(np.int64), arrays.chunk_counts, arrays.dep_start, arrays.deps, as_int(route_seg_start),
-        as_int(seg_link_start), as_int(seg_links), np.asarray(seg_alpha, dtype=np.float64),
-        np.asarray(seg_bandwidth, dtype=np.float64), np.asarray(seg_overhead, dtype=np.float64),
-        float(algorithm.chunk_bytes), blocking, len(topology.links),
-        occupancy_size)
+        route_of.astype(np.int64), arrays.chunk_counts, arrays.dep_start, arrays.deps, *routes, occupancy_size)
     return start, end, busy, carried, (occ_link, occ_start, occ_end)

@@ -208,6 +208,12 @@ def replay(algorithm, arrays) -> tuple[np.ndarray, int] | None:
 def timeline_ok(algorithm, arrays, simulation, reads: np.ndarray) -> bool:
     """The default timeline reads what the file order read (event order as ``verify._timeline_replay``).
     False: it does not, or the Python replay must decide."""
+    return timeline_ok_with(algorithm, arrays, simulation, reads, None)
+
+
+def timeline_ok_with(algorithm, arrays, simulation, reads: np.ndarray, state: np.ndarray | None) -> bool:
+    """``timeline_ok`` from a given initial ``state`` (a copy the replay may change; None: built here).
+    ``simulation`` needs only ``start`` and ``end`` per transfer."""
     count = len(arrays)
     if count == 0:
         return True
@@ -217,6 +223,8 @@ def timeline_ok(algorithm, arrays, simulation, reads: np.ndarray) -> bool:
     kinds = np.concatenate((np.zeros(count, dtype=np.int8), np.ones(count, dtype=np.int8)))
     ids = np.concatenate((np.arange(count), np.arange(count)))
     order = np.lexsort((ids, kinds, times))
+    if state is None:
+        state = initial_state(algorithm)
     status, _ = timeline_replay(kinds[order], ids[order], arrays.src, arrays.dst, arrays.reduce, arrays.chunk_start,
-                                arrays.chunks, algorithm.collective.num_chunks, initial_state(algorithm), reads)
+                                arrays.chunks, algorithm.collective.num_chunks, state, reads)
     return status == OK

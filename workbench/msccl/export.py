@@ -86,6 +86,14 @@ def export_xml(algorithm: Algorithm, proto: str = "Simple", instances: int = 1, 
         raise MscclError("--instances must be at least 1")
     from workbench import size_guard
 
+    if algorithm.period is not None:  # a periodic schedule is one iteration of the runtime's loop
+        from workbench.periodic import PeriodError, loop_body
+
+        try:
+            algorithm = loop_body(algorithm)
+        except PeriodError as exc:
+            raise MscclError(str(exc)) from None
+
     c = algorithm.collective  # every transfer and chunk again per instance: sized before refine() builds them
     size_guard.check_declared(f"--instances {instances}", [("", size_guard.instances_bytes(
         c.kind, c.num_ranks, c.chunks_per_rank, len(algorithm.transfers), instances))])

@@ -48,7 +48,15 @@ def export_plan(algorithm: Algorithm, gpus_per_node: int | None = None, name: st
                 protocol: str = "Simple", min_message_size: int = 0,
                 max_message_size: int = 2**64 - 1) -> dict[str, Any]:
     """The execution plan of the module docstring (a JSON-ready dict), for messages of
-    ``min_message_size..max_message_size`` bytes (both inclusive; default every size)."""
+    ``min_message_size..max_message_size`` bytes (both inclusive; default every size). A periodic
+    schedule is written out in full (a plan lists every operation; it has no loop of its own)."""
+    if algorithm.period is not None:
+        from workbench.periodic import PeriodError
+
+        try:
+            algorithm = algorithm.expanded()
+        except PeriodError as exc:
+            raise MscclError(str(exc)) from None
     collective = algorithm.collective
     if collective.kind not in _COLLECTIVES:
         raise MscclError(f"MSCCL++ plans cover the standard collectives, not {collective.kind!r}")
