@@ -302,3 +302,38 @@ def test_reductions_on_two_switch_tiers_are_valid(kind):
         result = ForestColl().synthesize(problem, time_limit=300, seed=0)
         assert result.algorithms, result.message
         verify(result.algorithms[0])
+
+
+# ------------------------------------------------------------------ periodic output (workbench.algorithm/3)
+@pytest.mark.parametrize("spec", ["dgx2:2", "torus:3x3", "rails:2x4"])
+def test_the_period_expands_to_the_listing(spec):
+    """One batch with each hop lagging by its round, repeated: transfer for transfer the listing."""
+    from formulations.forestcoll.schedule import emit_schedule
+
+    topology = build(spec)
+    forest = build_forest(topology, "allgather")
+    n = topology.num_npus
+    for pieces in (1, 4):
+        args = (topology, "allgather", n, forest.units.k, pieces, forest.groups, forest.shared, 1e6, None, forest.slots)
+        plain, _ = emit_schedule(*args)
+        periodic, _ = emit_schedule(*args, periodic=True)
+        assert periodic.period.repeat == pieces and len(periodic.transfers) * pieces == len(plain.transfers)
+        written = periodic.expanded()
+        assert [(t.chunks, t.src, t.dst, t.deps) for t in written.transfers] == \
+            [(t.chunks, t.src, t.dst, t.deps) for t in plain.transfers]
+        assert simulate(periodic).collective_time == simulate(plain).collective_time
+
+
+def test_synth_writes_a_period_when_asked_and_claims_its_time():
+    result, algorithm = _synth(build("rails:2x4"), "allgather", periodic="true")
+    assert algorithm.period is not None and algorithm.meta["periodic"] is True and result.status == "optimal"
+    assert algorithm.meta["claimed_time"] == verify(algorithm).simulation.collective_time
+    _, plain = _synth(build("rails:2x4"), "allgather", periodic="false")
+    assert plain.period is None and simulate(plain).collective_time == algorithm.meta["claimed_time"]
+
+
+@pytest.mark.parametrize("kind, size, message", [("reducescatter", GIB, "covers all-gather and broadcast"),
+                                                 ("allgather", 2**20, "needs pieces pinned")])
+def test_periodic_true_where_it_cannot_apply_is_refused(kind, size, message):
+    with pytest.raises(ValueError, match=message):
+        _synth(build("rails:2x4"), kind, size, periodic="true")

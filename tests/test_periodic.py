@@ -108,24 +108,33 @@ def test_a_race_is_named_with_its_piece():
 
 
 # ------------------------------------------------------------------ the repetition rule
-def test_pieces_that_overlap_are_refused():
+@pytest.mark.parametrize("period", [Period(3, 2), Period(4, 4), Period(2, 4), Period(2, 6)])
+def test_pieces_that_do_not_tile_the_collective_are_refused(period):
     periodic = repeated(_ring(4), 3)
-    periodic.period = Period(3, 2)  # piece 1 would move chunks 2 and 3 again
-    with pytest.raises(InvalidAlgorithm, match="pieces 0 and 1 both move chunk 2"):
+    periodic.period = period
+    with pytest.raises(InvalidAlgorithm, match="periodic schedule: "):
         verify(periodic)
 
 
-def test_a_piece_beyond_the_collective_is_refused():
-    periodic = repeated(_ring(4), 3)
-    periodic.period = Period(4, 4)
-    with pytest.raises(InvalidAlgorithm, match="outside the collective's chunks 0..11"):
-        verify(periodic)
+def test_a_template_outside_piece_0_is_refused():
+    ring = _ring(4)
+    shifted = repeated(ring, 3)
+    for t in shifted.transfers:
+        t.chunks = tuple(c + 4 for c in t.chunks)
+    with pytest.raises(InvalidAlgorithm, match="chunk 4 is not a chunk of piece 0"):
+        verify(shifted)
 
 
-def test_a_chunk_no_piece_moves_is_refused():
-    periodic = repeated(_ring(4), 3)
-    periodic.period = Period(2, 4)  # chunks 8..11 (piece 2) are never sent
-    with pytest.raises(InvalidAlgorithm, match="no piece moves chunk 8"):
+def test_pieces_with_other_holders_are_refused():
+    from workbench.collective import Collective
+
+    ring = _ring(2)
+    periodic = repeated(ring, 2)
+    c = periodic.collective
+    pre = list(c.pre)
+    pre[2], pre[3] = pre[3], pre[2]  # piece 1's chunks swap owners
+    periodic.collective = Collective("custom", 2, 1, tuple(pre), c.post, False)
+    with pytest.raises(InvalidAlgorithm, match="chunk 2 of piece 1 has other holders"):
         verify(periodic)
 
 
@@ -155,6 +164,7 @@ def test_file_round_trip_and_format(tmp_path):
     document = json.loads(path.read_text())
     assert document["format"] == FORMAT_3 and document["period"] == {"repeat": 3, "chunk_stride": 4}
     assert len(document["transfers"]) == len(_ring(4).transfers)
+    assert document["collective"] == _ring(4).to_dict()["collective"]  # the collective of one piece
     back = load_algorithm(path)
     assert back.period == periodic.period and [t.lag for t in back.transfers] == [t.lag for t in periodic.transfers]
     assert simulate(back).collective_time == simulate(periodic).collective_time
@@ -177,6 +187,8 @@ def test_a_large_periodic_file_is_read_with_its_period(tmp_path):
     (lambda d: d.update(period={"repeat": 0, "chunk_stride": 4}), "period.repeat must be an integer >= 1"),
     (lambda d: d.update(period={"repeat": 2, "chunk_stride": 0}), "chunk_stride must be positive"),
     (lambda d: d.update(period={"repeat": 2, "chunk_stride": 4, "skew": 1}), "unknown field 'skew'"),
+    (lambda d: d.update(period={"repeat": 2, "chunk_stride": 8}), "the collective \\(one piece\\) has 4 chunks"),
+    (lambda d: d.update(period={"repeat": 10**7, "chunk_stride": 4}), "more than 1,000,000 pieces"),
     (lambda d: d.update(format=FORMAT), "a period needs format"),
     (lambda d: (d.update(format=FORMAT), d.pop("period")), "has a lag, which needs format"),
     (lambda d: d["transfers"][5].update(lag=-1), "lag: expected an integer >= 0"),
@@ -188,6 +200,17 @@ def test_bad_periodic_documents_are_named(tmp_path, mutate, message):
         Algorithm.from_dict(json.loads(json.dumps(document)))
 
 
+def test_a_tiny_file_declaring_a_huge_expansion_is_refused_before_it_is_built(tmp_path, monkeypatch):
+    document = repeated(_ring(4), 3).to_dict()
+    document["period"]["repeat"] = 900_000  # 900,000 pieces of 12 transfers: ~1.5 GB of arrays
+    path = tmp_path / "huge.json"
+    path.write_text(json.dumps(document))
+    monkeypatch.setenv("WORKBENCH_MAX_MEMORY", str(10**9))
+    with pytest.raises(AlgorithmFormatError, match="period.repeat=900000"):
+        load_algorithm(path)
+    assert main(["verify", str(path)]) == 2
+
+
 def test_cli_verifies_and_simulates_a_periodic_file(tmp_path, capsys):
     periodic = repeated(_ring(4), 3, lags=_depths(_ring(4)))
     good = tmp_path / "good.json"
@@ -195,10 +218,20 @@ def test_cli_verifies_and_simulates_a_periodic_file(tmp_path, capsys):
     assert main(["verify", str(good)]) == 0
     assert main(["simulate", str(good)]) == 0
     assert "36" in capsys.readouterr().out  # 3 pieces x 12 transfers
-    bad = tmp_path / "bad.json"
-    periodic.period = Period(3, 2)
-    periodic.save(bad)
-    assert main(["verify", str(bad)]) != 0
+    racing = _ring(4)
+    for t in racing.transfers:
+        t.deps = ()
+    bad = tmp_path / "racing.json"
+    repeated(racing, 3).save(bad)
+    assert main(["verify", str(bad)]) == 1
+    assert "periodic schedule, piece 0: race" in capsys.readouterr().err
+    document = json.loads(good.read_text())
+    document["period"]["repeat"] = "3"
+    malformed = tmp_path / "malformed.json"
+    malformed.write_text(json.dumps(document))
+    assert main(["verify", str(malformed)]) == 2
+    err = capsys.readouterr().err
+    assert "period.repeat must be an integer" in err and len(err.strip().splitlines()) == 1
 
 
 # ------------------------------------------------------------------ MSCCL's loop
@@ -210,10 +243,14 @@ def test_msccl_export_writes_one_loop_iteration():
     assert body.collective.chunks_per_rank == 1 and body.meta["loop"] == {"repeat": 5, "chunk_stride": 4}
 
 
-def test_a_period_that_is_not_one_loop_iteration_is_refused():
-    ring = _ring(4)
-    shifted = Algorithm(ring.topology, repeated(ring, 3).collective, ring.chunk_bytes,
-                        [Transfer(t.id, tuple(c + 4 for c in t.chunks), t.src, t.dst, t.op, t.deps)
-                         for t in ring.transfers], {}, Period(2, 4))
-    with pytest.raises(PeriodError, match="cannot be written as one loop iteration"):
-        loop_body(shifted)
+def test_a_custom_collective_repeats_too(tmp_path):
+    from workbench.collective import custom_collective
+
+    ring = _ring(3)
+    ring.collective = custom_collective(3, ring.collective.pre, ring.collective.post)
+    periodic = repeated(ring, 4, lags=_depths(ring))
+    verify(periodic)
+    path = tmp_path / "custom.json"
+    periodic.save(path)
+    back = load_algorithm(path)
+    assert back.collective == periodic.collective and back.collective.num_chunks == 12

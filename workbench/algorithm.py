@@ -22,7 +22,7 @@ from typing import Any, Iterable
 from workbench import fastjson
 from workbench.files import write_output
 from workbench.collective import Collective, CollectiveError, collective_from_dict, make_collective
-from workbench.periodic import Period, PeriodError, expanded
+from workbench.periodic import Period, PeriodError, expanded, piece_collective, whole_collective
 from workbench.topology import Topology, TopologyError, topology_from_dict
 
 __all__ = ["FORMAT", "FORMAT_2", "FORMAT_3", "FORMATS", "Transfer", "Algorithm", "AlgorithmFormatError", "load_algorithm"]
@@ -219,10 +219,15 @@ class Algorithm:
             version = FORMAT_3
         else:
             version = FORMAT_2 if self.topology.has_overhead() else FORMAT
+        if self.period is not None:  # a period writes the collective of one piece (workbench.periodic)
+            piece = piece_collective(self.collective, self.period)
+            collective = piece.to_dict(piece.size_bytes(self.chunk_bytes))
+        else:
+            collective = self.collective.to_dict(self.size_bytes)
         document = {
             "format": version,
             "topology": self.topology.to_dict(),
-            "collective": self.collective.to_dict(self.size_bytes),
+            "collective": collective,
             "chunk_bytes": self.chunk_bytes,
         }
         if self.period is not None:
@@ -350,6 +355,17 @@ def _parse(data: Any, source: str, transfers: list[Transfer] | None = None) -> A
             period = Period.from_dict(data["period"], source)
         except PeriodError as exc:
             raise AlgorithmFormatError(str(exc)) from None
+        if period.chunk_stride != collective.num_chunks:
+            raise AlgorithmFormatError(f"{source}: period.chunk_stride is {period.chunk_stride}, but the collective "
+                                       f"(one piece) has {collective.num_chunks} chunks")
+        from workbench import size_guard
+
+        try:  # a small file may declare a huge expansion: sized before the whole collective is built
+            size_guard.check_declared(source, [(f"period.repeat={period.repeat}", size_guard.periodic_bytes(
+                period.repeat, collective.num_chunks, len(transfers)))])
+        except size_guard.SizeError as exc:
+            raise AlgorithmFormatError(str(exc)) from None
+        collective = whole_collective(collective, period.repeat)
     else:
         if "period" in data:
             raise AlgorithmFormatError(f"{source}: a period needs format {FORMAT_3!r}, the file says {data['format']!r}")

@@ -16,10 +16,13 @@ The expansion (``expansion_order``) lists instance ``(k, i)`` (piece ``k`` of te
 ``i``'s ``deps``. That order is the plan the simulator serves link by link, exactly as it would
 serve the expanded file, which ``expanded`` writes out for small cases and tests.
 
-The repetition rule (``check_repetition``) is what lets the verifier check one piece for all: the
-pieces' chunk sets are disjoint and inside the collective, each template chunk has the same
-holders before and after as its copies in every other piece, and every chunk no piece moves already
-satisfies its postcondition. The file format is in docs/algorithm-format.md.
+The pieces tile the collective: piece k is chunks ``k S .. k S + S - 1``, the template moves
+chunks of piece 0, and the collective is ``repeat`` copies of the collective of one piece
+(``piece_collective``, ``whole_collective``; the standard numbering of ``workbench.collective`` is
+piece by piece, so a standard collective with R times the chunks per rank is R pieces of itself).
+That is what lets the verifier check one piece for all (``check_repetition``), what a ``/3``
+file writes as its collective (one piece), and what a runtime loop iteration runs (``loop_body``).
+The file format is in docs/algorithm-format.md.
 """
 
 from __future__ import annotations
@@ -28,10 +31,14 @@ from dataclasses import dataclass, replace
 from typing import Any, Iterator
 
 __all__ = ["Period", "PeriodError", "expansion_order", "check_template_order", "check_repetition", "expanded",
-           "one_piece", "repeated", "loop_body", "MAX_EXPANDED_TRANSFERS"]
+           "one_piece", "repeated", "loop_body", "piece_collective", "whole_collective", "MAX_EXPANDED_TRANSFERS",
+           "MAX_PIECES"]
 
 # an expansion that would be written out (``expanded``) is refused beyond this many transfers
 MAX_EXPANDED_TRANSFERS = 20_000_000
+# pieces in one schedule: the verifier replays each piece in turn (tens of microseconds apiece at
+# least), so more would run for hours; a 1 GiB buffer in this many pieces has 1 KB pieces
+MAX_PIECES = 1_000_000
 
 
 class PeriodError(ValueError):
@@ -59,6 +66,8 @@ class Period:
             if not (isinstance(value, int) and not isinstance(value, bool)) or value < least:
                 raise PeriodError(f"{source}: period.{key} must be an integer >= {least}, got {value!r}")
             values.append(value)
+        if values[0] > MAX_PIECES:
+            raise PeriodError(f"{source}: period.repeat={values[0]} is more than {MAX_PIECES:,} pieces")
         if values[0] > 1 and values[1] == 0:
             raise PeriodError(f"{source}: period.chunk_stride must be positive when repeat > 1 "
                               f"(every piece would move the same chunks)")
@@ -98,39 +107,56 @@ def check_template_order(transfers: list) -> None:
 def check_repetition(algorithm) -> None:
     """The repetition rule of the module docstring; ``PeriodError`` names the first break.
 
-    Also checks that every dependency comes earlier in the expansion (``(lag_j, j) < (lag_i, i)``),
-    which is what "deps point back" means for a template."""
+    The pieces tile the collective (``repeat * chunk_stride`` chunks, the template inside the first
+    ``chunk_stride``), and chunk ``c + k S`` has chunk ``c``'s holders before and after in every
+    piece; with that, one piece stands for all. Also ``check_template_order``."""
     period: Period = algorithm.period
     collective = algorithm.collective
-    transfers = algorithm.transfers
-    check_template_order(transfers)
-    template = sorted({c for t in transfers for c in t.chunks})
-    num_chunks = collective.num_chunks
+    check_template_order(algorithm.transfers)
     stride, repeat = period.chunk_stride, period.repeat
-    if template and (template[0] < 0 or template[-1] + (repeat - 1) * stride >= num_chunks):
-        worst = template[0] if template[0] < 0 else template[-1]
-        raise PeriodError(f"period: chunk {worst} of the template lands on chunk {worst + (repeat - 1) * stride} in "
-                          f"piece {repeat - 1}, outside the collective's chunks 0..{num_chunks - 1}")
-    covered: dict[int, int] = {}
-    full, _ = collective.masks()
-    pre, post = collective.pre, collective.post
-    for k in range(repeat):
+    piece_collective(collective, period)  # the tiling
+    for t in algorithm.transfers:
+        for c in t.chunks:
+            if not 0 <= c < stride:
+                raise PeriodError(f"transfer {t.id}: chunk {c} is not a chunk of piece 0 (0..{stride - 1}); "
+                                  f"the template moves piece 0, the period moves the others")
+    if collective.kind != "custom":
+        return  # a standard collective is numbered piece by piece: every piece has the same holders
+    pre, post = collective.pre, collective.post  # (a chunk's contribution set follows from its pre)
+    for k in range(1, repeat):
         shift = k * stride
-        for c in template:
-            image = c + shift
-            if image in covered:
-                raise PeriodError(f"period: pieces {covered[image]} and {k} both move chunk {image} "
-                                  f"(chunk_stride {stride} is too small for the template's chunks)")
-            covered[image] = k
-            if k and (pre[image] != pre[c] or post[image] != post[c] or full[image] != full[c]):
-                raise PeriodError(f"period: chunk {image} of piece {k} has other holders before or after the "
-                                  f"collective than chunk {c} of the template, so one piece does not stand for all")
-    for c in range(num_chunks):
-        if c not in covered and not set(post[c]) <= set(pre[c]):
-            raise PeriodError(f"period: no piece moves chunk {c}, but ranks "
-                              f"{sorted(set(post[c]) - set(pre[c]))[:8]} must end with it")
-        if c not in covered and collective.combining and post[c] and (set(pre[c]) != set(post[c]) or len(pre[c]) > 1):
-            raise PeriodError(f"period: no piece moves chunk {c}, but its postcondition needs a reduction")
+        if pre[shift:shift + stride] != pre[:stride] or post[shift:shift + stride] != post[:stride]:
+            c = next(c for c in range(stride) if pre[shift + c] != pre[c] or post[shift + c] != post[c])
+            raise PeriodError(f"period: chunk {c + shift} of piece {k} has other holders before or after the "
+                              f"collective than chunk {c} of piece 0, so one piece does not stand for all")
+
+
+def piece_collective(collective, period: Period):
+    """The collective of one piece (its first ``chunk_stride`` chunks), what a ``/3`` file writes;
+    ``PeriodError`` unless ``repeat`` such pieces tile ``collective``."""
+    from workbench.collective import Collective, make_collective
+
+    stride, repeat = period.chunk_stride, period.repeat
+    if stride * repeat != collective.num_chunks:
+        raise PeriodError(f"period: {repeat} pieces of {stride} chunks do not tile the collective's "
+                          f"{collective.num_chunks} chunks")
+    if collective.kind == "custom":
+        return Collective("custom", collective.num_ranks, 1, collective.pre[:stride], collective.post[:stride],
+                          collective.combining, collective.root)
+    if collective.chunks_per_rank % repeat:
+        raise PeriodError(f"period: {collective.chunks_per_rank} chunks per rank do not split into {repeat} pieces")
+    return make_collective(collective.kind, collective.num_ranks, collective.chunks_per_rank // repeat,
+                           collective.root)
+
+
+def whole_collective(piece, repeat: int):
+    """``repeat`` pieces of the collective ``piece``, numbered piece by piece (inverse of ``piece_collective``)."""
+    from workbench.collective import Collective, make_collective
+
+    if piece.kind == "custom":
+        return Collective("custom", piece.num_ranks, 1, piece.pre * repeat, piece.post * repeat, piece.combining,
+                          piece.root)
+    return make_collective(piece.kind, piece.num_ranks, piece.chunks_per_rank * repeat, piece.root)
 
 
 def one_piece(algorithm):
@@ -173,19 +199,15 @@ def expanded(algorithm):
 
 
 def repeated(algorithm, repeat: int, lags: list[int] | None = None, chunk_bytes: float | None = None):
-    """``algorithm`` (plain, a standard collective) run on ``repeat`` pieces of a buffer: the periodic
+    """``algorithm`` (plain) run on ``repeat`` pieces of a buffer: the periodic
     algorithm of the same collective with ``repeat`` times the chunks per rank, whose template is
     ``algorithm``'s transfers (with ``lags`` when given) and whose stride is its number of chunks.
     The standard numbering puts piece ``k`` of a collective's chunks at ``k * num_chunks + c``
     (``workbench.collective``), so piece ``k`` is exactly the copy the stride makes. ``chunk_bytes``
     defaults to the algorithm's (the buffer grows ``repeat`` times)."""
-    from workbench.collective import make_collective
-
     if algorithm.period is not None:
         raise PeriodError("repeated() takes a plain algorithm; this one is already periodic")
     c = algorithm.collective
-    if c.kind == "custom":
-        raise PeriodError("repeated() needs a standard collective (a custom one has no piece numbering)")
     if not (isinstance(repeat, int) and repeat >= 1):
         raise PeriodError(f"repeat must be an integer >= 1, got {repeat!r}")
     transfers = algorithm.transfers
@@ -193,7 +215,7 @@ def repeated(algorithm, repeat: int, lags: list[int] | None = None, chunk_bytes:
         if len(lags) != len(transfers) or any(not isinstance(x, int) or x < 0 for x in lags):
             raise PeriodError("lags: one integer >= 0 per transfer")
         transfers = [replace(t, lag=lag) for t, lag in zip(transfers, lags)]
-    collective = make_collective(c.kind, c.num_ranks, c.chunks_per_rank * repeat, c.root)
+    collective = whole_collective(c, repeat)
     return replace(algorithm, collective=collective, transfers=list(transfers), meta=dict(algorithm.meta),
                    chunk_bytes=algorithm.chunk_bytes if chunk_bytes is None else chunk_bytes,
                    period=Period(repeat, c.num_chunks))
@@ -201,23 +223,11 @@ def repeated(algorithm, repeat: int, lags: list[int] | None = None, chunk_bytes:
 
 def loop_body(algorithm):
     """The plain algorithm one runtime loop iteration runs (MSCCL's ``nchunksperloop``): piece 0 of
-    a periodic algorithm on the collective of one piece. Needs the layout ``repeated`` makes: the
-    template moves exactly chunks ``0 .. stride-1`` of a standard collective whose chunks are
-    ``repeat * stride``; else ``PeriodError`` (expand the schedule instead)."""
-    from workbench.collective import make_collective
-
+    a periodic algorithm on the collective of one piece."""
     period = algorithm.period
     if period is None:
         return algorithm
-    c = algorithm.collective
-    stride, repeat = period.chunk_stride, period.repeat
-    template = {ch for t in algorithm.transfers for ch in t.chunks}
-    per_piece, left = divmod(c.chunks_per_rank, repeat)
-    if c.kind == "custom" or left or stride * repeat != c.num_chunks or not template <= set(range(stride)):
-        raise PeriodError(f"the period cannot be written as one loop iteration: its template must move chunks "
-                          f"0..{stride - 1} of a standard collective of {repeat} x {stride} chunks "
-                          f"(workbench.periodic.repeated builds that layout); expand it instead")
     piece, _ = one_piece(algorithm)
-    piece.collective = make_collective(c.kind, c.num_ranks, per_piece, c.root)
+    piece.collective = piece_collective(algorithm.collective, period)
     piece.meta["loop"] = period.to_dict()
     return piece

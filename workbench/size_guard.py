@@ -35,6 +35,11 @@ per-unit figures (CPython 3.11, measured with tracemalloc on exported files, rou
   the parse, 17 for the whole check), asked before the text is parsed;
 * a ``--demand`` chunk: its pre and post sets (2 slots) and at least one transfer; ``--instances``:
   every transfer again per instance, with its two XML steps, and the finer collective's pairs;
+* a periodic algorithm file (``workbench.algorithm/3``) declares ``period.repeat`` pieces of its
+  collective and template: ``BYTES_PER_PIECE_CHUNK`` 64 per chunk of the whole collective and
+  ``BYTES_PER_PIECE_TRANSFER`` 120 per transfer of the expansion (its simulated start and end and
+  the occupancy of its links, held as arrays; measured 100 B on a 32-GPU forest), asked before the
+  whole collective is built (``periodic_bytes``);
 * ``BYTES_PER_CELL`` 4,000: an experiment cell as a run holds it (the cell and its id measured
   ~470 B; its request, progress entry and result row on top);
 * a topology file's node and link lists count as a built topology's nodes, links and node pairs
@@ -59,7 +64,7 @@ __all__ = ["SizeError", "Estimate", "spec_size", "collective_transfers", "schedu
            "readable", "BUDGET_ENV", "BYTES_PER_ELEMENT", "BYTES_PER_PAIR", "BYTES_PER_TRANSFER", "BYTES_PER_SLOT",
            "BYTES_PER_STEP", "BYTES_PER_ACCESS", "BYTES_PER_TEXT", "BYTES_PER_CELL", "MAX_CELLS", "MAX_STEP_RUNS",
            "as_float", "shown", "collective_pairs", "check_declared", "check_cells", "check_runs", "demand_bytes",
-           "instances_bytes"]
+           "instances_bytes", "periodic_bytes", "BYTES_PER_PIECE_CHUNK", "BYTES_PER_PIECE_TRANSFER"]
 
 BUDGET_ENV = "WORKBENCH_MAX_MEMORY"
 BYTES_PER_ELEMENT = 400  # a built node or link
@@ -70,6 +75,8 @@ BYTES_PER_STEP = 1_500  # an XML step or a plan operation: parsed, analysed for 
 BYTES_PER_ACCESS = 200  # one slot a step touches, in the race analysis
 BYTES_PER_TEXT = 20  # a byte of an XML or plan, parsed and interpreted
 BYTES_PER_CELL = 4_000  # an experiment cell before it runs (the cell, its id, request and row)
+BYTES_PER_PIECE_CHUNK = 64  # a chunk of a periodic schedule's whole collective (its pre and post entries)
+BYTES_PER_PIECE_TRANSFER = 120  # a transfer of a periodic schedule's expansion: its simulated times and link use
 MAX_CELLS = 1_000_000  # cells in one grid: more is a typo (repeats: 10000000), not a study
 MAX_STEP_RUNS = 10**8  # schedules x steps one interpret may run (~15,000 steps a second: about two hours)
 _OVERRIDE: float | None = None
@@ -260,6 +267,14 @@ def check_declared(source: str, parts: list[tuple[str, float]]) -> None:
     if parts and needed > budget():
         field = max(parts, key=lambda item: item[1])[0]
         check(f"{source}: {field}" if field else source, needed, "the sizes the input declares")
+
+
+def periodic_bytes(repeat: float, piece_chunks: float, template_transfers: float) -> float:
+    """A periodic schedule (``workbench.periodic``) as the simulator and verifier hold it: the whole
+    collective's chunks and, per transfer of the expansion, its times and link occupancy (never a
+    ``Transfer`` object)."""
+    return as_float(repeat) * (BYTES_PER_PIECE_CHUNK * as_float(piece_chunks)
+                               + BYTES_PER_PIECE_TRANSFER * as_float(template_transfers))
 
 
 def demand_bytes(chunks: float) -> float:

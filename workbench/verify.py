@@ -22,7 +22,7 @@ from typing import Any
 from workbench.lazy import lazy_module
 from workbench.algorithm import Algorithm
 from workbench.compiled.engines import choose_engine
-from workbench.periodic import PeriodError, check_repetition, one_piece
+from workbench.periodic import PeriodError, check_repetition, one_piece, piece_collective
 from workbench.simulate import DEFAULT_MODEL, SimulationError, SimulationResult, simulate, simulate_with_arrays
 
 np = lazy_module("numpy")  # imported on first use (workbench.lazy)
@@ -193,14 +193,12 @@ def _fail_double(algorithm: Algorithm, t, chunk: int, overlap: int) -> None:
         transfer=t.id, chunk=chunk, ranks=tuple(ranks), kind="double-count")
 
 
-def _check_post(algorithm: Algorithm, state: dict[int, int], chunks=None) -> int:
-    """The postcondition of every chunk (or of ``chunks``); the number of (rank, chunk) pairs met."""
+def _check_post(algorithm: Algorithm, state: dict[int, int]) -> int:
     collective = algorithm.collective
     num_chunks = collective.num_chunks
     full, _ = collective.masks()
     delivered = 0
-    for chunk in range(num_chunks) if chunks is None else chunks:
-        ranks = collective.post[chunk]
+    for chunk, ranks in enumerate(collective.post):
         want = full[chunk]
         for rank in ranks:
             have = state.get(rank * num_chunks + chunk, 0)
@@ -343,9 +341,10 @@ def _verify_compiled(algorithm: Algorithm, timeline: bool, simulation: Simulatio
 
 # ------------------------------------------------------------------ periodic schedules (workbench.periodic)
 # The repetition rule (``periodic.check_repetition``) makes every piece the template with its chunks
-# relabelled: the pieces touch disjoint chunks, and each relabelled chunk has the template chunk's
-# holders before and after. So (1) the file-order replay of piece 0 alone (``periodic.one_piece``)
-# with its postconditions stands for every piece, and (2) the timeline rule is checked piece by
+# relabelled: the pieces tile the collective, and each relabelled chunk has the template chunk's
+# holders before and after. So (1) the file-order replay of piece 0 alone (``periodic.one_piece``,
+# on the collective of one piece) with its postconditions stands for every piece, and (2) the
+# timeline rule is checked piece by
 # piece: piece k replayed at its own simulated times (the periodic simulation's arrays,
 # piece-major) must read what piece 0 read in file order. Pieces never share a buffer, so no race
 # can cross two of them. Inside a piece, failures name transfers as ``one_piece`` numbers them (by
@@ -368,16 +367,12 @@ def _verify_periodic(algorithm: Algorithm, timeline: bool = True, simulation: Si
     except PeriodError as exc:
         raise InvalidAlgorithm(f"periodic schedule: {exc}", kind="period") from None
     piece, order = one_piece(algorithm)
+    piece.collective = piece_collective(algorithm.collective, algorithm.period)  # its chunks are piece 0's
     lagging = any(t.lag for t in algorithm.transfers)
     with _named("piece 0", lagging):
         check_structure(piece)
         reads, read_from, state = _file_order_replay(piece)
-    period = algorithm.period
-    template = sorted({c for t in piece.transfers for c in t.chunks})
-    moved = {c + k * period.chunk_stride for c in template for k in range(period.repeat)}
-    untouched = [c for c in range(algorithm.collective.num_chunks) if c not in moved]
-    with _named("piece 0", lagging):
-        delivered = _check_post(piece, state, template) * period.repeat + _check_post(piece, state, untouched)
+        delivered = _check_post(piece, state) * algorithm.period.repeat
     if timeline:
         if simulation is None or simulation.options != DEFAULT_MODEL:
             try:

@@ -42,7 +42,11 @@ BFS-layered trees ("levels") where the translation packer grew them, each writte
 depth, the fastest in the simulator kept, ``meta.time_by_trees``; a candidate starts only while
 twice the first forest's seconds are left), ``cut_through`` (False: edges through
 switches are sent hop by hop; True: one cut-through transfer where the simulator's route matches,
-see ``schedule``; default "auto": the one predicted faster, see ``build_forest``), ``k`` ("auto" or a fixed number of trees per root; a fixed k gives
+see ``schedule``; default "auto": the one predicted faster, see ``build_forest``), ``periodic``
+(True: the schedule written as one period, its hops lagging by their rounds, and a repeat count:
+``workbench.algorithm/3``, whose expansion is the listing transfer for transfer; "auto", default:
+so from 200,000 transfers; all-gather and broadcast where the listing is the round plan's, from
+256 MB or at a pinned depth; reductions are reversed forests and stay written out), ``k`` ("auto" or a fixed number of trees per root; a fixed k gives
 ``T_k >= T*``), ``splitting`` ("auto", "greedy" or "spread", see ``build_forest``), ``packing``
 ("auto", default: "symmetric" where it applies, else "levels"; "symmetric": on a fabric whose
 translations preserve every capacity (tori, rings: ``workbench.symmetry``), root 0's trees are
@@ -97,6 +101,8 @@ class ForestColl:
                   choices=PACKINGS),
         Parameter("cut_through", ("bool", "str"), "auto", "tree edges through switches as one routed transfer",
                   choices=("auto", "true", "false")),
+        Parameter("periodic", ("bool", "str"), "auto", "write one period and its repeat count "
+                  "(workbench.algorithm/3; 'auto': from 200,000 transfers)", choices=("auto", "true", "false")),
     )
 
     def synthesize(self, problem: Any, **options: Any) -> Any:

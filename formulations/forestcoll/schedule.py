@@ -47,6 +47,7 @@ from dataclasses import dataclass
 from workbench.algorithm import Algorithm, Transfer
 from workbench.collective import make_collective
 from workbench.maxflow import integer_capacities
+from workbench.periodic import repeated
 from workbench.simulate import route_segments
 from workbench.topology import Topology
 
@@ -139,9 +140,13 @@ def transfers_per_batch(shared: list[SharedEdge]) -> int:
 
 def emit_schedule(topology: Topology, kind: str, num_ranks: int, k: int, pieces: int, groups: list[PathGroup],
                   shared: list[SharedEdge], chunk_bytes: float, root: int | None = None,
-                  slots: dict | None = None) -> tuple[Algorithm, dict]:
+                  slots: dict | None = None, periodic: bool = False) -> tuple[Algorithm, dict]:
     """The schedule of the module docstring, listed by the timeline's rounds, and its timing facts
-    (tau, H, alpha_max, the round length and planned_time)."""
+    (tau, H, alpha_max, the round length and planned_time).
+
+    ``periodic``: the same schedule as a ``workbench.algorithm/3`` period (``workbench.periodic``):
+    batch 0's transfers, each hop lagging by its round, repeated ``pieces`` times with a stride of
+    one batch's chunks. Its expansion is, transfer for transfer, the listing written out."""
     offsets: list[int] = []
     used: dict[int, int] = {}
     for group in groups:
@@ -162,16 +167,21 @@ def emit_schedule(topology: Topology, kind: str, num_ranks: int, k: int, pieces:
     slot = slots if slots is not None else slot_order(topology, shared)
     plan = plan_times(topology, shared, slot, chunk_bytes, pieces)
     rounds = plan.rounds
+    batches = 1 if periodic else pieces
     entries = []
     for e, edge in enumerate(shared):
         for h in range(len(edge.hops)):
             for p, (position, _) in enumerate(slot[(e, h)]):
-                for b in range(pieces):
-                    entries.append((b + rounds[(e, h)], position, e, h, p, b))
+                for b in range(batches):
+                    # a period lists batch 0 by slot alone: the expansion orders period q by
+                    # (q, template index), which is the listing's (round, position, e, h, p)
+                    entries.append((0 if periodic else b + rounds[(e, h)], position, e, h, p, b))
     entries.sort()
     # deps by tree position (edge, hop, batch), not workbench.schedule.DeliveryChain's (node, chunk):
     # a piece waits for every piece of the batch on the hop before, however the two hops split it
     ids: dict[tuple[int, int, int], list[int]] = {}
+    for tid, (_, _, e, h, p, b) in enumerate(entries):
+        ids.setdefault((e, h, b), []).append(tid)
     transfers: list[Transfer] = []
     for tid, (_, _, e, h, p, b) in enumerate(entries):
         edge = shared[e]
@@ -182,14 +192,19 @@ def emit_schedule(topology: Topology, kind: str, num_ranks: int, k: int, pieces:
             deps = tuple(ids[(edge.parent, len(shared[edge.parent].hops) - 1, b)])
         else:
             deps = ()
-        ids.setdefault((e, h, b), []).append(tid)
         chunks = chunk_ids(edge, b)
         split = slot[(e, h)]
         first = sum(n for _, n in split[:p])
-        transfers.append(Transfer(tid, chunks[first:first + split[p][1]], src, dst, "copy", deps))
-    collective = make_collective(kind, num_ranks, k * pieces, root)
+        transfers.append(Transfer(tid, chunks[first:first + split[p][1]], src, dst, "copy", deps,
+                                  lag=rounds[(e, h)] if periodic else 0))
     timing = _timing(topology, shared, chunk_bytes)
     timing.update(round=plan.round, planned_time=plan.makespan)
+    if periodic:
+        one = make_collective(kind, num_ranks, k, root)
+        algorithm = repeated(Algorithm(topology, one, chunk_bytes, [], {}), pieces)
+        algorithm.transfers = transfers
+        return algorithm, timing
+    collective = make_collective(kind, num_ranks, k * pieces, root)
     return Algorithm(topology, collective, chunk_bytes, transfers, {}), timing
 
 

@@ -31,7 +31,10 @@ from .splitting import SplitResult, split_switches
 
 __all__ = ["synthesize", "Forest", "build_forest"]
 
-_PARAMS = ("pieces", "k", "max_transfers", "splitting", "packing", "cut_through")
+_PARAMS = ("pieces", "k", "max_transfers", "splitting", "packing", "cut_through", "periodic")
+# "auto" writes a periodic schedule (workbench.algorithm/3) from this many transfers on: below it the
+# listing written out is small and reads as before
+_PERIODIC_FROM = 200_000
 _SUPPORTED = ("allgather", "reducescatter", "allreduce", "broadcast", "reduce")
 _PIECES_PER_LEVEL = 64  # default P = 64 * tree height: the fill (H - 1) tau stays ~1.5% of T* or less
 _MAX_DEFAULT_PIECES = 1024
@@ -183,10 +186,10 @@ def _check_params(params: dict[str, Any]) -> tuple[int | None, int | str, int]:
     return pieces, k, max_transfers
 
 
-def _flag(value: Any) -> bool | str:
+def _flag(value: Any, name: str = "cut_through") -> bool | str:
     if isinstance(value, str):
         if value.lower() not in ("auto", "true", "false", "1", "0", "yes", "no"):
-            raise ValueError(f"forestcoll: cut_through must be auto, true or false, got {value!r}")
+            raise ValueError(f"forestcoll: {name} must be auto, true or false, got {value!r}")
         return "auto" if value.lower() == "auto" else value.lower() in ("true", "1", "yes")
     return bool(value)
 
@@ -207,6 +210,13 @@ def synthesize(formulation: Any, problem: Problem, *, time_limit: float, seed: i
     # hop by hop serves every link at its own pace (1.01x T* on NVSwitch/IB fabrics against 1.14x
     # cut-through) but needs a transfer per hop, so fewer pieces fit the budget; "auto" weighs the two
     cut_through = _flag(params.get("cut_through", "auto"))
+    periodic = _flag(params.get("periodic", "auto"), "periodic")
+    if periodic is True and kind not in ("allgather", "broadcast"):
+        raise ValueError(f"forestcoll: periodic=true covers all-gather and broadcast, not {kind} (a reduction "
+                         f"is the reversed forest, written out)")
+    if periodic is True and pieces is None and adapts_to_size(topology, problem.size_bytes):
+        raise ValueError("forestcoll: periodic=true below 256 MB needs pieces pinned (the depth chosen by size "
+                         "is weighed on schedules written out)")
     packing = params.get("packing", "auto")
 
     def forests_of(k_choice: int | str, packing_choice: str) -> dict[str, Forest]:
@@ -218,7 +228,7 @@ def synthesize(formulation: Any, problem: Problem, *, time_limit: float, seed: i
     except Timeout:
         return SynthesisResult([], "timeout", deadline.elapsed(),
                                message=f"tree construction exceeded {time_limit:g} s")
-    algorithm, status, stats = _scheduled(problem, forests, pieces, max_transfers, deadline, 0.0)
+    algorithm, status, stats = _scheduled(problem, forests, pieces, max_transfers, deadline, 0.0, periodic)
     first_seconds = deadline.elapsed()  # trees and schedule: what another candidate will cost
     if on_incumbent is not None:
         on_incumbent(algorithm)
@@ -274,7 +284,8 @@ def _forests(problem: Problem, k: int | str, packing: str, seed: int, deadline: 
 
 
 def _scheduled(problem: Problem, forests: dict[str, Forest], pieces: int | None, max_transfers: int,
-               deadline: Deadline, started: float) -> tuple[Algorithm, str, dict[str, Any]]:
+               deadline: Deadline, started: float,
+               periodic: bool | str = "auto") -> tuple[Algorithm, str, dict[str, Any]]:
     """The pipelined schedule of the forests (depth chosen by size unless ``pieces`` pins it), its
     status and stats (``seconds``: the synthesis seconds so far, without the claim where it was
     timed apart; ``tree_seconds``: the forests' seconds, counted from ``started``)."""
@@ -307,11 +318,17 @@ def _scheduled(problem: Problem, forests: dict[str, Forest], pieces: int | None,
     for phase, forest in forests.items():
         by_links[reversed_topology.links if phase == "reversed" else topology.links] = forest
 
+    # one period and its repeat count (workbench.periodic) where the listing is the round plan's
+    # (a gathering kind at a pinned depth or from 256 MB) and "auto" finds it large
+    adaptive = pieces is None and adapts_to_size(topology, size)
+    write_period = kind == gather_kind and not adaptive and (
+        periodic is True or (periodic == "auto" and m * per_m >= _PERIODIC_FROM))
+
     def gather(view: Topology, target: Collective, chunk_bytes: float) -> Algorithm:
         forest = by_links[view.links]
         p = target.chunks_per_rank // forest.units.k
         algorithm, _ = emit_schedule(view, target.kind, target.num_ranks, forest.units.k, p, forest.groups,
-                                     forest.shared, chunk_bytes, target.root, forest.slots)
+                                     forest.shared, chunk_bytes, target.root, forest.slots, periodic=write_period)
         return algorithm
 
     def schedule_for(m: int) -> Algorithm:
@@ -346,7 +363,7 @@ def _scheduled(problem: Problem, forests: dict[str, Forest], pieces: int | None,
         return total if len(by_links) == len(forests) else 2 * total  # one forest serving both phases
 
     planned: dict[int, float] = {}
-    if pieces is None and adapts_to_size(topology, size):  # timing the depths is how this one is chosen
+    if adaptive:  # timing the depths is how this one is chosen
         algorithm, timed, planned = fastest_depth(m, plan_for, schedule_for, deadline)
         m = algorithm.collective.chunks_per_rank // common
         seconds, claim_seconds = deadline.elapsed(), 0.0
@@ -379,6 +396,7 @@ def _scheduled(problem: Problem, forests: dict[str, Forest], pieces: int | None,
         "splitting": {p: f.splitting for p, f in forests.items()},
         "cut_through": {p: f.cut_through for p, f in forests.items()},
         "views": {p: ("reversed graph" if p == "reversed" else "topology") for p in forests},
+        "periodic": write_period,
     }
     if timed:  # the depths weighed at this size: planned, and simulated where written
         meta["plan_by_pieces"] = {str(p): t for p, t in planned.items()}
@@ -389,7 +407,7 @@ def _scheduled(problem: Problem, forests: dict[str, Forest], pieces: int | None,
     algorithm.meta.update(meta)
     if status == "optimal":  # proven in the throughput model; the floor judges the simulated time
         algorithm.meta["model_optimal"] = "forestcoll-throughput"
-    stats = {"transfers": len(algorithm.transfers), "max_flows": meta["max_flows"], "tree_seconds": tree_seconds,
+    stats = {"transfers": algorithm.total_transfers, "max_flows": meta["max_flows"], "tree_seconds": tree_seconds,
              "groups": meta["groups"], "claim_seconds": claim_seconds, "seconds": seconds}
     return algorithm, status, stats
 

@@ -107,7 +107,7 @@ def evaluate_algorithms(algorithms: list, problem, evaluation: Evaluation,
             default_best = default.collective_time
         entry = {"claimed_time": algorithm.meta.get("claimed_time"), "claim_model": algorithm.meta.get("claim_model"),
                  "collective_time": result.collective_time,
-                 "algbw": result.algbw / 1e9, "busbw": result.busbw / 1e9, "transfers": len(algorithm.transfers),
+                 "algbw": result.algbw / 1e9, "busbw": result.busbw / 1e9, "transfers": algorithm.total_transfers,
                  **{k: algorithm.meta.get(k) for k in ("label", "steps", "rounds", "sccl_chunks")}}
         entries.append(entry)
         if best is None or result.collective_time < best[2].collective_time:
