@@ -145,3 +145,46 @@ def test_auto_falls_back_to_the_general_packer_when_the_symmetric_one_is_stuck(m
     assert forest.packing == "levels"
     with pytest.raises(PackingError):
         build_forest(build("torus:4x4"), "allgather", packing="symmetric")
+
+
+# ------------------------------------------------------------------ a switch at a time (bulk_splitting)
+def _requirement_holds(split, units) -> bool:
+    from workbench.maxflow import FlowNetwork
+
+    n = split.num_npus
+    s = n + len(split.switches)
+    arcs = list(split.capacity.items())
+    supply = [(v, int(c)) for v, c in enumerate(units.supply) if c > 0]
+    network = FlowNetwork(s + 1, [a for (a, _), _ in arcs] + [s] * len(supply),
+                          [b for (_, b), _ in arcs] + [v for v, _ in supply])
+    caps = [c for _, c in arcs] + [c for _, c in supply]
+    return all(network.value(caps, s, v) >= units.demand for v in range(n))
+
+
+@pytest.mark.parametrize("spec", ["rails:2x4", "rails:4x8,leaf=2,spines=4", "fattree:4", "dgx2:2", "nvs-ib:2"])
+def test_bulk_splitting_keeps_the_requirement_and_removes_every_switch(spec):
+    from formulations.forestcoll.bulk_splitting import split_in_bulk
+
+    topology = build(spec)
+    units = auto_units(topology)
+    split = split_in_bulk(topology, units)
+    assert all(a < topology.num_npus and b < topology.num_npus for a, b in split.capacity)
+    assert _requirement_holds(split, units)
+    for (u, t), through in split.edge_map.items():  # every logical arc maps to switches it went through
+        assert set(through) <= set(topology.switches)
+    forest = build_forest(topology, "allgather", splitting="bulk")  # packs, maps back, checks link budgets
+    assert forest.splitting == "bulk" and forest.units.optimal
+
+
+def test_a_failed_check_falls_back_switch_by_switch_then_pair_by_pair(monkeypatch):
+    from formulations.forestcoll import bulk_splitting
+
+    topology = build("rails:4x8,leaf=2,spines=4")
+    units = auto_units(topology)
+    answers = iter([False] + [False] * 3 + [True] * 1000)  # the first batch, then its first switches fail
+    real = bulk_splitting._Requirement.holds
+    monkeypatch.setattr(bulk_splitting._Requirement, "holds",
+                        lambda self, cap, deadline: next(answers) and real(self, cap, deadline))
+    split = bulk_splitting.split_in_bulk(topology, units)
+    assert split.exact_switches == 3
+    assert _requirement_holds(split, units)

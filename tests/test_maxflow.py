@@ -74,3 +74,30 @@ def test_value_refuses_a_source_that_is_the_sink():
     network = FlowNetwork(3, [0, 1], [1, 2])
     with pytest.raises(ValueError, match="differ"):
         network.value([1, 1], 1, 1)
+
+
+@settings(max_examples=40, deadline=None)
+@given(nodes=st.integers(3, 30), seed=st.integers(0, 10**6), compiled=st.booleans())
+def test_flows_are_a_maximum_flow(nodes, seed, compiled):
+    """Per-arc flows: within capacity, conserved at every inner node, of the max-flow value."""
+    rng = np.random.default_rng(seed)
+    pairs = {(int(u), int(v)) for u, v in rng.integers(0, nodes, size=(nodes * 4, 2)) if u != v}
+    assume(pairs)
+    src, dst = zip(*sorted(pairs))
+    network = FlowNetwork(nodes, src, dst)
+    if not compiled:
+        network._ortools = False
+    capacities = rng.integers(0, 30, size=len(src)).tolist()
+    flows = network.flows(capacities, 0, nodes - 1)
+    assert all(0 <= f <= c for f, c in zip(flows, capacities))
+    balance = [0] * nodes
+    for u, v, f in zip(src, dst, flows):
+        balance[u] -= f
+        balance[v] += f
+    assert all(b == 0 for b in balance[1:-1])
+    assert balance[-1] == -balance[0] == network.value(capacities, 0, nodes - 1)
+
+
+def test_flows_refuse_parallel_arcs():
+    with pytest.raises(ValueError, match="distinct arcs"):
+        FlowNetwork(3, [0, 0, 1], [1, 1, 2]).flows([1, 1, 1], 0, 2)

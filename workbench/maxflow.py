@@ -143,6 +143,31 @@ class FlowNetwork:
         graph.data = data.astype(np.int32)
         return int(maximum_flow(graph, source, sink).flow_value)
 
+    def flows(self, capacities: Sequence[int], source: int, sink: int) -> list[int]:
+        """A maximum flow, as the flow on each arc (in the order given), for networks whose arcs
+        are all distinct pairs (a parallel arc has no flow of its own); ValueError otherwise."""
+        if source == sink:
+            raise ValueError("source and sink must differ")
+        if len(self._pairs[0]) != len(self.src):
+            raise ValueError("flows() needs distinct arcs (no parallel pair)")
+        self.calls += 1
+        values = np.asarray(capacities, dtype=np.int64)
+        data = np.zeros(len(self._capacity), dtype=np.int64)
+        data[self._slot] = values
+        compiled = self._compiled()
+        if compiled is not None and data.max(initial=0) < _ORTOOLS_SAFE:
+            compiled.set_arcs_capacity(self._arc_ids, data)
+            if compiled.solve(source, sink) == compiled.OPTIMAL:
+                return compiled.flows(self._arc_ids)[self._slot].astype(np.int64).tolist()
+        import networkx as nx
+
+        graph = nx.DiGraph()
+        graph.add_nodes_from(range(self.num_nodes))
+        for u, v, c in zip(self.src.tolist(), self.dst.tolist(), values.tolist()):
+            graph.add_edge(u, v, capacity=c)
+        _, flow = nx.maximum_flow(graph, source, sink)
+        return [int(flow[u][v]) for u, v in zip(self.src.tolist(), self.dst.tolist())]
+
     def _compiled(self):
         """OR-Tools' max-flow (C++, int64 capacities) over the distinct arcs, built on first use;
         None where OR-Tools is not installed (the optional ``cpsat`` extra)."""

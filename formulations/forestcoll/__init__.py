@@ -47,7 +47,9 @@ see ``schedule``; default "auto": the one predicted faster, see ``build_forest``
 ``workbench.algorithm/3``, whose expansion is the listing transfer for transfer; "auto", default:
 so from 200,000 transfers; all-gather and broadcast where the listing is the round plan's, from
 256 MB or at a pinned depth; reductions are reversed forests and stay written out), ``k`` ("auto" or a fixed number of trees per root; a fixed k gives
-``T_k >= T*``), ``splitting`` ("auto", "greedy" or "spread", see ``build_forest``), ``packing``
+``T_k >= T*``), ``splitting`` ("auto", "greedy", "spread" or "bulk": a whole switch at a time by a
+proportional plan, the requirement checked after each batch of like switches, pair by pair where a
+check fails; "auto" takes it past 3,000 switch arc pairs; see ``build_forest``, ``bulk_splitting``), ``packing``
 ("auto", default: "symmetric" where it applies, else "levels"; "symmetric": on a fabric whose
 translations preserve every capacity (tori, rings: ``workbench.symmetry``), root 0's trees are
 grown and shifted to every root, one max-flow per tested batch of arcs (``symmetric``); "levels":
@@ -81,9 +83,10 @@ from typing import Any
 from workbench.lazy import forward_attributes
 from workbench.parameters import Parameter
 
-__all__ = ["ForestColl", "PACKINGS"]
+__all__ = ["ForestColl", "PACKINGS", "SPLITTINGS"]
 
 PACKINGS = ("auto", "symmetric", "levels", "fifo")
+SPLITTINGS = ("auto", "greedy", "spread", "bulk")
 
 
 class ForestColl:
@@ -96,7 +99,8 @@ class ForestColl:
                   choices=("auto",), minimum=1),
         Parameter("k", ("int", "str"), "auto", "trees per root ('auto': the optimal k)", choices=("auto",), minimum=1),
         Parameter("max_transfers", ("int",), 4_000_000, "refuse schedules with more transfers", minimum=1),
-        Parameter("splitting", ("str",), "auto", "edge-splitting order", choices=("auto", "greedy", "spread")),
+        Parameter("splitting", ("str",), "auto", "edge splitting: pair by pair (greedy, spread) or a switch at a "
+                  "time (bulk)", choices=SPLITTINGS),
         Parameter("packing", ("str",), "auto", "arborescence growth: symmetric (tori, rings), levels, fifo",
                   choices=PACKINGS),
         Parameter("cut_through", ("bool", "str"), "auto", "tree edges through switches as one routed transfer",

@@ -39,7 +39,7 @@ from .optimum import TreeUnits, check_clock
 
 np = lazy_module("numpy")  # imported on first use (workbench.lazy)
 
-__all__ = ["SplittingError", "SplitResult", "split_switches"]
+__all__ = ["SplittingError", "SplitResult", "split_switches", "split_one_switch"]
 
 
 class SplittingError(FormulationError):
@@ -58,6 +58,8 @@ class SplitResult:
     pairs: int = 0
     switches: list[int] = field(default_factory=list)
     dropped_loops: int = 0  # tree-units of u -> w -> u pairs removed (proven unnecessary by the exact gamma)
+    checks: int = 0  # requirement checks after a planned split (bulk_splitting)
+    exact_switches: int = 0  # switches bulk_splitting left to the exact pair-by-pair split
 
 
 def split_switches(topology: Topology, units: TreeUnits, deadline: Deadline | None = None,
@@ -71,9 +73,21 @@ def split_switches(topology: Topology, units: TreeUnits, deadline: Deadline | No
             cap[(link.src, link.dst)] = int(budget)
     physical = dict(cap)
     supply = [(v, int(c)) for v, c in enumerate(units.supply) if c > 0]
-    demand = units.demand
     edge_map: dict[tuple[int, int], dict[int, int]] = defaultdict(dict)
     result = SplitResult(n_npus, {}, {}, physical, switches=list(topology.switches))
+    granule = max(1, int(units.k))
+    for w in topology.switches:
+        split_one_switch(cap, edge_map, w, supply, units.demand, n_npus, s, result, deadline, granule, spread)
+    result.capacity = {arc: c for arc, c in cap.items() if c > 0}
+    result.edge_map = {arc: dict(m) for arc, m in edge_map.items()}
+    return result
+
+
+def split_one_switch(cap: dict[tuple[int, int], int], edge_map: dict[tuple[int, int], dict[int, int]], w: int,
+                     supply: list[tuple[int, int]], demand: int, n_npus: int, s: int, result: SplitResult,
+                     deadline: Deadline | None, granule: int, spread: bool) -> None:
+    """Split switch ``w`` off completely, pair by pair at the exact safe amount (module docstring);
+    ``cap`` and ``edge_map`` change in place. ``SplittingError`` when capacity is left."""
 
     def out_of(node: int) -> list[int]:
         return sorted(b for (a, b), c in cap.items() if a == node and c > 0)
@@ -97,40 +111,35 @@ def split_switches(topology: Topology, units: TreeUnits, deadline: Deadline | No
         else:
             result.dropped_loops += gamma
 
-    granule = max(1, int(units.k))
-    for w in topology.switches:
-        # Pass 1 spreads each in-arc evenly over the out-arcs (at most its fair share per pair, still
-        # capped by the exact gamma): splitting a whole in-arc onto the first out-neighbour, as a
-        # plain greedy does, turns a switch into a chain of logical arcs and makes the trees deep.
-        if spread:
-            for u in into(w):
-                targets = [t for t in out_of(w) if t != u]
-                if not targets:
-                    continue
-                # in whole multiples of k, so a logical arc can carry whole tree groups (fewer clones)
-                share = granule * -(-cap[(u, w)] // (granule * len(targets)))
-                for t in targets:
-                    if cap.get((u, w), 0) and cap.get((w, t), 0):
-                        split(u, w, t, share)
-        # Pass 2: the largest safe amount per pair, as in the reference; u -> w -> u last (splitting it
-        # off yields a loop, i.e. drops the pair, which the exact gamma allows only when no cut needs
-        # it; a switch-to-switch trunk can end that way)
+    # Pass 1 spreads each in-arc evenly over the out-arcs (at most its fair share per pair, still
+    # capped by the exact gamma): splitting a whole in-arc onto the first out-neighbour, as a
+    # plain greedy does, turns a switch into a chain of logical arcs and makes the trees deep.
+    if spread:
         for u in into(w):
-            for t in sorted(out_of(w), key=lambda t: (t == u, t)):
-                if cap.get((u, w), 0) == 0:
-                    break
-                if cap.get((w, t), 0):
-                    split(u, w, t, None)
-        left_in = sum(c for (a, b), c in cap.items() if b == w)
-        left_out = sum(c for (a, b), c in cap.items() if a == w)
-        if left_in or left_out:
-            raise SplittingError(
-                f"forestcoll: switch {w} keeps {left_in} tree-units of in-capacity and {left_out} of "
-                f"out-capacity after edge splitting (unbalanced switch, or budgets floored unevenly by a "
-                f"fixed k); its capacity cannot be mapped to NPU-to-NPU paths")
-    result.capacity = {arc: c for arc, c in cap.items() if c > 0}
-    result.edge_map = {arc: dict(m) for arc, m in edge_map.items()}
-    return result
+            targets = [t for t in out_of(w) if t != u]
+            if not targets:
+                continue
+            # in whole multiples of k, so a logical arc can carry whole tree groups (fewer clones)
+            share = granule * -(-cap[(u, w)] // (granule * len(targets)))
+            for t in targets:
+                if cap.get((u, w), 0) and cap.get((w, t), 0):
+                    split(u, w, t, share)
+    # Pass 2: the largest safe amount per pair, as in the reference; u -> w -> u last (splitting it
+    # off yields a loop, i.e. drops the pair, which the exact gamma allows only when no cut needs
+    # it; a switch-to-switch trunk can end that way)
+    for u in into(w):
+        for t in sorted(out_of(w), key=lambda t: (t == u, t)):
+            if cap.get((u, w), 0) == 0:
+                break
+            if cap.get((w, t), 0):
+                split(u, w, t, None)
+    left_in = sum(c for (a, b), c in cap.items() if b == w)
+    left_out = sum(c for (a, b), c in cap.items() if a == w)
+    if left_in or left_out:
+        raise SplittingError(
+            f"forestcoll: switch {w} keeps {left_in} tree-units of in-capacity and {left_out} of "
+            f"out-capacity after edge splitting (unbalanced switch, or budgets floored unevenly by a "
+            f"fixed k); its capacity cannot be mapped to NPU-to-NPU paths")
 
 
 def _safe_amount(cap: dict[tuple[int, int], int], supply: list[tuple[int, int]], demand: int, n_npus: int,

@@ -1,0 +1,205 @@
+"""Switch removal a whole switch at a time, checked afterwards (large fabrics).
+
+``splitting`` splits one pair ``(u, w, t)`` at a time at its exact safe amount: some sixty max-flows
+a pair, which on a 512-GPU rail fabric (64 NVSwitches, 16 leaves, 16 spines; about 43,000 pairs)
+is over half an hour. Here a switch is split in one step by a *plan*, and the requirement is
+checked once for the switches of a batch:
+
+* the plan of switch ``w`` is an integer transportation from its in-arcs to its out-arcs (no
+  ``u -> w -> u``) that meets every row and column sum exactly, so the switch is removed
+  completely: each pair at most twice its proportional share ``a_u b_t / (B - b_u)`` (so an
+  in-arc is spread, not poured onto one partner), and among those the plan of least cost, far
+  pairs first and switch-to-switch pairs last (a min-cost flow, ``_transport``);
+* the requirement that makes the packing possible is the one ``splitting`` keeps: every NPU ``v``
+  receives ``demand`` from the super-source (``lambda(s, v) >= demand``). After a batch of
+  switches (consecutive switches of the same shape: the NVSwitches, then the leaves, then the
+  spines of a rail fabric) it is checked with one max-flow per NPU; a batch that fails is undone
+  and its switches are planned and checked one by one, and a switch that still fails is split
+  pair by pair as in ``splitting`` (exact, so nothing is lost but time).
+
+So the result satisfies exactly what ``splitting``'s does, and the split graph is still a valid
+input to the packers; only the logical arcs differ. On balanced fabrics where each switch sits
+far from the bottleneck or feeds it evenly (rail fabrics at T*) no batch fails: measured on the
+512-GPU rail fabric, 3 batches, ~1,500 max-flows instead of ~2.6 million.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from workbench.deadline import Deadline
+from workbench.lazy import lazy_module
+from workbench.maxflow import FlowNetwork
+from workbench.topology import Topology
+
+from .optimum import TreeUnits, check_clock
+from .splitting import SplitResult, SplittingError, split_one_switch
+
+np = lazy_module("numpy")  # imported on first use (workbench.lazy)
+
+__all__ = ["split_in_bulk", "switch_batches"]
+
+
+def switch_batches(topology: Topology) -> list[list[int]]:
+    """Switches in increasing id, cut into runs of the same shape (how many NPU and switch
+    neighbours, and the bandwidths of their links)."""
+    shape: dict[int, tuple] = {}
+    links_of: dict[int, list] = defaultdict(list)
+    for link in topology.links:
+        links_of[link.src].append(("out", topology.is_switch(link.dst), link.bandwidth))
+        links_of[link.dst].append(("in", topology.is_switch(link.src), link.bandwidth))
+    for w in topology.switches:
+        shape[w] = tuple(sorted(links_of[w]))
+    batches: list[list[int]] = []
+    for w in topology.switches:
+        if batches and shape[batches[-1][-1]] == shape[w]:
+            batches[-1].append(w)
+        else:
+            batches.append([w])
+    return batches
+
+
+def split_in_bulk(topology: Topology, units: TreeUnits, deadline: Deadline | None = None) -> SplitResult:
+    """Remove every switch (module docstring); the same guarantee as ``splitting.split_switches``."""
+    n_npus = topology.num_npus
+    s = topology.num_nodes
+    cap: dict[tuple[int, int], int] = {}
+    for link, budget in zip(topology.links, units.budgets):
+        if budget > 0:
+            cap[(link.src, link.dst)] = int(budget)
+    physical = dict(cap)
+    supply = [(v, int(c)) for v, c in enumerate(units.supply) if c > 0]
+    edge_map: dict[tuple[int, int], dict[int, int]] = defaultdict(dict)
+    result = SplitResult(n_npus, {}, {}, physical, switches=list(topology.switches))
+    checker = _Requirement(n_npus, s, supply, units.demand, result)
+    distance = _hops(topology)
+    is_switch = topology.is_switch
+    for batch in switch_batches(topology):
+        check_clock(deadline)
+        saved = (dict(cap), {arc: dict(m) for arc, m in edge_map.items()})
+        if all(_apply_plan(cap, edge_map, w, result, distance, is_switch) for w in batch) \
+                and checker.holds(cap, deadline):
+            continue
+        cap.clear(), cap.update(saved[0])
+        edge_map.clear(), edge_map.update(saved[1])
+        for w in batch:  # one at a time: planned and checked, else pair by pair (exact)
+            check_clock(deadline)
+            before = (dict(cap), {arc: dict(m) for arc, m in edge_map.items()})
+            if _apply_plan(cap, edge_map, w, result, distance, is_switch) and checker.holds(cap, deadline):
+                continue
+            cap.clear(), cap.update(before[0])
+            edge_map.clear(), edge_map.update(before[1])
+            result.exact_switches += 1
+            split_one_switch(cap, edge_map, w, supply, units.demand, n_npus, s, result, deadline,
+                             granule=max(1, int(units.k)), spread=True)
+    result.capacity = {arc: c for arc, c in cap.items() if c > 0}
+    result.edge_map = {arc: dict(m) for arc, m in edge_map.items()}
+    return result
+
+
+def _apply_plan(cap: dict, edge_map: dict, w: int, result: SplitResult, distance: "np.ndarray",
+                is_switch) -> bool:
+    """Split switch ``w`` completely by the transportation plan; False (nothing changed) when no
+    complete plan exists (an unbalanced switch: the exact splitter names it)."""
+    ins = sorted((a, c) for (a, b), c in cap.items() if b == w and c > 0)
+    outs = sorted((b, c) for (a, b), c in cap.items() if a == w and c > 0)
+    total_in, total_out = sum(c for _, c in ins), sum(c for _, c in outs)
+    if not ins or total_in != total_out:
+        return not ins and not outs
+    plan = _transport(ins, outs, distance, is_switch)
+    if plan is None:
+        return False
+    for (u, a), row in zip(ins, plan):
+        for t, gamma in row:
+            cap[(u, t)] = cap.get((u, t), 0) + gamma
+            edge_map[(u, t)][w] = edge_map[(u, t)].get(w, 0) + gamma
+            result.pairs += 1
+        del cap[(u, w)]
+    for t, _ in outs:
+        del cap[(w, t)]
+    return True
+
+
+_SWITCH_PAIR = 1_000  # a pair of two switches (a bounce, e.g. spine -> leaf -> spine) costs this much more
+
+
+def _transport(ins: list[tuple[int, int]], outs: list[tuple[int, int]], distance: "np.ndarray",
+               is_switch) -> list[list[tuple[int, int]]] | None:
+    """Integer amounts per (in-arc, out-arc) pair, no pair with the same node at both ends, every
+    row and column exact. Each pair is bounded by twice its proportional share, and among such
+    plans the cheapest: far pairs first (cost: minus their hop distance in the physical fabric)
+    and switch-to-switch pairs last. A capacity through a spine is then spent on the pairs that
+    need the spine (other leaf groups) rather than on pairs a leaf already joins. Looser bounds
+    if those admit no plan; None if nothing does."""
+    from ortools.graph.python.min_cost_flow import SimpleMinCostFlow
+
+    total = sum(c for _, c in outs)
+    out_of = dict(outs)
+    n_in = len(ins)
+    tails, heads, costs, pair_of = [], [], [], []
+    for i, (u, _) in enumerate(ins):
+        for j, (t, _) in enumerate(outs):
+            if t != u:
+                tails.append(i)
+                heads.append(n_in + j)
+                costs.append(_SWITCH_PAIR * (is_switch(u) and is_switch(t)) - int(distance[u, t]))
+                pair_of.append((i, t))
+    for slack in (2, None):
+        bounds = []
+        for i, j in zip(tails, heads):
+            u, a = ins[i]
+            rest = total - out_of.get(u, 0)
+            share = -(-a * outs[j - n_in][1] // rest) if rest > 0 else 0
+            bounds.append(a if slack is None else min(a, slack * share))
+        solver = SimpleMinCostFlow()
+        arcs = solver.add_arcs_with_capacity_and_unit_cost(np.asarray(tails, dtype=np.int64),
+                                                           np.asarray(heads, dtype=np.int64),
+                                                           np.asarray(bounds, dtype=np.int64),
+                                                           np.asarray(costs, dtype=np.int64))
+        supplies = [c for _, c in ins] + [-c for _, c in outs]
+        solver.set_nodes_supplies(np.arange(len(supplies), dtype=np.int64), np.asarray(supplies, dtype=np.int64))
+        if solver.solve() != solver.OPTIMAL:
+            continue
+        plan: list[list[tuple[int, int]]] = [[] for _ in range(n_in)]
+        for (i, t), amount in zip(pair_of, solver.flows(arcs).tolist()):
+            if amount:
+                plan[i].append((t, int(amount)))
+        return plan
+    return None
+
+
+def _hops(topology: Topology) -> "np.ndarray":
+    """Hop distances between all nodes of the physical fabric (unweighted shortest paths)."""
+    from scipy.sparse import csr_matrix
+    from scipy.sparse.csgraph import shortest_path
+
+    n = topology.num_nodes
+    rows = [link.src for link in topology.links]
+    cols = [link.dst for link in topology.links]
+    graph = csr_matrix((np.ones(len(rows)), (rows, cols)), shape=(n, n))
+    hops = shortest_path(graph, unweighted=True)
+    hops[~np.isfinite(hops)] = n
+    return hops.astype(np.int64)
+
+
+class _Requirement:
+    """``lambda(s, v) >= demand`` for every NPU ``v`` on the current arcs: one max-flow per NPU."""
+
+    def __init__(self, n_npus: int, s: int, supply: list[tuple[int, int]], demand: int, result: SplitResult) -> None:
+        self.n_npus, self.s, self.supply, self.demand, self.result = n_npus, s, supply, demand, result
+
+    def holds(self, cap: dict, deadline: Deadline | None) -> bool:
+        arcs = list(cap.items())
+        src = [a for (a, _), _ in arcs] + [self.s] * len(self.supply)
+        dst = [b for (_, b), _ in arcs] + [v for v, _ in self.supply]
+        capacities = [c for _, c in arcs] + [c for _, c in self.supply]
+        network = FlowNetwork(self.s + 1, src, dst)
+        try:
+            for v in range(self.n_npus):
+                check_clock(deadline)
+                if network.value(capacities, self.s, v) < self.demand:
+                    return False
+            return True
+        finally:
+            self.result.flows += network.calls
+            self.result.checks += 1
