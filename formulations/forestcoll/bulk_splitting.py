@@ -74,21 +74,24 @@ def split_in_bulk(topology: Topology, units: TreeUnits, deadline: Deadline | Non
     checker = _Requirement(n_npus, s, supply, units.demand, result)
     distance = _hops(topology)
     is_switch = topology.is_switch
-    for batch in switch_batches(topology):
-        check_clock(deadline)
+    def attempt(switches: list[int], slack: int | None) -> bool:
+        """Plan every switch of ``switches`` at ``slack`` and check; undone (False) if it fails."""
         saved = (dict(cap), {arc: dict(m) for arc, m in edge_map.items()})
-        if all(_apply_plan(cap, edge_map, w, result, distance, is_switch) for w in batch) \
+        if all(_apply_plan(cap, edge_map, w, result, distance, is_switch, slack) for w in switches) \
                 and checker.holds(cap, deadline):
-            continue
+            return True
         cap.clear(), cap.update(saved[0])
         edge_map.clear(), edge_map.update(saved[1])
-        for w in batch:  # one at a time: planned and checked, else pair by pair (exact)
+        return False
+
+    for batch in switch_batches(topology):
+        check_clock(deadline)
+        if any(attempt(batch, slack) for slack in SLACKS):
+            continue
+        for w in batch:  # one at a time, else pair by pair (exact)
             check_clock(deadline)
-            before = (dict(cap), {arc: dict(m) for arc, m in edge_map.items()})
-            if _apply_plan(cap, edge_map, w, result, distance, is_switch) and checker.holds(cap, deadline):
+            if any(attempt([w], slack) for slack in SLACKS):
                 continue
-            cap.clear(), cap.update(before[0])
-            edge_map.clear(), edge_map.update(before[1])
             result.exact_switches += 1
             split_one_switch(cap, edge_map, w, supply, units.demand, n_npus, s, result, deadline,
                              granule=max(1, int(units.k)), spread=True)
@@ -98,7 +101,7 @@ def split_in_bulk(topology: Topology, units: TreeUnits, deadline: Deadline | Non
 
 
 def _apply_plan(cap: dict, edge_map: dict, w: int, result: SplitResult, distance: "np.ndarray",
-                is_switch) -> bool:
+                is_switch, slack: int | None) -> bool:
     """Split switch ``w`` completely by the transportation plan; False (nothing changed) when no
     complete plan exists (an unbalanced switch: the exact splitter names it)."""
     ins = sorted((a, c) for (a, b), c in cap.items() if b == w and c > 0)
@@ -106,7 +109,7 @@ def _apply_plan(cap: dict, edge_map: dict, w: int, result: SplitResult, distance
     total_in, total_out = sum(c for _, c in ins), sum(c for _, c in outs)
     if not ins or total_in != total_out:
         return not ins and not outs
-    plan = _transport(ins, outs, distance, is_switch)
+    plan = _transport(ins, outs, distance, is_switch, slack)
     if plan is None:
         return False
     for (u, a), row in zip(ins, plan):
@@ -120,17 +123,19 @@ def _apply_plan(cap: dict, edge_map: dict, w: int, result: SplitResult, distance
     return True
 
 
+SLACKS = (1, 2, None)  # the plans tried for a batch, spread first (see _transport)
 _SWITCH_PAIR = 1_000  # a pair of two switches (a bounce, e.g. spine -> leaf -> spine) costs this much more
 
 
 def _transport(ins: list[tuple[int, int]], outs: list[tuple[int, int]], distance: "np.ndarray",
-               is_switch) -> list[list[tuple[int, int]]] | None:
+               is_switch, slack: int | None) -> list[list[tuple[int, int]]] | None:
     """Integer amounts per (in-arc, out-arc) pair, no pair with the same node at both ends, every
-    row and column exact. Each pair is bounded by twice its proportional share, and among such
-    plans the cheapest: far pairs first (cost: minus their hop distance in the physical fabric)
-    and switch-to-switch pairs last. A capacity through a spine is then spent on the pairs that
-    need the spine (other leaf groups) rather than on pairs a leaf already joins. Looser bounds
-    if those admit no plan; None if nothing does."""
+    row and column exact. Each pair is bounded by ``slack`` times its proportional share (None: by
+    its in-arc), and among such plans the cheapest: far pairs first (cost: minus their hop
+    distance in the physical fabric) and switch-to-switch pairs last. With slack 1 the plan is
+    the proportional spread (shallow trees); with more, capacity through a spine goes to the pairs
+    that need the spine (other leaf groups) rather than to pairs a leaf already joins. None when
+    no plan meets the bounds."""
     from ortools.graph.python.min_cost_flow import SimpleMinCostFlow
 
     total = sum(c for _, c in outs)
@@ -144,28 +149,26 @@ def _transport(ins: list[tuple[int, int]], outs: list[tuple[int, int]], distance
                 heads.append(n_in + j)
                 costs.append(_SWITCH_PAIR * (is_switch(u) and is_switch(t)) - int(distance[u, t]))
                 pair_of.append((i, t))
-    for slack in (2, None):
-        bounds = []
-        for i, j in zip(tails, heads):
-            u, a = ins[i]
-            rest = total - out_of.get(u, 0)
-            share = -(-a * outs[j - n_in][1] // rest) if rest > 0 else 0
-            bounds.append(a if slack is None else min(a, slack * share))
-        solver = SimpleMinCostFlow()
-        arcs = solver.add_arcs_with_capacity_and_unit_cost(np.asarray(tails, dtype=np.int64),
-                                                           np.asarray(heads, dtype=np.int64),
-                                                           np.asarray(bounds, dtype=np.int64),
-                                                           np.asarray(costs, dtype=np.int64))
-        supplies = [c for _, c in ins] + [-c for _, c in outs]
-        solver.set_nodes_supplies(np.arange(len(supplies), dtype=np.int64), np.asarray(supplies, dtype=np.int64))
-        if solver.solve() != solver.OPTIMAL:
-            continue
-        plan: list[list[tuple[int, int]]] = [[] for _ in range(n_in)]
-        for (i, t), amount in zip(pair_of, solver.flows(arcs).tolist()):
-            if amount:
-                plan[i].append((t, int(amount)))
-        return plan
-    return None
+    bounds = []
+    for i, j in zip(tails, heads):
+        u, a = ins[i]
+        rest = total - out_of.get(u, 0)
+        share = -(-a * outs[j - n_in][1] // rest) if rest > 0 else 0
+        bounds.append(a if slack is None else min(a, slack * share))
+    solver = SimpleMinCostFlow()
+    arcs = solver.add_arcs_with_capacity_and_unit_cost(np.asarray(tails, dtype=np.int64),
+                                                       np.asarray(heads, dtype=np.int64),
+                                                       np.asarray(bounds, dtype=np.int64),
+                                                       np.asarray(costs, dtype=np.int64))
+    supplies = [c for _, c in ins] + [-c for _, c in outs]
+    solver.set_nodes_supplies(np.arange(len(supplies), dtype=np.int64), np.asarray(supplies, dtype=np.int64))
+    if solver.solve() != solver.OPTIMAL:
+        return None
+    plan: list[list[tuple[int, int]]] = [[] for _ in range(n_in)]
+    for (i, t), amount in zip(pair_of, solver.flows(arcs).tolist()):
+        if amount:
+            plan[i].append((t, int(amount)))
+    return plan
 
 
 def _hops(topology: Topology) -> "np.ndarray":

@@ -62,6 +62,9 @@ _FILL_SHARE = 0.5
 # machine class; budgeting a third of that keeps a tight time limit from killing the run, and
 # leaves room for the claim's simulation (100k to 300k transfers/s on a loaded machine)
 _TRANSFERS_PER_SECOND = 20_000
+# a periodic schedule emits one batch; the expansion is timed and checked by the compiled engines
+# (measured 3 million transfers simulated and verified in ~3 s; a third of that rate budgeted)
+_PERIODIC_TRANSFERS_PER_SECOND = 300_000
 
 
 @dataclass
@@ -328,30 +331,37 @@ def _scheduled(problem: Problem, forests: dict[str, Forest], pieces: int | None,
     ks = [f.units.k for f in forests.values()]
     common = math.lcm(*ks)
     per_m = sum(common // f.units.k * f.per_batch for f in forests.values())
-    if not deadline.unlimited:  # what is left of the time limit caps the schedule's size
-        rate = _TRANSFERS_PER_SECOND // (3 if collective.combining else 1)  # reversal and concat cost more
-        affordable = int(deadline.remaining() * rate)
-        max_transfers = max(per_m, min(max_transfers, affordable))
     height = max(f.height for f in forests.values())
     size = problem.size_bytes
+    adaptive = pieces is None and adapts_to_size(topology, size)
+    can_repeat = kind == gather_kind and not adaptive  # a period can stand for the listing (below)
 
     def bytes_per_chunk(chunks_per_rank: int) -> float:
         return size / chunks_per_rank if gather_kind == "broadcast" else size / (n * chunks_per_rank)
 
-    if pieces is None:
+    def depth(budget: int) -> tuple[int, int]:
+        """Pieces per tree-unit (``pieces`` if pinned, else the default depth within the budget) and
+        the budget: ``max_transfers``, capped by what is left of the time limit at ``rate``."""
+        if not deadline.unlimited:  # what is left of the time limit caps the schedule's size
+            affordable = int(deadline.remaining() * rate)
+            budget = max(per_m, min(budget, affordable))
+        if pieces is not None:
+            return pieces, budget
         goal = max(1, min(_MAX_DEFAULT_PIECES, _PIECES_PER_LEVEL * height))
-        m = max(1, min(goal, max_transfers // max(per_m, 1)))
-    else:
-        m = pieces
+        return max(1, min(goal, budget // max(per_m, 1))), budget
+
+    rate = _TRANSFERS_PER_SECOND // (3 if collective.combining else 1)  # reversal and concat cost more
+    given_budget = max_transfers
+    m, max_transfers = depth(given_budget)
+    # one period and its repeat count (workbench.periodic) where the listing is the round plan's
+    # (a gathering kind at a pinned depth or from 256 MB) and "auto" finds it large
+    write_period = can_repeat and (periodic is True or (periodic == "auto" and m * per_m >= _PERIODIC_FROM))
+    if write_period:  # only one batch is emitted: the budget is what the compiled engines time and check
+        rate = _PERIODIC_TRANSFERS_PER_SECOND
+        m, max_transfers = depth(given_budget)
     by_links = {}
     for phase, forest in forests.items():
         by_links[reversed_topology.links if phase == "reversed" else topology.links] = forest
-
-    # one period and its repeat count (workbench.periodic) where the listing is the round plan's
-    # (a gathering kind at a pinned depth or from 256 MB) and "auto" finds it large
-    adaptive = pieces is None and adapts_to_size(topology, size)
-    write_period = kind == gather_kind and not adaptive and (
-        periodic is True or (periodic == "auto" and m * per_m >= _PERIODIC_FROM))
 
     def gather(view: Topology, target: Collective, chunk_bytes: float) -> Algorithm:
         forest = by_links[view.links]
