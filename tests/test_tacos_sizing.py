@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from formulations.tacos import Tacos
-from formulations.tacos.sizing import CHOICES, SIZED_BELOW
+from formulations.tacos.sizing import CHOICES, MULTI_TIER_CHOICES, SIZED_BELOW
 from workbench.collective import make_collective
 from workbench.registry import Problem
 from workbench.simulate import simulate
@@ -42,6 +42,15 @@ def test_large_messages_and_pinned_chunkings_are_kept():
     assert sorted(map(int, priced.meta["time_by_chunks"])) == list(CHOICES)
     pinned = _synth("dgx1", "allgather", 16e6, k=2)
     assert pinned.collective.chunks_per_rank == 2 and "time_by_chunks" not in pinned.meta
+
+
+def test_leaf_spine_tiers_weigh_chunkings_at_large_messages_too():
+    """Switches above switches (unwound per rail): one and two chunks per rank are both tried at 1 GiB."""
+    sized = _synth("rails:8x4,leaf=2,over=2", "allgather", 2**30)
+    timed = sized.meta["time_by_chunks"]
+    assert sorted(map(int, timed)) == list(MULTI_TIER_CHOICES)
+    assert sized.meta["claimed_time"] == min(timed.values()) == simulate(sized).collective_time
+    assert "time_by_chunks" not in _synth("rails:2x4", "allgather", 2**30).meta  # one tier: as before
 
 
 def test_an_unknown_chunks_value_is_refused():

@@ -98,7 +98,8 @@ class Tacos:
         Parameter("engine", ("str",), "auto", "matching engine: compiled (numba) or python; same schedules",
                   choices=ENGINES),
         Parameter("chunks", ("str",), "auto", "auto: below 256 MB, the fastest of 1, 2, 4, 8 chunks per NPU "
-                  "where the problem has one (sizing); given: the problem's", choices=("auto", "given")),
+                  "where the problem has one (from 256 MB on leaf-spine tiers: 1, 2; sizing); given: the problem's",
+                  choices=("auto", "given")),
     )
 
     def synthesize(self, problem: Problem, *, time_limit: float, seed: int,

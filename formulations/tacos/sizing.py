@@ -7,7 +7,11 @@ Below ``SIZED_BELOW`` bytes, where the problem has one chunk per rank (a config 
 ``CHOICES`` chunks per NPU and the schedule that simulates fastest in the default model (its
 claim) is kept. From ``SIZED_BELOW`` up (unless the links pay a per-message overhead:
 ``workbench.schedule.adapts_to_size``) the problem's chunking stands, so large-message results do
-not move. Each choice gets an equal share of what is left of the time limit.
+not move, except on fabrics with switches joined to switches (leaf-spine tiers, unwound one
+logical switch per rail by ``workbench.topology.logical``), which TACOS could not take before:
+there ``MULTI_TIER_CHOICES`` are tried, as one chunk per rank left the 512-GPU 2:1 rail fabric at
+85% of the bound where two reach 91%. Each choice gets an equal share of what is left of the time
+limit.
 """
 
 from __future__ import annotations
@@ -18,20 +22,27 @@ from workbench.deadline import Deadline
 from workbench.registry import Problem, SynthesisResult
 from workbench.schedule import SIZED_BELOW, adapts_to_size
 
-__all__ = ["SIZED_BELOW", "CHOICES", "chunk_choices", "with_chunks", "fastest_chunking"]
+__all__ = ["SIZED_BELOW", "CHOICES", "MULTI_TIER_CHOICES", "chunk_choices", "with_chunks", "fastest_chunking"]
 
-# from SIZED_BELOW (256 MB) up, the problem's chunks per rank
+# below SIZED_BELOW (256 MB); from there up, the problem's chunks per rank
 CHOICES = (1, 2, 4, 8)
+# from SIZED_BELOW up on a fabric with switch-to-switch links (each choice is a whole greedy run:
+# 9 s and 11 s on the 512-GPU rail fabric)
+MULTI_TIER_CHOICES = (1, 2)
 
 
 def chunk_choices(problem: Problem, chunks: str) -> tuple[int, ...]:
     """The chunks per NPU to try: ``CHOICES`` where ``chunks`` is "auto" and the rule above
     applies, else the problem's own."""
     collective = problem.collective
-    if chunks == "given" or not adapts_to_size(problem.topology, problem.size_bytes) or collective.kind == "custom" \
-            or collective.chunks_per_rank != 1:
+    if chunks == "given" or collective.kind == "custom" or collective.chunks_per_rank != 1:
         return (collective.chunks_per_rank,)
-    return CHOICES
+    if adapts_to_size(problem.topology, problem.size_bytes):
+        return CHOICES
+    topology = problem.topology
+    if any(topology.is_switch(link.src) and topology.is_switch(link.dst) for link in topology.links):
+        return MULTI_TIER_CHOICES
+    return (collective.chunks_per_rank,)
 
 
 def with_chunks(problem: Problem, k: int) -> Problem:
