@@ -260,6 +260,34 @@ def _python_timing(algorithm: Algorithm, blocking: bool, order: str, switch_mode
     return _run_fifo(algorithm, segments, blocking)
 
 
+def _serve(segments: list[Segment], ready: float, nbytes: float, free: list[float], busy: list[float],
+           carried: list[float], occupied: tuple[list, list, list], blocking: bool) -> tuple[float | None, float]:
+    """One transfer's segments in turn, each starting at max(ready, free time of its links): the
+    first segment's start (None without segments) and the arrival. Link state and occupancy are
+    updated in place."""
+    occ_link, occ_start, occ_end = occupied
+    first = None
+    for links, alpha_sum, bandwidth, overhead in segments:
+        begin = ready
+        for l in links:
+            if free[l] > begin:
+                begin = free[l]
+        serialise = nbytes / bandwidth + overhead  # + 0.0 without overhead: the same float
+        release = begin + serialise + alpha_sum if blocking else begin + serialise
+        held = release - begin
+        for l in links:
+            free[l] = release
+            busy[l] += held
+            carried[l] += nbytes
+            occ_link.append(l)
+            occ_start.append(begin)
+            occ_end.append(release)
+        if first is None:
+            first = begin
+        ready = begin + serialise + alpha_sum
+    return first, ready
+
+
 def _run_in_order(algorithm: Algorithm, segments: list[list[Segment]], blocking: bool):
     """One pass in file order: a segment starts at max(ready, free time of each of its links)."""
     num_links = len(algorithm.topology.links)
@@ -273,33 +301,15 @@ def _run_in_order(algorithm: Algorithm, segments: list[list[Segment]], blocking:
     occ_start: list[float] = []
     occ_end: list[float] = []
     chunk_bytes = algorithm.chunk_bytes
+    occupied = (occ_link, occ_start, occ_end)
     for t, segs in zip(algorithm.transfers, segments):
         ready = 0.0
         for d in t.deps:
             if end[d] > ready:
                 ready = end[d]
-        nbytes = chunk_bytes * len(t.chunks)
-        first = True
-        for links, alpha_sum, bandwidth, overhead in segs:
-            begin = ready
-            for l in links:
-                if free[l] > begin:
-                    begin = free[l]
-            serialise = nbytes / bandwidth + overhead  # + 0.0 without overhead: the same float
-            release = begin + serialise + alpha_sum if blocking else begin + serialise
-            held = release - begin
-            for l in links:
-                free[l] = release
-                busy[l] += held
-                carried[l] += nbytes
-                occ_link.append(l)
-                occ_start.append(begin)
-                occ_end.append(release)
-            if first:
-                start[t.id] = begin
-                first = False
-            ready = begin + serialise + alpha_sum
-        end[t.id] = ready
+        first, end[t.id] = _serve(segs, ready, chunk_bytes * len(t.chunks), free, busy, carried, occupied, blocking)
+        if first is not None:
+            start[t.id] = first
     occupancy = (np.asarray(occ_link, dtype=np.int64), np.asarray(occ_start), np.asarray(occ_end))
     return np.asarray(start), np.asarray(end), np.asarray(busy), np.asarray(carried), occupancy
 
@@ -343,6 +353,7 @@ def _run_in_order_periodic(algorithm: Algorithm, segments: list[list[Segment]], 
     occ_start: list[float] = []
     occ_end: list[float] = []
     chunk_bytes = algorithm.chunk_bytes
+    occupied = (occ_link, occ_start, occ_end)
     for k, i in expansion_order([t.lag for t in transfers], repeat):
         t = transfers[i]
         base = k * m
@@ -350,28 +361,10 @@ def _run_in_order_periodic(algorithm: Algorithm, segments: list[list[Segment]], 
         for d in t.deps:
             if end[base + d] > ready:
                 ready = end[base + d]
-        nbytes = chunk_bytes * len(t.chunks)
-        first = True
-        for links, alpha_sum, bandwidth, overhead in segments[i]:
-            begin = ready
-            for l in links:
-                if free[l] > begin:
-                    begin = free[l]
-            serialise = nbytes / bandwidth + overhead
-            release = begin + serialise + alpha_sum if blocking else begin + serialise
-            held = release - begin
-            for l in links:
-                free[l] = release
-                busy[l] += held
-                carried[l] += nbytes
-                occ_link.append(l)
-                occ_start.append(begin)
-                occ_end.append(release)
-            if first:
-                start[base + i] = begin
-                first = False
-            ready = begin + serialise + alpha_sum
-        end[base + i] = ready
+        first, end[base + i] = _serve(segments[i], ready, chunk_bytes * len(t.chunks), free, busy, carried, occupied,
+                                      blocking)
+        if first is not None:
+            start[base + i] = first
     occupancy = (np.asarray(occ_link, dtype=np.int64), np.asarray(occ_start), np.asarray(occ_end))
     return np.asarray(start), np.asarray(end), np.asarray(busy), np.asarray(carried), occupancy
 

@@ -33,7 +33,7 @@ from workbench.maxflow import FlowNetwork
 from workbench.topology import Topology
 
 from .optimum import TreeUnits, check_clock
-from .splitting import SplitResult, SplittingError, split_one_switch
+from .splitting import SplitResult, split_one_switch, starting_arcs
 
 np = lazy_module("numpy")  # imported on first use (workbench.lazy)
 
@@ -61,16 +61,8 @@ def switch_batches(topology: Topology) -> list[list[int]]:
 
 def split_in_bulk(topology: Topology, units: TreeUnits, deadline: Deadline | None = None) -> SplitResult:
     """Remove every switch (module docstring); the same guarantee as ``splitting.split_switches``."""
-    n_npus = topology.num_npus
-    s = topology.num_nodes
-    cap: dict[tuple[int, int], int] = {}
-    for link, budget in zip(topology.links, units.budgets):
-        if budget > 0:
-            cap[(link.src, link.dst)] = int(budget)
-    physical = dict(cap)
-    supply = [(v, int(c)) for v, c in enumerate(units.supply) if c > 0]
-    edge_map: dict[tuple[int, int], dict[int, int]] = defaultdict(dict)
-    result = SplitResult(n_npus, {}, {}, physical, switches=list(topology.switches))
+    n_npus, s = topology.num_npus, topology.num_nodes  # s: the super-source
+    cap, supply, edge_map, result = starting_arcs(topology, units)
     checker = _Requirement(n_npus, s, supply, units.demand, result)
     distance = _hops(topology)
     is_switch = topology.is_switch

@@ -39,7 +39,7 @@ from .optimum import TreeUnits, check_clock
 
 np = lazy_module("numpy")  # imported on first use (workbench.lazy)
 
-__all__ = ["SplittingError", "SplitResult", "split_switches", "split_one_switch"]
+__all__ = ["SplittingError", "SplitResult", "split_switches", "split_one_switch", "starting_arcs"]
 
 
 class SplittingError(FormulationError):
@@ -65,22 +65,27 @@ class SplitResult:
 def split_switches(topology: Topology, units: TreeUnits, deadline: Deadline | None = None,
                    spread: bool = True) -> SplitResult:
     """Remove every switch of ``topology`` by edge splitting under the budgets of ``units``."""
-    n_npus = topology.num_npus
-    s = topology.num_nodes  # the super-source
-    cap: dict[tuple[int, int], int] = {}
-    for link, budget in zip(topology.links, units.budgets):
-        if budget > 0:
-            cap[(link.src, link.dst)] = int(budget)
-    physical = dict(cap)
-    supply = [(v, int(c)) for v, c in enumerate(units.supply) if c > 0]
-    edge_map: dict[tuple[int, int], dict[int, int]] = defaultdict(dict)
-    result = SplitResult(n_npus, {}, {}, physical, switches=list(topology.switches))
+    n_npus, s = topology.num_npus, topology.num_nodes  # s: the super-source
+    cap, supply, edge_map, result = starting_arcs(topology, units)
     granule = max(1, int(units.k))
     for w in topology.switches:
         split_one_switch(cap, edge_map, w, supply, units.demand, n_npus, s, result, deadline, granule, spread)
     result.capacity = {arc: c for arc, c in cap.items() if c > 0}
     result.edge_map = {arc: dict(m) for arc, m in edge_map.items()}
     return result
+
+
+def starting_arcs(topology: Topology, units: TreeUnits) -> tuple[dict, list, dict, SplitResult]:
+    """What a splitter starts from: every link's budget as an arc, the super-source's supply arcs,
+    an empty ``edge_map`` and a ``SplitResult`` holding the physical budgets."""
+    cap: dict[tuple[int, int], int] = {}
+    for link, budget in zip(topology.links, units.budgets):
+        if budget > 0:
+            cap[(link.src, link.dst)] = int(budget)
+    supply = [(v, int(c)) for v, c in enumerate(units.supply) if c > 0]
+    edge_map: dict[tuple[int, int], dict[int, int]] = defaultdict(dict)
+    result = SplitResult(topology.num_npus, {}, {}, dict(cap), switches=list(topology.switches))
+    return cap, supply, edge_map, result
 
 
 def split_one_switch(cap: dict[tuple[int, int], int], edge_map: dict[tuple[int, int], dict[int, int]], w: int,

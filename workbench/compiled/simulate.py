@@ -1,5 +1,5 @@
 """The default (in-order) simulation compiled with numba, for algorithms of hundreds of thousands
-of transfers.
+of transfers (a periodic one without writing it out; a plain one is one piece with no lag).
 
 ``simulate._run_in_order``'s pass, on ``TransferArrays`` and a table of distinct routes: every
 floating-point operation is the same one in the same order, so both give bit-identical timings
@@ -16,53 +16,6 @@ from numba import njit
 from workbench.compiled.arrays import TransferArrays
 
 __all__ = ["timing"]
-
-
-@njit(cache=True)
-def _in_order(route_of, chunk_counts, dep_start, deps, route_seg_start, seg_link_start, seg_links, seg_alpha,
-              seg_bandwidth, seg_overhead, chunk_bytes, blocking, num_links, occupancy_size):
-    count = len(route_of)
-    free = np.zeros(num_links)
-    busy = np.zeros(num_links)
-    carried = np.zeros(num_links)
-    start = np.zeros(count)
-    end = np.zeros(count)
-    occ_link = np.empty(occupancy_size, dtype=np.int64)
-    occ_start = np.empty(occupancy_size)
-    occ_end = np.empty(occupancy_size)
-    o = 0
-    for t in range(count):
-        ready = 0.0
-        for k in range(dep_start[t], dep_start[t + 1]):
-            if end[deps[k]] > ready:
-                ready = end[deps[k]]
-        nbytes = chunk_bytes * chunk_counts[t]
-        r = route_of[t]
-        for s in range(route_seg_start[r], route_seg_start[r + 1]):
-            begin = ready
-            for k in range(seg_link_start[s], seg_link_start[s + 1]):
-                if free[seg_links[k]] > begin:
-                    begin = free[seg_links[k]]
-            serialise = nbytes / seg_bandwidth[s] + seg_overhead[s]
-            if blocking:
-                release = begin + serialise + seg_alpha[s]
-            else:
-                release = begin + serialise
-            held = release - begin
-            for k in range(seg_link_start[s], seg_link_start[s + 1]):
-                link = seg_links[k]
-                free[link] = release
-                busy[link] += held
-                carried[link] += nbytes
-                occ_link[o] = link
-                occ_start[o] = begin
-                occ_end[o] = release
-                o += 1
-            if s == route_seg_start[r]:
-                start[t] = begin
-            ready = begin + serialise + seg_alpha[s]
-        end[t] = ready
-    return start, end, busy, carried, occ_link, occ_start, occ_end
 
 
 @njit(cache=True)
@@ -174,6 +127,8 @@ def timing(algorithm, arrays: TransferArrays, blocking: bool, switch_model: str,
             route_of.astype(np.int64), arrays.chunk_counts, arrays.dep_start, arrays.deps, lags, period.repeat,
             *routes, occupancy_size * period.repeat)
         return start, end, busy, carried, (occ_link, occ_start, occ_end)
-    start, end, busy, carried, occ_link, occ_start, occ_end = _in_order(
-        route_of.astype(np.int64), arrays.chunk_counts, arrays.dep_start, arrays.deps, *routes, occupancy_size)
+    # a plain algorithm is one piece with no lag: the same pass, the same operations in the same order
+    start, end, busy, carried, occ_link, occ_start, occ_end = _in_order_periodic(
+        route_of.astype(np.int64), arrays.chunk_counts, arrays.dep_start, arrays.deps, np.zeros(count, dtype=np.int64),
+        1, *routes, occupancy_size)
     return start, end, busy, carried, (occ_link, occ_start, occ_end)
