@@ -254,3 +254,12 @@ def test_a_custom_collective_repeats_too(tmp_path):
     periodic.save(path)
     back = load_algorithm(path)
     assert back.collective == periodic.collective and back.collective.num_chunks == 12
+
+
+def test_plain_only_transforms_say_so():
+    periodic = repeated(_ring(4), 2)
+    with pytest.raises(ValueError, match="expand the periodic one first"):
+        periodic.reverse()
+    with pytest.raises(ValueError, match="expand the periodic one first"):
+        periodic.concat(periodic)
+    assert verify(periodic.expanded().reverse()).delivered_pairs  # the written-out schedule reverses
