@@ -167,21 +167,24 @@ def emit_schedule(topology: Topology, kind: str, num_ranks: int, k: int, pieces:
     slot = slots if slots is not None else slot_order(topology, shared)
     plan = plan_times(topology, shared, slot, chunk_bytes, pieces)
     rounds = plan.rounds
-    batches = 1 if periodic else pieces
     entries = []
     for e, edge in enumerate(shared):
         for h in range(len(edge.hops)):
+            first_round = rounds[(e, h)]
             for p, (position, _) in enumerate(slot[(e, h)]):
-                for b in range(batches):
-                    # a period lists batch 0 by slot alone: the expansion orders period q by
-                    # (q, template index), which is the listing's (round, position, e, h, p)
-                    entries.append((0 if periodic else b + rounds[(e, h)], position, e, h, p, b))
+                if periodic:  # a period lists batch 0 by slot alone: the expansion orders period q
+                    # by (q, template index), which is the listing's (round, position, e, h, p)
+                    entries.append((0, position, e, h, p, 0))
+                    continue
+                for b in range(pieces):
+                    entries.append((b + first_round, position, e, h, p, b))
     entries.sort()
     # deps by tree position (edge, hop, batch), not workbench.schedule.DeliveryChain's (node, chunk):
     # a piece waits for every piece of the batch on the hop before, however the two hops split it
     ids: dict[tuple[int, int, int], list[int]] = {}
-    for tid, (_, _, e, h, p, b) in enumerate(entries):
-        ids.setdefault((e, h, b), []).append(tid)
+    if periodic:  # a template lists by slot alone, so a feeder may come later in it (its lag is smaller)
+        for tid, (_, _, e, h, p, b) in enumerate(entries):
+            ids.setdefault((e, h, b), []).append(tid)
     transfers: list[Transfer] = []
     for tid, (_, _, e, h, p, b) in enumerate(entries):
         edge = shared[e]
@@ -192,11 +195,14 @@ def emit_schedule(topology: Topology, kind: str, num_ranks: int, k: int, pieces:
             deps = tuple(ids[(edge.parent, len(shared[edge.parent].hops) - 1, b)])
         else:
             deps = ()
+        if not periodic:  # the listing: every feeder came earlier
+            ids.setdefault((e, h, b), []).append(tid)
         chunks = chunk_ids(edge, b)
         split = slot[(e, h)]
         first = sum(n for _, n in split[:p])
         transfers.append(Transfer(tid, chunks[first:first + split[p][1]], src, dst, "copy", deps,
-                                  lag=rounds[(e, h)] if periodic else 0))
+                                  None, None, rounds[(e, h)]) if periodic else
+                         Transfer(tid, chunks[first:first + split[p][1]], src, dst, "copy", deps))
     timing = _timing(topology, shared, chunk_bytes)
     timing.update(round=plan.round, planned_time=plan.makespan)
     if periodic:
