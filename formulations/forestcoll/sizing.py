@@ -45,17 +45,22 @@ def fastest_depth(default: int, plan_for: Callable[[int], float], schedule_for: 
                   deadline: Deadline) -> tuple[Algorithm, dict[int, float], dict[int, float]]:
     """The schedule of the fastest depth up to ``default`` with its claim recorded, the claimed time
     of every depth written, and the planned time of every candidate (module docstring, steps 1-2).
-    Past half of what was left of the time limit, no further depth is written."""
+    Past half of what was left of the time limit, or with less left than 1.5 times what the last
+    depth took to write and time, no further depth is written."""
     planned = {pieces: plan_for(pieces) for pieces in candidate_pieces(default)}
     start = min(planned, key=lambda pieces: (planned[pieces], pieces))
     budget = None if deadline.unlimited else deadline.elapsed() + deadline.remaining() / 2
     timed: dict[int, float] = {}
     best: Algorithm | None = None
+    last = 0.0  # seconds the previous depth took to write and time
     for pieces in sorted((p for p in planned if p <= start), reverse=True):
-        if best is not None and budget is not None and deadline.elapsed() > budget:
-            break
+        out_of_time = budget is not None and (deadline.elapsed() > budget or deadline.remaining() < 1.5 * last)
+        if best is not None and out_of_time:
+            break  # a next depth that would not finish in time would lose the one in hand
+        began = deadline.elapsed()
         algorithm = schedule_for(pieces)
         timed[pieces] = claim_in_model(algorithm)
+        last = deadline.elapsed() - began
         if best is not None and timed[pieces] >= best.meta["claimed_time"]:
             break
         best = algorithm
