@@ -197,12 +197,11 @@ def emit_schedule(topology: Topology, kind: str, num_ranks: int, k: int, pieces:
             deps = ()
         if not periodic:  # the listing: every feeder came earlier
             ids.setdefault((e, h, b), []).append(tid)
-        chunks = chunk_ids(edge, b)
         split = slot[(e, h)]
         first = sum(n for _, n in split[:p])
-        transfers.append(Transfer(tid, chunks[first:first + split[p][1]], src, dst, "copy", deps,
-                                  None, None, rounds[(e, h)]) if periodic else
-                         Transfer(tid, chunks[first:first + split[p][1]], src, dst, "copy", deps))
+        piece = chunk_ids(edge, b)[first:first + split[p][1]]
+        transfers.append(Transfer(tid, piece, src, dst, "copy", deps, None, None, rounds[(e, h)]) if periodic
+                         else Transfer(tid, piece, src, dst, "copy", deps))
     timing = _timing(topology, shared, chunk_bytes)
     timing.update(round=plan.round, planned_time=plan.makespan)
     if periodic:
