@@ -16,6 +16,7 @@ Every failure is an ``InvalidAlgorithm`` naming the transfer, chunk, ranks and t
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -425,16 +426,11 @@ class _CompiledPiece:
         return self.fast.timeline_ok_with(self.piece, self.arrays, times, self.reads, self.initial.copy())
 
 
-class _named:
+@contextmanager
+def _named(piece: str, lagging: bool):
     """Prefix an ``InvalidAlgorithm`` raised inside a piece with which piece it is."""
-
-    def __init__(self, piece: str, lagging: bool) -> None:
-        self.prefix = f"periodic schedule, {piece}" + (" (transfers numbered by lag, then id)" if lagging else "")
-
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, kind, exc, traceback) -> bool:
-        if isinstance(exc, InvalidAlgorithm):
-            raise InvalidAlgorithm(f"{self.prefix}: {exc}", exc.transfer, exc.chunk, exc.ranks, exc.kind) from None
-        return False
+    try:
+        yield
+    except InvalidAlgorithm as exc:
+        prefix = f"periodic schedule, {piece}" + (" (transfers numbered by lag, then id)" if lagging else "")
+        raise InvalidAlgorithm(f"{prefix}: {exc}", exc.transfer, exc.chunk, exc.ranks, exc.kind) from None
