@@ -215,26 +215,16 @@ class Algorithm:
     def to_dict(self) -> dict[str, Any]:
         """The file's document: ``/3`` when periodic, else ``/2`` when some link has an overhead,
         else ``/1`` as always."""
-        if self.period is not None:
-            version = FORMAT_3
-        else:
+        if self.period is None:
             version = FORMAT_2 if self.topology.has_overhead() else FORMAT
-        if self.period is not None:  # a period writes the collective of one piece (workbench.periodic)
+            head = {"format": version, "topology": self.topology.to_dict(),
+                    "collective": self.collective.to_dict(self.size_bytes), "chunk_bytes": self.chunk_bytes}
+        else:  # a period writes the collective of one piece (workbench.periodic)
             piece = piece_collective(self.collective, self.period)
-            collective = piece.to_dict(piece.size_bytes(self.chunk_bytes))
-        else:
-            collective = self.collective.to_dict(self.size_bytes)
-        document = {
-            "format": version,
-            "topology": self.topology.to_dict(),
-            "collective": collective,
-            "chunk_bytes": self.chunk_bytes,
-        }
-        if self.period is not None:
-            document["period"] = self.period.to_dict()
-        document["transfers"] = [t.to_dict() for t in self.transfers]
-        document["meta"] = self.meta
-        return document
+            head = {"format": FORMAT_3, "topology": self.topology.to_dict(),
+                    "collective": piece.to_dict(piece.size_bytes(self.chunk_bytes)), "chunk_bytes": self.chunk_bytes,
+                    "period": self.period.to_dict()}
+        return {**head, "transfers": [t.to_dict() for t in self.transfers], "meta": self.meta}
 
     def save(self, path: str | Path) -> None:
         """Write atomically, so a reader never sees half a file (a character device such as
