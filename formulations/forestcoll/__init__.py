@@ -86,7 +86,7 @@ from workbench.parameters import Parameter
 __all__ = ["ForestColl", "PACKINGS", "SPLITTINGS"]
 
 PACKINGS = ("auto", "symmetric", "levels", "fifo")
-SPLITTINGS = ("auto", "greedy", "spread", "bulk")
+SPLITTINGS = ("auto", "greedy", "spread", "bulk", "symmetric")
 
 
 class ForestColl:

@@ -16,6 +16,7 @@ from workbench.registry import Problem, SynthesisResult
 from workbench.schedule import adapts_to_size, claim_in_model, claim_listing
 from workbench.topology import Topology
 from workbench.symmetry import translations
+from workbench.cluster_translations import cluster_translations
 
 from .mapping import PathGroup, check_link_budgets, map_to_paths
 from .optimum import Timeout, TreeUnits, auto_units, broadcast_units, fixed_k_units
@@ -29,6 +30,7 @@ from . import PACKINGS, SPLITTINGS  # declared with the parameters, in the packa
 from .sizing import fastest_depth
 from .splitting import SplitResult, split_switches
 from .bulk_splitting import split_in_bulk
+from .symmetric_splitting import SymmetricSplitFailed, split_by_translations
 
 __all__ = ["synthesize", "Forest", "build_forest"]
 
@@ -125,15 +127,22 @@ def build_forest(topology: Topology, kind: str, root: int | None = None, k: int 
         units = fixed_k_units(topology, int(k), deadline)
     if packing not in PACKINGS:
         raise ValueError(f"forestcoll: packing must be one of {', '.join(PACKINGS)}, got {packing!r}")
-    table = None
-    if packing in ("auto", "symmetric"):
-        table = translations(topology) if kind != "broadcast" else None
-        if table is None and packing == "symmetric":
-            raise ValueError(f"forestcoll: packing 'symmetric' needs a translation-symmetric fabric "
-                             f"(a torus or ring, no switches); {topology.name} is not one")
+    table = group = None
+    if packing in ("auto", "symmetric") and kind != "broadcast":
+        if topology.num_switches and splitting in ("auto", "symmetric"):
+            group = cluster_translations(topology)  # a cluster's translations, switches included
+        else:
+            table = translations(topology)
+    if packing == "symmetric" and table is None and group is None:
+        raise ValueError(f"forestcoll: packing 'symmetric' needs a translation-symmetric fabric (a torus or ring, "
+                         f"or a cluster of equal boxes and leaf groups); {topology.name} is not one")
     if splitting not in SPLITTINGS:
         raise ValueError(f"forestcoll: splitting must be one of {', '.join(SPLITTINGS)}, got {splitting!r}")
-    if splitting != "auto":
+    if splitting == "symmetric" and group is None:
+        raise ValueError(f"forestcoll: splitting 'symmetric' needs a cluster whose translations map the switches "
+                         f"too (equal boxes and leaf groups: workbench.cluster_translations); {topology.name} "
+                         f"has none verified")
+    if splitting not in ("auto", "symmetric"):
         modes = [splitting]
     elif not topology.num_switches:
         modes = ["auto"]
@@ -141,6 +150,8 @@ def build_forest(topology: Topology, kind: str, root: int | None = None, k: int 
         modes = ["bulk"]  # pair by pair would take hours at this size (bulk_splitting)
     else:
         modes = ["greedy", "spread"]
+    if group is not None:  # translated plans and root 0's trees; the others if that fails
+        modes = ["symmetric"] + ([] if "symmetric" in (splitting, packing) else modes)
     if cut_through == "auto":
         variants = [False, True] if topology.num_switches else [False]
     else:
@@ -148,12 +159,25 @@ def build_forest(topology: Topology, kind: str, root: int | None = None, k: int 
     best: tuple[tuple[int, float], Forest] | None = None
     supply = [int(c) for c in units.supply]
     for mode in modes:
-        if mode == "bulk":
-            split = split_in_bulk(topology, units, deadline)
+        forest_units = units
+        if best is not None and best[1].splitting == "symmetric":
+            break  # the others are fallbacks
+        if mode == "symmetric":
+            try:
+                forest_units, split = split_by_translations(topology, units, group, deadline)
+                trees, flows = pack_symmetric(group.table, split.capacity, int(forest_units.k), seed, deadline)
+                used = "symmetric"
+            except (SymmetricSplitFailed, PackingError) as failure:
+                if len(modes) == 1:
+                    raise PackingError(f"forestcoll: the translated split or packing failed: {failure}") from None
+                continue  # the next mode: bulk or pair by pair
         else:
-            split = split_switches(topology, units, deadline, spread=(mode != "greedy"))
-        trees, flows, used = _pack(topology.num_npus, table, split, supply, packing, seed, deadline)
-        validate_forest(trees, topology.num_npus, supply, split.capacity)
+            if mode == "bulk":
+                split = split_in_bulk(topology, units, deadline)
+            else:
+                split = split_switches(topology, units, deadline, spread=(mode != "greedy"))
+            trees, flows, used = _pack(topology.num_npus, table, split, supply, packing, seed, deadline)
+        validate_forest(trees, topology.num_npus, [int(c) for c in forest_units.supply], split.capacity)
         groups = map_to_paths(trees, split)
         check_link_budgets(groups, split.physical)
         flows += split.flows
@@ -164,8 +188,8 @@ def build_forest(topology: Topology, kind: str, root: int | None = None, k: int 
                 # as its edges off the simulator's route still go hop by hop through switches
                 stagger_switch_visits(topology, shared)
             slots, stretch = round_slots(topology, shared)
-            forest = Forest(units, split, trees, groups, plans, shared, 0.0, flows, mode, slots, stretch, through,
-                            used)
+            forest = Forest(forest_units, split, trees, groups, plans, shared, 0.0, flows, mode, slots, stretch,
+                            through, used)
             flows = 0  # counted once per splitting
             pieces = max(1, max_transfers // max(forest.per_batch, 1))
             predicted = stretch * (1 + _FILL_SHARE * (forest.height - 1) / pieces)
