@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from formulations.forestcoll import build_forest
 from formulations.forestcoll.optimum import auto_units
 from formulations.forestcoll.packing import pack_arborescences, validate_forest
-from formulations.forestcoll.schedule import _place, _stack
+from formulations.forestcoll.slots import _place, _stack
 from formulations.forestcoll.splitting import split_switches
 from formulations.forestcoll.symmetric import pack_symmetric
 from workbench.symmetry import translations

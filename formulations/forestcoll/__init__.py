@@ -32,7 +32,8 @@ chunk to a switch are two rounds apart and that rule never makes a link wait. Al
 
 Parameters: ``pieces`` (P, pipeline depth per tree-unit; default ``64 * H`` (H: the deepest chain
 of transfers from a root), at most 1024, lowered so the schedule stays within ``max_transfers``,
-default 4,000,000: the simulator and verifier take a minute or two and ~5 GB at that size, and the pipeline fill
+default 4,000,000 written out (the simulator and verifier take a minute or two and ~5 GB at that size) or
+96,000,000 in a period's expansion (never written; ~1 us and ~150 bytes a transfer), and the pipeline fill
 ``(H - 1) / P`` is what keeps a deep forest from T*; below 256 MB the depth, a power of two up to
 that default, is the one whose schedule simulates fastest at the size, which matters where links
 pay a per-message overhead: ``sizing``, ``meta.time_by_pieces``; there too, where ``k`` and
@@ -47,11 +48,15 @@ see ``schedule``; default "auto": the one predicted faster, see ``build_forest``
 ``workbench.algorithm/3``, whose expansion is the listing transfer for transfer; "auto", default:
 so from 200,000 transfers; all-gather and broadcast where the listing is the round plan's, from
 256 MB or at a pinned depth; reductions are reversed forests and stay written out), ``k`` ("auto" or a fixed number of trees per root; a fixed k gives
-``T_k >= T*``), ``splitting`` ("auto", "greedy", "spread" or "bulk": a whole switch at a time by a
+``T_k >= T*``), ``splitting`` ("auto", "greedy", "spread", "bulk": a whole switch at a time by a
 proportional plan, the requirement checked after each batch of like switches, pair by pair where a
-check fails; "auto" takes it past 3,000 switch arc pairs; see ``build_forest``, ``bulk_splitting``), ``packing``
+check fails; or "symmetric": one plan per switch orbit of a cluster's translations, moved to the
+orbit's other switches, so root 0's trees can be translated: ``symmetric_splitting``; "auto" takes
+"symmetric" where ``workbench.cluster_translations`` verifies a group, else bulk past 3,000 switch
+arc pairs, falling back in that order; see ``build_forest``), ``packing``
 ("auto", default: "symmetric" where it applies, else "levels"; "symmetric": on a fabric whose
-translations preserve every capacity (tori, rings: ``workbench.symmetry``), root 0's trees are
+translations preserve every capacity (tori, rings: ``workbench.symmetry``; clusters of equal boxes
+and leaf groups after a symmetric split), root 0's trees are
 grown and shifted to every root, one max-flow per tested batch of arcs (``symmetric``); "levels":
 groups grow one BFS layer per pass, shallower trees; "fifo": the reference's order, each group
 grown completely in turn). Status
@@ -62,7 +67,7 @@ optimum); "timeout" when ``time_limit`` ran out in the tree construction (no alg
 proof holds in the throughput model (``meta.model_optimal = "forestcoll-throughput"``); the row's
 status is the floor's, by the simulated time (``workbench.yardstick``). The simulated time
 approaches the bandwidth term ``M U / (N k)`` as P grows; the pipeline fill
-``(H - 1) T*/P`` and the packing of cut-through transfers into rounds (``schedule.round_slots``)
+``(H - 1) T*/P`` and the packing of cut-through transfers into rounds (``slots.round_slots``)
 are the remaining gap.
 
 Claimed time (``meta.claimed_time``): the time of the pieces as written in the simulator's default
@@ -98,10 +103,11 @@ class ForestColl:
         Parameter("pieces", ("int", "none", "str"), None, "P: pipeline pieces per tree-unit ('auto': 64 x height)",
                   choices=("auto",), minimum=1),
         Parameter("k", ("int", "str"), "auto", "trees per root ('auto': the optimal k)", choices=("auto",), minimum=1),
-        Parameter("max_transfers", ("int",), 4_000_000, "refuse schedules with more transfers", minimum=1),
-        Parameter("splitting", ("str",), "auto", "edge splitting: pair by pair (greedy, spread) or a switch at a "
-                  "time (bulk)", choices=SPLITTINGS),
-        Parameter("packing", ("str",), "auto", "arborescence growth: symmetric (tori, rings), levels, fifo",
+        Parameter("max_transfers", ("int",), 4_000_000, "refuse schedules with more transfers (default: 4 million "
+                  "written out, 96 million in a period's expansion)", minimum=1),
+        Parameter("splitting", ("str",), "auto", "edge splitting: pair by pair (greedy, spread), a switch at a "
+                  "time (bulk) or a switch orbit at a time (symmetric)", choices=SPLITTINGS),
+        Parameter("packing", ("str",), "auto", "arborescence growth: symmetric (tori, rings, clusters), levels, fifo",
                   choices=PACKINGS),
         Parameter("cut_through", ("bool", "str"), "auto", "tree edges through switches as one routed transfer",
                   choices=("auto", "true", "false")),

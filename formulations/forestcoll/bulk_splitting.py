@@ -37,7 +37,7 @@ from .splitting import SplitResult, split_one_switch, starting_arcs
 
 np = lazy_module("numpy")  # imported on first use (workbench.lazy)
 
-__all__ = ["split_in_bulk", "switch_batches"]
+__all__ = ["split_in_bulk", "switch_batches", "SWITCH_PAIR"]
 
 
 def switch_batches(topology: Topology) -> list[list[int]]:
@@ -116,7 +116,7 @@ def _apply_plan(cap: dict, edge_map: dict, w: int, result: SplitResult, distance
 
 
 SLACKS = (1, 2, None)  # the plans tried for a batch, spread first (see _transport)
-_SWITCH_PAIR = 1_000  # a pair of two switches (a bounce, e.g. spine -> leaf -> spine) costs this much more
+SWITCH_PAIR = 1_000  # a pair of two switches (a bounce, e.g. spine -> leaf -> spine) costs this much more
 
 
 def _transport(ins: list[tuple[int, int]], outs: list[tuple[int, int]], distance: "np.ndarray",
@@ -139,7 +139,7 @@ def _transport(ins: list[tuple[int, int]], outs: list[tuple[int, int]], distance
             if t != u:
                 tails.append(i)
                 heads.append(n_in + j)
-                costs.append(_SWITCH_PAIR * (is_switch(u) and is_switch(t)) - int(distance[u, t]))
+                costs.append(SWITCH_PAIR * (is_switch(u) and is_switch(t)) - int(distance[u, t]))
                 pair_of.append((i, t))
     bounds = []
     for i, j in zip(tails, heads):

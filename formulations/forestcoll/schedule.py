@@ -14,7 +14,7 @@
   holds all its links at once for the slowest link's serialisation, so segments through a switch
   wait for each other's links and, on a path mixing speeds, e.g. 25 GB/s NICs over a faster trunk,
   use the fast link longer than its tree-unit budget: 1.14x T* on nvs-ib:2 and dgx2:2 against
-  1.01x hop by hop; ``round_slots`` measures that stretch.) A switch never
+  1.01x hop by hop; ``slots.round_slots`` measures that stretch.) A switch never
   multicasts: two children reached through one switch are two sends on the uplink, as budgeted.
 * Timeline (``plan_times``): one round lasts ``R`` seconds, each piece of a round placed at the
   earliest instant its links are free, in slot order (the simulator's segment rules: a piece holds
@@ -40,7 +40,6 @@
 from __future__ import annotations
 
 import math
-import random
 from collections import defaultdict
 from dataclasses import dataclass
 
@@ -53,11 +52,9 @@ from workbench.topology import Topology
 
 from .mapping import PathGroup
 
-_SHUFFLES = 6
-_MAX_SLOTS = 200_000  # summed item durations per round, to keep the bitmask placement fast
 
 __all__ = ["EdgePlan", "SharedEdge", "Plan", "plan_edges", "share_edges", "emit_schedule", "plan_times",
-           "transfers_per_batch", "pipeline_height", "slot_order", "round_slots", "switch_visit_clashes"]
+           "transfers_per_batch", "pipeline_height", "switch_visit_clashes"]
 
 
 @dataclass
@@ -73,17 +70,20 @@ class EdgePlan:
     hops: list[tuple[int, int]]
 
 
-def plan_edges(topology: Topology, group: PathGroup, cut_through: bool = False) -> list[EdgePlan]:
+def plan_edges(topology: Topology, group: PathGroup, cut_through: bool | frozenset[int] = False) -> list[EdgePlan]:
     """Depths, parents and hops of a group's edges (edges are in BFS order: parents come first).
 
     By default every edge through a switch is sent hop by hop; with ``cut_through`` an edge whose
-    path is the simulator's own route is one transfer.
+    path is the simulator's own route is one transfer (given a set of link indices: only where
+    every link of the path is in it, see ``slots.loose_links``).
     """
     depth = {group.root: 0}
     feeder: dict[int, int] = {}
     plans = []
+    allowed = cut_through if isinstance(cut_through, frozenset) else None
     for index, ((x, y), path) in enumerate(zip(group.edges, group.paths)):
-        if len(path) == 2 or (cut_through and topology.route(x, y) == path):
+        if len(path) == 2 or (cut_through and topology.route(x, y) == path and (
+                allowed is None or all(topology.link_index(a, b) in allowed for a, b in zip(path, path[1:])))):
             hops = [(x, y)]
         else:
             hops = list(zip(path, path[1:]))
@@ -164,7 +164,11 @@ def emit_schedule(topology: Topology, kind: str, num_ranks: int, k: int, pieces:
                 ids += ((base + i) * num_ranks + group.root for i in range(group.multiplicity))
         return tuple(sorted(ids))
 
-    slot = slots if slots is not None else slot_order(topology, shared)
+    if slots is None:
+        from .slots import slot_order  # the slot order reads this module's SharedEdge
+
+        slots = slot_order(topology, shared)
+    slot = slots
     plan = plan_times(topology, shared, slot, chunk_bytes, pieces)
     rounds = plan.rounds
     entries = []
@@ -344,143 +348,6 @@ def switch_visit_clashes(topology: Topology, shared: list[SharedEdge]) -> int:
         visits.sort()
         clashes += sum(1 for a, b in zip(visits, visits[1:]) if b - a < 2)
     return clashes
-
-
-def slot_order(topology: Topology, shared: list[SharedEdge]) -> dict:
-    """The pieces ``[(slot, chunks), ...]`` per (shared edge, hop) of ``round_slots``."""
-    return round_slots(topology, shared)[0]
-
-
-def round_slots(topology: Topology, shared: list[SharedEdge]) -> tuple[dict, float]:
-    """A start slot per (group, edge, hop) inside a round, so that transfers sharing a link do not overlap.
-
-    A cut-through transfer holds every link of its route at once, and the in-order simulator starts
-    segments on each link in file order; listing a round's transfers in arbitrary order then leaves
-    links idle while a transfer waits for its other links (up to 2x on a single switch). Each item
-    of a steady-state round (every group, edge and hop) occupies its links for ``multiplicity``
-    slots; items are placed greedily at the earliest slot where all their links are free (longest
-    routes and largest groups first), and the file order lists a round's transfers by slot. Rounds
-    during pipeline fill and drain hold subsets of these items, so the order stays conflict-free.
-    """
-    capacity = integer_capacities([l.bandwidth for l in topology.links]).values
-    routes = []
-    for e, edge in enumerate(shared):
-        for h, (src, dst) in enumerate(edge.hops):
-            route = topology.route(src, dst)
-            links = [topology.link_index(a, b) for a, b in zip(route, route[1:])]
-            routes.append((edge.width, (e, h), links, min(int(capacity[l]) for l in links)))
-    # time in slots: a message of w chunks holds its links for w / c_min (c_min: its slowest link in
-    # capacity units); scale by the lcm of the c_min values so that durations are integers, coarser
-    # when that would make a round too many slots long
-    scale = 1
-    for *_, c_min in routes:
-        scale = math.lcm(scale, c_min)
-    longest = max((w * scale // c for w, _, _, c in routes), default=1)
-    total = sum(w * scale // c for w, _, _, c in routes) or 1
-    if total > _MAX_SLOTS:
-        scale_factor = _MAX_SLOTS / total
-    else:
-        scale_factor = 1.0
-    items = []
-    load: dict[int, int] = {}
-    ideal: dict[int, float] = {}  # per link, the slots its tree-units need at its own speed
-    for w, key, links, c_min in routes:
-        duration = max(1, math.ceil(w * scale / c_min * scale_factor - 1e-9))
-        items.append((duration, key, links, w))
-        for l in links:
-            load[l] = load.get(l, 0) + duration
-            ideal[l] = ideal.get(l, 0.0) + w * scale / int(capacity[l]) * scale_factor
-    del longest
-    # a few priority orders (open-shop style: busiest links first, then long routes and wide
-    # items), plus seeded shuffles of the first; the placement with the shortest round wins
-    bottleneck = [max(load[l] for l in links) for _, _, links, _ in items]
-    bound = max(load.values(), default=0)
-    base = sorted(range(len(items)), key=lambda i: (-bottleneck[i], -len(items[i][2]), -items[i][0], items[i][1]))
-    if all(len(links) == 1 for _, _, links, _ in items):
-        # every transfer holds one link: placing them back to back per link (in the first order)
-        # fills each link without a gap, which is what the earliest-fit placement would find
-        return _stack(items, base), bound / max(max(ideal.values(), default=1.0), 1e-9)
-
-    def orders():
-        yield base
-        yield sorted(range(len(items)), key=lambda i: (-len(items[i][2]), -items[i][0], items[i][1]))
-        rng = random.Random(0)
-        for _ in range(_SHUFFLES):
-            keys = {i: (-bottleneck[i], rng.random()) for i in range(len(items))}
-            yield sorted(range(len(items)), key=keys.__getitem__)
-
-    best: tuple[int, dict] | None = None
-    for order in orders():
-        makespan, slot = _place(items, order, bound)
-        if best is None or makespan < best[0]:
-            best = (makespan, slot)
-        if makespan == bound:
-            break  # every link busy all round: cannot do better
-    if best is None:
-        return {}, 1.0
-    return best[1], best[0] / max(max(ideal.values(), default=1.0), 1e-9)
-
-
-def _stack(items: list, order: list[int]) -> dict:
-    """Single-link items in ``order``, each starting where the previous one on its link ended."""
-    end: dict[int, int] = {}
-    slot: dict[tuple[int, int], list[tuple[int, int]]] = {}
-    for i in order:
-        duration, key, (link,), chunks = items[i]
-        start = end.get(link, 0)
-        slot[key] = [(start, chunks)]
-        end[link] = start + duration
-    return slot
-
-
-def _place(items: list, order: list[int], bound: int) -> tuple[int, dict]:
-    """Earliest-fit placement of items in ``order``; returns (round length in slots, pieces per item).
-
-    An item is one message when a contiguous window ending by ``bound`` (the busiest link's load)
-    is free on all its links; otherwise, if it is cheaper, its chunks are split over the earliest
-    free gaps (several messages with one chunk subset each, like preemption in an open shop).
-    """
-    busy: dict[int, int] = {}  # link -> bitmask of occupied slots
-    slot: dict[tuple[int, int], list[tuple[int, int]]] = {}
-    makespan = 0
-    for i in order:
-        duration, key, links, chunks = items[i]
-        occupied = 0
-        for l in links:
-            occupied |= busy.get(l, 0)
-        window = (1 << duration) - 1
-        start = 0
-        while (occupied >> start) & window:
-            start += 1
-        placed = [(start, chunks)]
-        marks = [(start, duration)]
-        end = start + duration
-        if chunks > 1 and end > bound:
-            unit = duration / chunks
-            gaps, left, s, taken, last = [], chunks, 0, occupied, 0
-            while left and s < end:
-                rest = ~taken >> s
-                s += (rest & -rest).bit_length() - 1  # next free slot
-                blocked = taken >> s
-                run = (blocked & -blocked).bit_length() - 1 if blocked else end - s
-                n = min(left, int(run / unit + 1e-9))
-                if n >= 1:
-                    length = max(1, math.ceil(n * unit - 1e-9))
-                    gaps.append((s, n, length))
-                    taken |= ((1 << length) - 1) << s
-                    left -= n
-                    last = s + length
-                s += max(run, 1)
-            if not left and last < end:
-                placed = [(g, n) for g, n, _ in gaps]
-                marks = [(g, length) for g, _, length in gaps]
-                end = last
-        for first, length in marks:
-            for l in links:
-                busy[l] = busy.get(l, 0) | (((1 << length) - 1) << first)
-        slot[key] = placed
-        makespan = max(makespan, end)
-    return makespan, slot
 
 
 def _timing(topology: Topology, shared: list[SharedEdge], chunk_bytes: float) -> dict:

@@ -9,15 +9,24 @@ the symmetric packer (``symmetric``) grows root 0's trees only and shifts them t
 * Switches are taken orbit by orbit (an orbit's smallest id first). The plan of the orbit's first
   switch ``w`` must be invariant under ``w``'s stabilizer ``H`` (the translations that fix it),
   or its images would not be well defined: it gives one amount ``x_c`` to each orbit ``c`` of
-  (in-arc, out-arc) pairs under ``H`` (no ``u -> w -> u`` pair). Every in-arc ``(u, w)`` must be
-  used exactly: ``sum_c r_c(u) x_c = cap(u, w)``, ``r_c(u)`` the pairs of class ``c`` that start
-  at ``u`` (one equation per in-arc orbit), and likewise every out-arc. Bounds and costs are
-  ``bulk_splitting``'s: each pair at most ``slack`` times its proportional share, far pairs first,
-  switch-to-switch pairs last. It is a small integer program (HiGHS, ``workbench.solvers``): at most a few thousand classes at 1,024 GPUs.
+  (in-arc, out-arc) pairs under ``H`` (no ``u -> w -> u`` pair). An NPU's arc is used exactly:
+  ``sum_c r_c(u) x_c = cap(u, w)``, ``r_c(u)`` the pairs of class ``c`` that start at ``u`` (one
+  equation per in-arc orbit), and likewise every out-arc; an arc to or from another switch at
+  most (what is left is dropped: the requirement below is what must hold, and a non-blocking
+  spine tier has more than the trees need). Costs put first one unit for each NPU pair, those
+  the fabric cannot join without this orbit first (a leaf's rail neighbours, a spine's other leaf
+  groups) and GPUs of one rail before others, then pairs with another switch, then more units
+  for a pair (a surcharge counted over the whole orbit, so a GPU's units through sixteen spines
+  reach sixteen GPUs, not one sixteen times). Pairs of NPUs are bounded by ``slack`` times their
+  proportional share, and what goes to another switch orbit is evened out over its switches.
+  It is a small integer program (HiGHS, ``workbench.solvers``): at most a few thousand classes at
+  1,024 GPUs. On a rail fabric at its optimum this gives the star: each GPU's NIC units reach one
+  GPU of its rail in every other box, and one tree per root packs with a single max-flow.
 * The plan is then applied to every switch of the orbit through the translation taking ``w``
   there, and the requirement that keeps the packing possible (``lambda(s, v) >= demand`` for every
   NPU v) is checked with one max-flow: the graph is invariant and NPUs are all alike, so NPU 0
-  stands for all. A failing plan is undone and the next slack tried; when none passes,
+  stands for all. A failing plan is undone and the next slack tried; when none passes at any of
+  ``SCALES`` (budgets doubled where a plan needs amounts that divide evenly),
   ``SymmetricSplitFailed`` hands the fabric back to ``bulk_splitting`` (same guarantee, slower).
 
 The result satisfies what ``splitting`` guarantees, and its capacities are translation-invariant.
@@ -25,7 +34,7 @@ The result satisfies what ``splitting`` guarantees, and its capacities are trans
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from workbench.cluster_translations import NodeTranslations
 from workbench.deadline import Deadline
@@ -34,7 +43,7 @@ from workbench.maxflow import FlowNetwork
 from workbench.solvers import solve_lp
 from workbench.topology import Topology
 
-from .bulk_splitting import _SWITCH_PAIR
+from .bulk_splitting import SWITCH_PAIR
 from .optimum import TreeUnits, check_clock
 from .splitting import SplitResult, starting_arcs
 
@@ -86,8 +95,8 @@ def split_symmetrically(topology: Topology, units: TreeUnits, group: NodeTransla
         check_clock(deadline)
         members = group.orbit(w)
         done.update(int(m) for m in members)
-        if any((a in done and b in done and a != b) for a, b in cap if w in (a, b) and min(a, b) >= n_npus
-               and set((a, b)) <= set(members.tolist())):
+        orbit = set(members.tolist())
+        if any(x != y and x in orbit and y in orbit for x, y in cap if w in (x, y)):
             raise SymmetricSplitFailed(f"switch {w} is linked to a switch of its own orbit")
         # one translation per member taking w there
         carrier = {int(m): int(np.flatnonzero(nodes[:, w] == m)[0]) for m in members}
@@ -111,115 +120,152 @@ def split_symmetrically(topology: Topology, units: TreeUnits, group: NodeTransla
     return result
 
 
+@dataclass
+class _Pairs:
+    """The (in-arc, out-arc) pairs of one switch and their classes under its stabilizer: pair ``p``
+    joins ``tails[i[p]]`` to ``heads[j[p]]`` and lies in class ``c[p]``; ``rows[i, c]`` (``cols[j, c]``)
+    counts the pairs of class ``c`` at in-arc ``i`` (out-arc ``j``); ``u``, ``t``: each class's first pair."""
+
+    tails: np.ndarray
+    heads: np.ndarray
+    a: np.ndarray  # in-arc capacities
+    b: np.ndarray  # out-arc capacities
+    i: np.ndarray
+    j: np.ndarray
+    c: np.ndarray
+    rows: np.ndarray
+    cols: np.ndarray
+    first: np.ndarray  # per class, the index of its first pair
+
+    @property
+    def count(self) -> int:
+        return self.rows.shape[1]
+
+    @property
+    def size(self) -> np.ndarray:
+        return self.rows.sum(axis=0)
+
+    @property
+    def u(self) -> np.ndarray:
+        return self.tails[self.i[self.first]]
+
+    @property
+    def t(self) -> np.ndarray:
+        return self.heads[self.j[self.first]]
+
+
+def _pairs(ins: list[tuple[int, int]], outs: list[tuple[int, int]], stabilizer_rows) -> _Pairs:
+    tails = np.array([u for u, _ in ins], dtype=np.int64)
+    heads = np.array([t for t, _ in outs], dtype=np.int64)
+    classes = _pair_classes(stabilizer_rows, tails, heads)
+    count = int(classes.max()) + 1
+    i, j = np.nonzero(classes >= 0)
+    c = classes[i, j]
+    rows = np.zeros((len(ins), count), dtype=np.int64)
+    cols = np.zeros((len(outs), count), dtype=np.int64)
+    np.add.at(rows, (i, c), 1)
+    np.add.at(cols, (j, c), 1)
+    first = np.full(count, -1, dtype=np.int64)
+    first[c[::-1]] = np.arange(len(c))[::-1]
+    return _Pairs(tails, heads, np.array([x for _, x in ins], dtype=np.int64),
+                  np.array([x for _, x in outs], dtype=np.int64), i, j, c, rows, cols, first)
+
+
 def _orbit_plan(cap: dict, w: int, group: NodeTranslations, members: int, distance, slack: int | None,
                 deadline: Deadline | None) -> tuple[list[tuple[int, int, int]], list[tuple[int, int]]] | None:
     """``(u, t, amount)`` for every split pair of switch ``w``, invariant under its stabilizer, and
-    the arcs of ``w`` it splits; None when no integer plan meets the bounds."""
-    ins = sorted((a, c) for (a, b), c in cap.items() if b == w and c > 0)
-    outs = sorted((b, c) for (a, b), c in cap.items() if a == w and c > 0)
+    the arcs of ``w`` it splits; None when no integer plan meets the bounds (module docstring)."""
+    ins = sorted((x, c) for (x, y), c in cap.items() if y == w and c > 0)
+    outs = sorted((y, c) for (x, y), c in cap.items() if x == w and c > 0)
     arcs = [(u, w) for u, _ in ins] + [(w, t) for t, _ in outs]
     if not ins or not outs:
         return ([], arcs) if not ins and not outs else None
-    tails = np.array([u for u, _ in ins], dtype=np.int64)
-    heads = np.array([t for t, _ in outs], dtype=np.int64)
-    a = np.array([c for _, c in ins], dtype=np.int64)
-    b = np.array([c for _, c in outs], dtype=np.int64)
-    classes = _pair_classes(group.nodes[group.stabilizer(w)], tails, heads)
-    count = int(classes.max()) + 1
-    valid = classes >= 0
-    # per class: its pairs, and how many start at each in-arc / end at each out-arc
-    rows = np.zeros((len(ins), count), dtype=np.int64)
-    cols = np.zeros((len(outs), count), dtype=np.int64)
-    i_idx, j_idx = np.nonzero(valid)
-    c_idx = classes[i_idx, j_idx]
-    np.add.at(rows, (i_idx, c_idx), 1)
-    np.add.at(cols, (j_idx, c_idx), 1)
-    size = rows.sum(axis=0)
-    first = np.full(count, -1, dtype=np.int64)  # a representative pair per class
-    first[c_idx[::-1]] = np.arange(len(c_idx))[::-1]
-    rep_i, rep_j = i_idx[first], j_idx[first]
-    total = int(b.sum())
-    out_at = dict(zip(heads.tolist(), b.tolist()))
-    rest = total - np.array([out_at.get(int(u), 0) for u in tails[rep_i]], dtype=np.int64)
-    share = np.where(rest > 0, -(-a[rep_i] * b[rep_j] // np.maximum(rest, 1)), 0)
-    u_rep, t_rep = tails[rep_i], heads[rep_j]
-    n = group.num_npus
-    u_switch, t_switch = u_rep >= n, t_rep >= n
-    # a pair of NPUs takes at most ``slack`` times its proportional share; an arc to or from
-    # another switch is not bounded (the translations spread it over that orbit's switches)
-    upper = a[rep_i] if slack is None else np.where(u_switch | t_switch, a[rep_i], np.minimum(a[rep_i], slack * share))
-    orbit_of = group.nodes.min(axis=0)
-    # no logical arc between two switches of one orbit: splitting that orbit a switch at a time
-    # would meet it half split (spine -> leaf -> spine bounces are the case)
-    upper[(orbit_of[u_rep] == orbit_of[t_rep]) & (u_rep >= group.num_npus) & (t_rep >= group.num_npus)] = 0
-    # the costs order the units of a plan: first a unit for each NPU pair, the pairs that need this
-    # orbit most first (the farthest apart in the fabric without it), then pairs with another switch,
-    # then further units of an NPU pair (a surcharge, below); switch-to-switch pairs last. Between
-    # NPU pairs equally far, the fewer coordinates they differ in the better (a rail's GPUs pair
-    # with their rail). What is not used of an arc to or from a switch is dropped
+    pairs = _pairs(ins, outs, group.nodes[group.stabilizer(w)])
+    n, u, t = group.num_npus, pairs.u, pairs.t
+    u_switch, t_switch = u >= n, t >= n
     both_npus = ~u_switch & ~t_switch
-    differ = np.zeros(count, dtype=np.int64)
-    weights = np.ones(len(group.sizes), dtype=np.int64)
-    weights[-1] = 2  # a GPU's position in its box (its rail) counts double: rails keep to themselves
-    differ[both_npus] = (group.coords[u_rep[both_npus]] != group.coords[t_rep[both_npus]]) @ weights
-    far = np.zeros(count, dtype=np.int64)
-    far[both_npus] = distance[u_rep[both_npus], t_rep[both_npus]]
-    pair_cost = np.where(both_npus, -_FAR * far + differ, 0)
-    pair_cost = pair_cost + _SWITCH_PAIR * (u_switch & t_switch)
-    # one row per in-arc orbit and per out-arc orbit (the others repeat it): exact for an NPU's arc
-    in_keys = np.unique(_orbit_keys(group, tails, w), return_index=True)[1]
-    out_keys = np.unique(_orbit_keys(group, heads, w), return_index=True)[1]
-    matrix = np.vstack([rows[in_keys], cols[out_keys]])
-    upper_rhs = np.concatenate([a[in_keys], b[out_keys]])
-    lower_rhs = np.where(np.concatenate([tails[in_keys], heads[out_keys]]) < n, upper_rhs, 0)
-    remaining = 60.0 if deadline is None or deadline.unlimited else max(0.1, deadline.remaining())
-    # spread: NPU pairs of one difference (u -> t and its translates) get one unit over the whole
-    # orbit at the plain cost, more only at a surcharge, so an in-arc spreads over many partners
-    # rather than giving one partner a unit at every spine. Summed over the orbit, a class of
-    # ``size`` pairs gives each pair of its difference ``members * size / N`` per unit of its amount
-    difference = np.full(count, -1, dtype=np.int64)
-    to_origin = np.argmin(group.table, axis=0)
-    difference[both_npus] = group.table[to_origin[u_rep[both_npus]], t_rep[both_npus]]
-    kinds, kind_of = np.unique(difference[both_npus], return_inverse=True)
-    spread_rows = np.zeros((len(kinds), count))
-    spread_rows[kind_of, np.flatnonzero(both_npus)] = members * size[both_npus] / n
-    excess = -np.eye(len(kinds))
-    full = np.block([[matrix, np.zeros((len(matrix), len(kinds)))], [spread_rows, excess]])
-    row_idx, col_idx = np.nonzero(full)
-
-    def solve(bounds: "np.ndarray") -> "np.ndarray | None":
-        solved = solve_lp(np.concatenate([pair_cost * size, np.full(len(kinds), _SPREAD * n / members)]),
-                          np.zeros(count + len(kinds)), np.concatenate([bounds, np.full(len(kinds), np.inf)]),
-                          (row_idx, col_idx, full[row_idx, col_idx]),
-                          np.concatenate([lower_rhs, np.full(len(kinds), -np.inf)]),
-                          np.concatenate([upper_rhs, np.ones(len(kinds))]), remaining,
-                          integrality=np.concatenate([np.ones(count, dtype=bool), np.zeros(len(kinds), dtype=bool)]))
-        check_clock(deadline)
-        if solved.x is None or solved.status not in ("optimal", "feasible"):
-            return None
-        return np.rint(solved.x[:count]).astype(np.int64)
-
+    orbit_of = group.nodes.min(axis=0)
+    # a pair of NPUs takes at most ``slack`` times its proportional share; an arc to or from another
+    # switch is not bounded (the translations spread it over that orbit's switches); no logical arc
+    # joins two switches of one orbit (splitting that orbit a switch at a time would meet it half
+    # split: spine -> leaf -> spine bounces)
+    out_at = dict(zip(pairs.heads.tolist(), pairs.b.tolist()))
+    a_rep, b_rep = pairs.a[pairs.i[pairs.first]], pairs.b[pairs.j[pairs.first]]
+    rest = int(pairs.b.sum()) - np.array([out_at.get(int(x), 0) for x in u], dtype=np.int64)
+    share = np.where(rest > 0, -(-a_rep * b_rep // np.maximum(rest, 1)), 0)
+    upper = a_rep if slack is None else np.where(both_npus, np.minimum(a_rep, slack * share), a_rep)
+    upper = np.where(u_switch & t_switch & (orbit_of[u] == orbit_of[t]), 0, upper)
+    # one row per in-arc orbit and per out-arc orbit (the others repeat it): exact for an NPU's arc,
+    # at most the capacity for an arc to or from a switch (the rest is dropped)
+    in_keys = np.unique(_orbit_keys(group, pairs.tails, w), return_index=True)[1]
+    out_keys = np.unique(_orbit_keys(group, pairs.heads, w), return_index=True)[1]
+    matrix = np.vstack([pairs.rows[in_keys], pairs.cols[out_keys]])
+    most = np.concatenate([pairs.a[in_keys], pairs.b[out_keys]])
+    least = np.where(np.concatenate([pairs.tails[in_keys], pairs.heads[out_keys]]) < n, most, 0)
+    solve = _plan_solver(pairs, group, members, distance, matrix, least, most, deadline)
     amount = solve(upper)
     if amount is None:
         return None
     # even out what goes to (or comes from) another switch orbit over that orbit's classes, which
     # cost the same: each at most its equal share of their total, solved again (kept if it fails)
-    ends = np.where(t_switch & ~u_switch, orbit_of[t_rep], np.where(u_switch & ~t_switch, orbit_of[u_rep], -1))
-    side = np.where(t_switch & ~u_switch, u_rep, t_rep)
-    key = ends * (group.nodes.shape[1] + 1) + orbit_of[side]
+    ends = np.where(t_switch & ~u_switch, orbit_of[t], np.where(u_switch & ~t_switch, orbit_of[u], -1))
+    key = ends * (group.nodes.shape[1] + 1) + orbit_of[np.where(t_switch & ~u_switch, u, t)]
     even = upper.copy()
     for value in np.unique(key[ends >= 0]):
-        members_of = np.flatnonzero((key == value) & (ends >= 0))
-        even[members_of] = np.minimum(even[members_of], -(-amount[members_of].sum() // len(members_of)))
+        same = np.flatnonzero((key == value) & (ends >= 0))
+        even[same] = np.minimum(even[same], -(-amount[same].sum() // len(same)))
     if (even < upper).any():
         evened = solve(even)
         amount = amount if evened is None else evened
     used = matrix @ amount
-    if not ((used >= lower_rhs).all() and (used <= upper_rhs).all() and (amount >= 0).all()):
+    if not ((used >= least).all() and (used <= most).all() and (amount >= 0).all()):
         return None
-    chosen = amount[c_idx] > 0
-    plan = list(zip(tails[i_idx[chosen]].tolist(), heads[j_idx[chosen]].tolist(), amount[c_idx[chosen]].tolist()))
+    chosen = amount[pairs.c] > 0
+    plan = list(zip(pairs.tails[pairs.i[chosen]].tolist(), pairs.heads[pairs.j[chosen]].tolist(),
+                    amount[pairs.c[chosen]].tolist()))
     return plan, arcs
+
+
+def _plan_solver(pairs: _Pairs, group: NodeTranslations, members: int, distance, matrix, least, most,
+                 deadline: Deadline | None):
+    """A function of the per-class bounds giving the cheapest integer amounts per class (or None).
+
+    Costs order the units of a plan: first one unit for each NPU pair, the pairs that need this
+    orbit most first (the farthest apart in the fabric without it), then pairs with another switch,
+    then further units of an NPU pair (the surcharge), switch-to-switch pairs last. Between NPU
+    pairs equally far, the fewer coordinates they differ in the better; a GPU's position in its box
+    (its rail) counts double, so rails keep to themselves. The surcharge is counted over the whole
+    orbit: NPU pairs of one difference (``u -> t`` and its translates) get one unit at the plain
+    cost, so an in-arc spreads over many partners rather than giving one partner a unit at every
+    spine; a class of ``size`` pairs gives each pair of its difference ``members * size / N``."""
+    n, u, t, count, size = group.num_npus, pairs.u, pairs.t, pairs.count, pairs.size
+    both_npus = (u < n) & (t < n)
+    weights = np.ones(len(group.sizes), dtype=np.int64)
+    weights[-1] = 2
+    cost = SWITCH_PAIR * ((u >= n) & (t >= n)).astype(np.int64)
+    cost[both_npus] = (-_FAR * distance[u[both_npus], t[both_npus]]
+                       + (group.coords[u[both_npus]] != group.coords[t[both_npus]]) @ weights)
+    to_origin = np.argmin(group.table, axis=0)
+    kinds, kind_of = np.unique(group.table[to_origin[u[both_npus]], t[both_npus]], return_inverse=True)
+    spread = np.zeros((len(kinds), count))
+    spread[kind_of, np.flatnonzero(both_npus)] = members * size[both_npus] / n
+    full = np.block([[matrix, np.zeros((len(matrix), len(kinds)))], [spread, -np.eye(len(kinds))]])
+    row_idx, col_idx = np.nonzero(full)
+    objective = np.concatenate([cost * size, np.full(len(kinds), _SPREAD * n / members)])
+    integral = np.concatenate([np.ones(count, dtype=bool), np.zeros(len(kinds), dtype=bool)])
+
+    def solve(bounds: "np.ndarray") -> "np.ndarray | None":
+        remaining = 60.0 if deadline is None or deadline.unlimited else max(0.1, deadline.remaining())
+        solved = solve_lp(objective, np.zeros(count + len(kinds)), np.concatenate([bounds, np.full(len(kinds), np.inf)]),
+                          (row_idx, col_idx, full[row_idx, col_idx]),
+                          np.concatenate([least, np.full(len(kinds), -np.inf)]),
+                          np.concatenate([most, np.ones(len(kinds))]), remaining, integrality=integral)
+        check_clock(deadline)
+        if solved.x is None or solved.status not in ("optimal", "feasible"):
+            return None
+        return np.rint(solved.x[:count]).astype(np.int64)
+
+    return solve
 
 
 def _hops_without(topology: Topology, removed) -> "np.ndarray":

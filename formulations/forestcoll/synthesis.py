@@ -23,8 +23,9 @@ from .optimum import Timeout, TreeUnits, auto_units, broadcast_units, fixed_k_un
 from .reverse import reverse_serialised
 from .packing import PackingError, TreeGroup, pack_arborescences, validate_forest
 from .symmetric import pack_symmetric
-from .schedule import (EdgePlan, SharedEdge, emit_schedule, pipeline_height, plan_edges, plan_times, round_slots,
-                       share_edges, slot_order, transfers_per_batch)
+from .schedule import (EdgePlan, SharedEdge, emit_schedule, pipeline_height, plan_edges, plan_times, share_edges,
+                       transfers_per_batch)
+from .slots import LARGE_ROUND, loose_links, round_slots, slot_order
 from .stagger import stagger_switch_visits
 from . import PACKINGS, SPLITTINGS  # declared with the parameters, in the package
 from .sizing import fastest_depth
@@ -64,6 +65,12 @@ _FILL_SHARE = 0.5
 # machine class; budgeting a third of that keeps a tight time limit from killing the run, and
 # leaves room for the claim's simulation (100k to 300k transfers/s on a loaded machine)
 _TRANSFERS_PER_SECOND = 20_000
+# the default transfer budget of a schedule written out, and of a period's expansion (timed and
+# checked by the compiled engines without being written: ~150 bytes and ~1 us per transfer, so
+# about 12 GB and a minute and a half at this size; a 1,024-GPU rail fabric needs ~86 million for
+# 64 pieces per tree)
+_LISTING_BUDGET = 4_000_000
+PERIODIC_BUDGET = 96_000_000
 # a periodic schedule emits one batch; the expansion is timed and checked by the compiled engines
 # (measured 3 million transfers simulated and verified in ~3 s; a third of that rate budgeted)
 _PERIODIC_TRANSFERS_PER_SECOND = 300_000
@@ -82,9 +89,10 @@ class Forest:
     seconds: float
     flows: int
     splitting: str = "greedy"
-    slots: dict | None = None  # schedule.round_slots: order of a round's transfers
+    slots: dict | None = None  # slots.round_slots: order of a round's transfers
     stretch: float = 1.0  # a round's length over the busiest link's load
-    cut_through: bool = False  # edges through switches sent as one routed transfer
+    cut_through: bool | str = False  # edges through switches sent as one routed transfer ("loose": where
+    # every link of the route has time to spare, slots.loose_links)
     packing: str = "levels"  # the packing that grew the trees: symmetric, levels or fifo
 
     @property
@@ -108,10 +116,12 @@ def build_forest(topology: Topology, kind: str, root: int | None = None, k: int 
     in-arc first spread evenly over the out-arcs: shallower trees, more tree groups), "bulk" (a whole
     switch at a time, checked afterwards: ``bulk_splitting``) or "auto" (bulk alone past
     ``_BULK_FROM_PAIRS`` switch arc pairs, else greedy and spread both built).
-    ``cut_through``: True, False or "auto". Every "auto" choice (on a fabric with switches) builds
+    ``cut_through``: True, False or "auto" (hop by hop, "loose": cut through where every link of the
+    route has time to spare, ``slots.loose_links``, and True, which is skipped past
+    ``slots.LARGE_ROUND`` transfers a round). Every "auto" choice (on a fabric with switches) builds
     each variant and keeps the one whose pipeline, at the transfer budget ``max_transfers``, is
     predicted fastest: ``stretch * (1 + f (H - 1) / P)`` with the round stretch of
-    ``schedule.round_slots`` (cut-through convoys), ``(H - 1) / P`` fill rounds, P the pieces the
+    ``slots.round_slots`` (cut-through convoys), ``(H - 1) / P`` fill rounds, P the pieces the
     budget affords (hop by hop needs a transfer per hop) and ``f = _FILL_SHARE``. With ``reversible`` (the forest will be
     reversed into a reduction) the forest is staggered first (``stagger``: its hop-by-hop edges, cut-through
     forests included), which deepens H.
@@ -153,7 +163,7 @@ def build_forest(topology: Topology, kind: str, root: int | None = None, k: int 
     if group is not None:  # translated plans and root 0's trees; the others if that fails
         modes = ["symmetric"] + ([] if "symmetric" in (splitting, packing) else modes)
     if cut_through == "auto":
-        variants = [False, True] if topology.num_switches else [False]
+        variants = [False, "loose", True] if topology.num_switches else [False]
     else:
         variants = [bool(cut_through)]
     best: tuple[tuple[int, float], Forest] | None = None
@@ -181,15 +191,25 @@ def build_forest(topology: Topology, kind: str, root: int | None = None, k: int 
         groups = map_to_paths(trees, split)
         check_link_budgets(groups, split.physical)
         flows += split.flows
-        for through in variants:
+        hop_by_hop: list[SharedEdge] | None = None
+        for label in variants:
+            through = label
+            if label == "loose":  # cut through where the links have time to spare (slots.loose_links)
+                if hop_by_hop is None:
+                    continue
+                through = loose_links(topology, hop_by_hop)
+            elif label is True and hop_by_hop is not None and transfers_per_batch(hop_by_hop) > LARGE_ROUND:
+                continue  # appended rounds (slots) stall on cut-through transfers over the busiest links
             plans = [plan_edges(topology, g, through) for g in groups]
             shared = share_edges(groups, plans)
             if reversible:  # one partial sum per switch buffer once reversed; a cut-through forest too,
                 # as its edges off the simulator's route still go hop by hop through switches
                 stagger_switch_visits(topology, shared)
+            if through is False:
+                hop_by_hop = shared
             slots, stretch = round_slots(topology, shared)
             forest = Forest(forest_units, split, trees, groups, plans, shared, 0.0, flows, mode, slots, stretch,
-                            through, used)
+                            label, used)
             flows = 0  # counted once per splitting
             pieces = max(1, max_transfers // max(forest.per_batch, 1))
             predicted = stretch * (1 + _FILL_SHARE * (forest.height - 1) / pieces)
@@ -274,6 +294,10 @@ def synthesize(formulation: Any, problem: Problem, *, time_limit: float, seed: i
         raise ValueError("forestcoll: periodic=true below 256 MB needs pieces pinned (the depth chosen by size "
                          "is weighed on schedules written out)")
     packing = params.get("packing", "auto")
+    may_repeat = (kind in ("allgather", "broadcast") and periodic is not False
+                  and (pieces is not None or not adapts_to_size(topology, problem.size_bytes)))
+    if may_repeat and "max_transfers" not in params:
+        max_transfers = PERIODIC_BUDGET  # counts the expansion of a period, which is never written out
 
     def forests_of(k_choice: int | str, packing_choice: str) -> dict[str, Forest]:
         return _forests(problem, k_choice, packing_choice, seed, deadline, params.get("splitting", "auto"),
@@ -380,6 +404,9 @@ def _scheduled(problem: Problem, forests: dict[str, Forest], pieces: int | None,
     # one period and its repeat count (workbench.periodic) where the listing is the round plan's
     # (a gathering kind at a pinned depth or from 256 MB) and "auto" finds it large
     write_period = can_repeat and (periodic is True or (periodic == "auto" and m * per_m >= _PERIODIC_FROM))
+    if not write_period:  # a listing written out: the budget of one
+        given_budget = min(given_budget, _LISTING_BUDGET) if given_budget == PERIODIC_BUDGET else given_budget
+        m, max_transfers = depth(given_budget)
     if write_period:  # only one batch is emitted: the budget is what the compiled engines time and check
         rate = _PERIODIC_TRANSFERS_PER_SECOND
         m, max_transfers = depth(given_budget)
