@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import subprocess
 import sys
@@ -68,12 +69,21 @@ def rail_fabric(boxes: int, over: float = 1.0, per_box: int = 8) -> dict:
             "nodes": [{"id": i, "kind": k} for i, k in enumerate(kinds)], "links": links}
 
 
+_PEAK: dict[str, float] = {}  # the last run's peak memory (GB), its children included
+
+
 def _run(args: list[str]) -> tuple[float, str]:
     started = time.perf_counter()
-    done = subprocess.run([sys.executable, "-m", "workbench", *args], capture_output=True, text=True)
-    wall = time.perf_counter() - started
-    text = done.stdout + done.stderr
-    return wall, text if done.returncode == 0 else "error: " + " ".join(text.strip().splitlines()[-1:])
+    with tempfile.TemporaryFile("w+") as out:
+        child = subprocess.Popen([sys.executable, "-m", "workbench", *args], stdout=out, stderr=subprocess.STDOUT,
+                                 text=True)
+        _, status, usage = os.wait4(child.pid, 0)  # its usage, the synthesis process it waited for included
+        child.returncode = os.waitstatus_to_exitcode(status)
+        wall = time.perf_counter() - started
+        out.seek(0)
+        text = out.read()
+    _PEAK["last"] = usage.ru_maxrss / 1e6  # kB on Linux
+    return wall, text if child.returncode == 0 else "error: " + " ".join(text.strip().splitlines()[-1:])
 
 
 def bound_case(path: Path, collective: str) -> dict:
@@ -94,7 +104,7 @@ def synth_case(path: Path, method: str, time_limit: int, folder: Path, extra: tu
     simulated = re.search(r"collective time\s+(\S+ \S+)", text)
     status = re.search(r"status\s+(\S+)", text)
     out.unlink(missing_ok=True)
-    return {"wall": wall, "efficiency": float(found.group(1)) if found else None,
+    return {"wall": wall, "peak": _PEAK.get("last", 0.0), "efficiency": float(found.group(1)) if found else None,
             "bound": found.group(2) if found else "", "time": simulated.group(1) if simulated else "",
             "status": status.group(1) if status else ""}
 
@@ -113,7 +123,8 @@ def main(argv: list[str] | None = None) -> int:
               (512, 2.0, "tacos", 600, two), (1024, 1.0, "tacos", 600, ()), (1024, 1.0, "tacos", 600, two),
               (512, 2.0, "hierarchical", 600, ())]
     if not args.quick:
-        synths.append((128, 1.0, "forestcoll", 120, ()))
+        synths += [(128, 1.0, "forestcoll", 120, ()), (512, 1.0, "forestcoll", 600, ()),
+                   (512, 2.0, "forestcoll", 600, ()), (1024, 1.0, "forestcoll", 600, ())]
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
 
@@ -131,18 +142,18 @@ def main(argv: list[str] | None = None) -> int:
             lines.append(f"| rails {over:g}:1 | {gpus:,} | {collective} 1 GiB | {row['wall']:.1f} s | {best} "
                          f"| {row.get('note', row.get('error', ''))} | {target} |")
             print(lines[-1], flush=True)
-        lines += ["", "## All-Gather 1 GiB", "", "| fabric | GPUs | method | time limit | wall | status | simulated "
-                  "| best bound | efficiency |", "|---|---|---|---|---|---|---|---|---|"]
+        lines += ["", "## All-Gather 1 GiB", "", "| fabric | GPUs | method | time limit | wall | peak memory | status "
+                  "| simulated | best bound | efficiency |", "|---|---|---|---|---|---|---|---|---|---|"]
         for gpus, over, method, limit, extra in synths:
             row = synth_case(fabric_file(gpus, over), method, limit, folder, extra)
             method = method + (" (2 chunks per rank)" if extra else "")
             if "error" in row:
-                lines.append(f"| rails {over:g}:1 | {gpus:,} | {method} | {limit} s | {row['wall']:.1f} s | "
+                lines.append(f"| rails {over:g}:1 | {gpus:,} | {method} | {limit} s | {row['wall']:.1f} s | | "
                              f"{row['error'][:80]} | | | |")
             else:
                 efficiency = f"{row['efficiency']:.1f}%" if row["efficiency"] is not None else "-"
                 lines.append(f"| rails {over:g}:1 | {gpus:,} | {method} | {limit} s | {row['wall']:.1f} s | "
-                             f"{row['status']} | {row['time']} | {row['bound']} | {efficiency} |")
+                             f"{row['peak']:.1f} GB | {row['status']} | {row['time']} | {row['bound']} | {efficiency} |")
             print(lines[-1], flush=True)
     write("cluster_scale.md", "\n".join(lines) + "\n")
     return 0
