@@ -37,7 +37,7 @@ from .splitting import SplitResult, split_one_switch, starting_arcs
 
 np = lazy_module("numpy")  # imported on first use (workbench.lazy)
 
-__all__ = ["split_in_bulk", "switch_batches", "SWITCH_PAIR"]
+__all__ = ["split_in_bulk", "switch_batches", "switch_pairs", "SWITCH_PAIR"]
 
 
 def switch_batches(topology: Topology) -> list[list[int]]:
@@ -57,6 +57,16 @@ def switch_batches(topology: Topology) -> list[list[int]]:
         else:
             batches.append([w])
     return batches
+
+
+def switch_pairs(topology: Topology) -> int:
+    """In-arc x out-arc pairs summed over the switches: the pairs ``splitting`` splits one by one."""
+    degree_in: dict[int, int] = {}
+    degree_out: dict[int, int] = {}
+    for link in topology.links:
+        degree_out[link.src] = degree_out.get(link.src, 0) + 1
+        degree_in[link.dst] = degree_in.get(link.dst, 0) + 1
+    return sum(degree_in.get(w, 0) * degree_out.get(w, 0) for w in topology.switches)
 
 
 def split_in_bulk(topology: Topology, units: TreeUnits, deadline: Deadline | None = None) -> SplitResult:

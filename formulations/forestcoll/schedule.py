@@ -51,6 +51,7 @@ from workbench.simulate import route_segments
 from workbench.topology import Topology
 
 from .mapping import PathGroup
+from .slots import slot_order
 
 
 __all__ = ["EdgePlan", "SharedEdge", "Plan", "plan_edges", "share_edges", "emit_schedule", "plan_times",
@@ -164,11 +165,7 @@ def emit_schedule(topology: Topology, kind: str, num_ranks: int, k: int, pieces:
                 ids += ((base + i) * num_ranks + group.root for i in range(group.multiplicity))
         return tuple(sorted(ids))
 
-    if slots is None:
-        from .slots import slot_order  # the slot order reads this module's SharedEdge
-
-        slots = slot_order(topology, shared)
-    slot = slots
+    slot = slots if slots is not None else slot_order(topology, shared)
     plan = plan_times(topology, shared, slot, chunk_bytes, pieces)
     rounds = plan.rounds
     entries = []

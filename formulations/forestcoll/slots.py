@@ -1,5 +1,6 @@
 """The order of a round's transfers: a start slot per (shared edge, hop) so that transfers sharing a
-link do not overlap (``round_slots``), and the round's stretch over its busiest link's load.
+link do not overlap (``round_slots``), and the round's stretch over its busiest link's load. The
+edges are ``schedule.SharedEdge`` objects (``hops``, ``width``); ``schedule`` imports this module.
 
 ``schedule`` lists each round's transfers by these slots; ``build_forest`` weighs forests by the
 stretch. Small rounds are placed earliest-fit (``_place``, a bitmask per link); a round of more than
@@ -15,7 +16,6 @@ import random
 from workbench.maxflow import integer_capacities
 from workbench.topology import Topology
 
-from .schedule import SharedEdge
 
 __all__ = ["slot_order", "round_slots", "loose_links", "LARGE_ROUND"]
 
@@ -25,7 +25,7 @@ LARGE_ROUND = 100_000  # items from which a round is appended rather than placed
 LOOSE_SHARE = 0.9  # a link is loose below this share of the busiest link's time per round
 
 
-def loose_links(topology: Topology, shared: list[SharedEdge]) -> frozenset[int]:
+def loose_links(topology: Topology, shared: list) -> frozenset[int]:
     """The links whose time per round (their hops' widths over their bandwidth, for a forest sent hop
     by hop) stays below ``LOOSE_SHARE`` of the busiest link's: a cut-through transfer holds all its
     links at once, which costs nothing where they have time to spare, and couples the busiest
@@ -39,12 +39,12 @@ def loose_links(topology: Topology, shared: list[SharedEdge]) -> frozenset[int]:
     return frozenset(i for i, value in load.items() if value < LOOSE_SHARE * busiest)
 
 
-def slot_order(topology: Topology, shared: list[SharedEdge]) -> dict:
+def slot_order(topology: Topology, shared: list) -> dict:
     """The pieces ``[(slot, chunks), ...]`` per (shared edge, hop) of ``round_slots``."""
     return round_slots(topology, shared)[0]
 
 
-def round_slots(topology: Topology, shared: list[SharedEdge]) -> tuple[dict, float]:
+def round_slots(topology: Topology, shared: list) -> tuple[dict, float]:
     """A start slot per (group, edge, hop) inside a round, so that transfers sharing a link do not overlap.
 
     A cut-through transfer holds every link of its route at once, and the in-order simulator starts

@@ -30,7 +30,7 @@ from .stagger import stagger_switch_visits
 from . import PACKINGS, SPLITTINGS  # declared with the parameters, in the package
 from .sizing import fastest_depth
 from .splitting import SplitResult, split_switches
-from .bulk_splitting import split_in_bulk
+from .bulk_splitting import split_in_bulk, switch_pairs
 from .symmetric_splitting import SymmetricSplitFailed, split_by_translations
 
 __all__ = ["synthesize", "Forest", "build_forest"]
@@ -47,14 +47,6 @@ _PERIODIC_FROM = 200_000
 _BULK_FROM_PAIRS = 3_000
 
 
-def _switch_pairs(topology: Topology) -> int:
-    """In-arc x out-arc pairs summed over the switches: the pairs ``splitting`` splits one by one."""
-    degree_in: dict[int, int] = {}
-    degree_out: dict[int, int] = {}
-    for link in topology.links:
-        degree_out[link.src] = degree_out.get(link.src, 0) + 1
-        degree_in[link.dst] = degree_in.get(link.dst, 0) + 1
-    return sum(degree_in.get(w, 0) * degree_out.get(w, 0) for w in topology.switches)
 _SUPPORTED = ("allgather", "reducescatter", "allreduce", "broadcast", "reduce")
 _PIECES_PER_LEVEL = 64  # default P = 64 * tree height: the fill (H - 1) tau stays ~1.5% of T* or less
 _MAX_DEFAULT_PIECES = 1024
@@ -156,7 +148,7 @@ def build_forest(topology: Topology, kind: str, root: int | None = None, k: int 
         modes = [splitting]
     elif not topology.num_switches:
         modes = ["auto"]
-    elif _switch_pairs(topology) > _BULK_FROM_PAIRS:
+    elif switch_pairs(topology) > _BULK_FROM_PAIRS:
         modes = ["bulk"]  # pair by pair would take hours at this size (bulk_splitting)
     else:
         modes = ["greedy", "spread"]
