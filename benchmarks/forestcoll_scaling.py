@@ -11,7 +11,9 @@ family's larger sizes are skipped. Switchless fabrics (tori) need no splitting; 
 Packing: tori use the default ``packing: auto``, which is the symmetric packing (root 0's trees
 grown and shifted to every root, one max-flow per tested batch of arcs); the "general packing"
 family runs the same 2D tori with ``packing: levels`` (one max-flow per tested arc, as on every
-fabric without translation symmetry: NDv2 and nvs-ib below).
+fabric without translation symmetry: NDv2 and nvs-ib below). Rail-optimized clusters (``rails:``)
+are split a switch orbit at a time and packed symmetrically (``symmetric_splitting``). ``--only
+FAMILY`` reruns one family and replaces its section of the committed table.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ FAMILIES = {
     "2D torus, general packing (packing: levels)": _TORI_2D,
     "NVSwitch + NIC + IB (nvs-ib:K)": [f"nvs-ib:{k}" for k in (1, 2, 4, 8, 16, 32, 64, 128)],
     "NDv2 (ndv2:K)": [f"ndv2:{k}" for k in (1, 2, 4, 8, 16, 32, 64, 128)],
+    "rail-optimized (rails:Bx8)": [f"rails:{b}x8" for b in (2, 4, 8, 16, 32, 64, 128)],
 }
 
 
@@ -69,11 +72,15 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="bench forestcoll_scaling")
     parser.add_argument("--max-npus", type=int, default=1024)
     parser.add_argument("--budget", type=float, default=600.0, help="seconds per case")
+    parser.add_argument("--only", choices=list(FAMILIES), help="rerun one family and replace its section of the "
+                        "committed table (the plot is left as it is)")
     args = parser.parse_args(argv)
     measure("ring:4", args.budget, "levels")  # warm-up: imports (scipy) and first-call costs stay out of the table
     measure("torus:2x2", args.budget, "auto")
     results: dict[str, list[dict]] = {}
     for family, specs in FAMILIES.items():
+        if args.only and family != args.only:
+            continue
         results[family] = []
         for spec in specs:
             if build(spec).num_npus > args.max_npus:
@@ -86,7 +93,9 @@ def main(argv: list[str] | None = None) -> None:
             print(f"    {row['seconds']}", flush=True)
     lines = ["# ForestColl tree construction vs NPUs", "", __doc__.strip(), "",
              f"Machine: {machine()}. Budget per case: {args.budget:g} s.", ""]
+    sections: dict[str, list[str]] = {}
     for family, rows in results.items():
+        start = len(lines)
         done = [(r["npus"], r["seconds"]) for r in rows if r["seconds"] and r["npus"] >= 16]
         slope = (float(np.polyfit(np.log([n for n, _ in done]), np.log([t for _, t in done]), 1)[0])
                  if len(done) >= 2 else None)
@@ -101,11 +110,29 @@ def main(argv: list[str] | None = None) -> None:
                              f"{r['k']} | "
                              f"{r['groups']} | {r['height']} | {r['flows']:,} |")
         lines.append("")
+        sections[family] = lines[start:]
+    if args.only:
+        _replace_section(args.only, sections[args.only], f"{machine()}, budget {args.budget:g} s")
+        return
     lines += ["![scaling](forestcoll_scaling.png)", "",
               "Regenerate with `python -m benchmarks.forestcoll_scaling` (part of `make quality`).", ""]
     RESULTS.mkdir(parents=True, exist_ok=True)
     plot(results, RESULTS / "forestcoll_scaling.png")
     write("forestcoll_scaling.md", "\n".join(lines))
+
+
+def _replace_section(family: str, section: list[str], run: str) -> None:
+    """Put one family's rerun section into the committed table, in place of its old one (or last)."""
+    text = (RESULTS / "forestcoll_scaling.md").read_text()
+    write("forestcoll_scaling.md", _with_section(text, family, section, run))
+
+
+def _with_section(text: str, family: str, section: list[str], run: str) -> str:
+    body, marker, ending = text.partition("![scaling]")
+    head, *parts = body.split("\n## ")
+    fresh = "\n".join(section[:1] + ["", f"Rerun alone on {run}."] + section[1:])[3:]  # without its "## "
+    kept = [part.rstrip("\n") + "\n" for part in parts if not part.startswith(family)]
+    return "\n## ".join([head.rstrip("\n") + "\n", *kept, fresh.rstrip("\n") + "\n"]) + "\n" + marker + ending
 
 
 if __name__ == "__main__":
