@@ -60,6 +60,7 @@ _FAR = 10  # per unit and hop between a pair's ends without the orbit: far pairs
 _SPREAD = 1_000  # per unit beyond a pair's first (summed over the orbit): above any pair's preference
 _SLACKS = (1, 2, None)  # per-pair bounds tried (bulk_splitting's), on pairs of NPUs only
 _MAX_HOPS = 32  # the distance given to pairs the fabric cannot join without the orbit
+_SOLVE_SECONDS = 30.0  # one plan's integer program at most (measured: well under a second at 1,024 GPUs)
 
 
 class SymmetricSplitFailed(Exception):
@@ -106,13 +107,14 @@ def split_symmetrically(topology: Topology, units: TreeUnits, group: NodeTransla
             if planned is None:
                 continue
             plan, arcs = planned
-            saved = (dict(cap), {arc: dict(m) for arc, m in edge_map.items()})
+            saved = (dict(cap), {arc: dict(m) for arc, m in edge_map.items()}, result.pairs, result.dropped_spare)
             for member, t in carrier.items():
                 _apply(cap, edge_map, member, nodes[t], plan, arcs, n_npus, result)
             if _requirement_holds(cap, supply, units.demand, s, result):
                 break
             cap.clear(), cap.update(saved[0])
             edge_map.clear(), edge_map.update(saved[1])
+            result.pairs, result.dropped_spare = saved[2], saved[3]
         else:
             raise SymmetricSplitFailed(f"no translation-invariant plan of switch {w} keeps the requirement")
     result.capacity = {arc: c for arc, c in cap.items() if c > 0}
@@ -255,13 +257,16 @@ def _plan_solver(pairs: _Pairs, group: NodeTranslations, members: int, distance,
     integral = np.concatenate([np.ones(count, dtype=bool), np.zeros(len(kinds), dtype=bool)])
 
     def solve(bounds: "np.ndarray") -> "np.ndarray | None":
-        remaining = 60.0 if deadline is None or deadline.unlimited else max(0.1, deadline.remaining())
+        """None where no plan exists or the solver stops at its limit (the caller then tries another
+        slack, or hands the fabric to the other splitters: a quarter of what is left, at most)."""
+        left = _SOLVE_SECONDS if deadline is None or deadline.unlimited else deadline.remaining() / 4
+        remaining = max(0.1, min(_SOLVE_SECONDS, left))
         solved = solve_lp(objective, np.zeros(count + len(kinds)), np.concatenate([bounds, np.full(len(kinds), np.inf)]),
                           (row_idx, col_idx, full[row_idx, col_idx]),
                           np.concatenate([least, np.full(len(kinds), -np.inf)]),
                           np.concatenate([most, np.ones(len(kinds))]), remaining, integrality=integral)
         check_clock(deadline)
-        if solved.x is None or solved.status not in ("optimal", "feasible"):
+        if solved.x is None or solved.status != "optimal":
             return None
         return np.rint(solved.x[:count]).astype(np.int64)
 

@@ -39,11 +39,9 @@ _PARAMS = ("pieces", "k", "max_transfers", "splitting", "packing", "cut_through"
 # "auto" writes a periodic schedule (workbench.algorithm/3) from this many transfers on: below it the
 # listing written out is small and reads as before
 _PERIODIC_FROM = 200_000
-# "auto" splits a whole switch at a time (bulk_splitting) past this many in/out arc pairs over all
-# switches. Measured: the 128-GPU rail fabric (3,072 pairs) splits in 0.1 s instead of 40 s and
-# packs faster (99.3% of T* in 11 s wall, was 98.2% in 96 s); on rfs:2x4x16 (2,048 pairs) pair by
-# pair splitting took 64 s for 95.5%, bulk 97 s for 94.1% (the packer's trees came out worse), so
-# below this the pair-by-pair splits stay
+# without translations, "auto" splits a whole switch at a time (bulk_splitting) past this many in/out
+# arc pairs (a 128-GPU rail fabric, 3,072: 0.1 s instead of 40 s); below, pair by pair gave the better
+# trees (rfs:2x4x16, 2,048 pairs: 95.5% of T* in 64 s against 94.1% in 97 s)
 _BULK_FROM_PAIRS = 3_000
 
 
@@ -57,10 +55,8 @@ _FILL_SHARE = 0.5
 # machine class; budgeting a third of that keeps a tight time limit from killing the run, and
 # leaves room for the claim's simulation (100k to 300k transfers/s on a loaded machine)
 _TRANSFERS_PER_SECOND = 20_000
-# the default transfer budget of a schedule written out, and of a period's expansion (timed and
-# checked by the compiled engines without being written: ~150 bytes and ~1 us per transfer, so
-# about 12 GB and a minute and a half at this size; a 1,024-GPU rail fabric needs ~86 million for
-# 64 pieces per tree)
+# default transfer budgets: written out, and in a period's expansion (timed and checked without being
+# written, ~80 bytes and ~1 us a transfer: a 1,024-GPU rail fabric gets ~70 pieces per tree)
 _LISTING_BUDGET = 4_000_000
 PERIODIC_BUDGET = 96_000_000
 # a periodic schedule emits one batch; the expansion is timed and checked by the compiled engines
@@ -129,8 +125,13 @@ def build_forest(topology: Topology, kind: str, root: int | None = None, k: int 
         units = fixed_k_units(topology, int(k), deadline)
     if packing not in PACKINGS:
         raise ValueError(f"forestcoll: packing must be one of {', '.join(PACKINGS)}, got {packing!r}")
+    if splitting not in SPLITTINGS:
+        raise ValueError(f"forestcoll: splitting must be one of {', '.join(SPLITTINGS)}, got {splitting!r}")
+    if "symmetric" in (splitting, packing) and kind == "broadcast":
+        raise ValueError("forestcoll: symmetric splitting and packing build trees for every root (all-gather-like "
+                         "collectives); a broadcast has one root")
     table = group = None
-    if packing in ("auto", "symmetric") and kind != "broadcast":
+    if kind != "broadcast" and (packing in ("auto", "symmetric") or splitting == "symmetric"):
         if topology.num_switches and splitting in ("auto", "symmetric"):
             group = cluster_translations(topology)  # a cluster's translations, switches included
         else:
@@ -138,8 +139,6 @@ def build_forest(topology: Topology, kind: str, root: int | None = None, k: int 
     if packing == "symmetric" and table is None and group is None:
         raise ValueError(f"forestcoll: packing 'symmetric' needs a translation-symmetric fabric (a torus or ring, "
                          f"or a cluster of equal boxes and leaf groups); {topology.name} is not one")
-    if splitting not in SPLITTINGS:
-        raise ValueError(f"forestcoll: splitting must be one of {', '.join(SPLITTINGS)}, got {splitting!r}")
     if splitting == "symmetric" and group is None:
         raise ValueError(f"forestcoll: splitting 'symmetric' needs a cluster whose translations map the switches "
                          f"too (equal boxes and leaf groups: workbench.cluster_translations); {topology.name} "
@@ -167,8 +166,12 @@ def build_forest(topology: Topology, kind: str, root: int | None = None, k: int 
         if mode == "symmetric":
             try:
                 forest_units, split = split_by_translations(topology, units, group, deadline)
-                trees, flows = pack_symmetric(group.table, split.capacity, int(forest_units.k), seed, deadline)
-                used = "symmetric"
+                if packing in ("auto", "symmetric"):
+                    trees, flows = pack_symmetric(group.table, split.capacity, int(forest_units.k), seed, deadline)
+                    used = "symmetric"
+                else:  # the general packer on the symmetric split, as asked
+                    trees, flows, used = _pack(topology.num_npus, None, split,
+                                               [int(c) for c in forest_units.supply], packing, seed, deadline)
             except (SymmetricSplitFailed, PackingError) as failure:
                 if len(modes) == 1:
                     raise PackingError(f"forestcoll: the translated split or packing failed: {failure}") from None
@@ -288,7 +291,8 @@ def synthesize(formulation: Any, problem: Problem, *, time_limit: float, seed: i
     packing = params.get("packing", "auto")
     may_repeat = (kind in ("allgather", "broadcast") and periodic is not False
                   and (pieces is not None or not adapts_to_size(topology, problem.size_bytes)))
-    if may_repeat and "max_transfers" not in params:
+    widened = may_repeat and "max_transfers" not in params
+    if widened:
         max_transfers = PERIODIC_BUDGET  # counts the expansion of a period, which is never written out
 
     def forests_of(k_choice: int | str, packing_choice: str) -> dict[str, Forest]:
@@ -300,7 +304,7 @@ def synthesize(formulation: Any, problem: Problem, *, time_limit: float, seed: i
     except Timeout:
         return SynthesisResult([], "timeout", deadline.elapsed(),
                                message=f"tree construction exceeded {time_limit:g} s")
-    algorithm, status, stats = _scheduled(problem, forests, pieces, max_transfers, deadline, 0.0, periodic)
+    algorithm, status, stats = _scheduled(problem, forests, pieces, max_transfers, deadline, 0.0, periodic, widened)
     first_seconds = deadline.elapsed()  # trees and schedule: what another candidate will cost
     if on_incumbent is not None:
         on_incumbent(algorithm)
@@ -356,11 +360,11 @@ def _forests(problem: Problem, k: int | str, packing: str, seed: int, deadline: 
 
 
 def _scheduled(problem: Problem, forests: dict[str, Forest], pieces: int | None, max_transfers: int,
-               deadline: Deadline, started: float,
-               periodic: bool | str = "auto") -> tuple[Algorithm, str, dict[str, Any]]:
-    """The pipelined schedule of the forests (depth chosen by size unless ``pieces`` pins it), its
-    status and stats (``seconds``: the synthesis seconds so far, without the claim where it was
-    timed apart; ``tree_seconds``: the forests' seconds, counted from ``started``)."""
+               deadline: Deadline, started: float, periodic: bool | str = "auto",
+               widened: bool = False) -> tuple[Algorithm, str, dict[str, Any]]:
+    """The pipelined schedule of the forests (depth by size unless ``pieces`` pins it; ``widened``: the
+    default period budget, narrowed for a listing), its status and stats (``seconds``: synthesis so far,
+    the claim timed apart; ``tree_seconds``: the forests' seconds, from ``started``)."""
     collective = problem.collective
     kind = collective.kind
     topology = problem.topology
@@ -396,9 +400,8 @@ def _scheduled(problem: Problem, forests: dict[str, Forest], pieces: int | None,
     # one period and its repeat count (workbench.periodic) where the listing is the round plan's
     # (a gathering kind at a pinned depth or from 256 MB) and "auto" finds it large
     write_period = can_repeat and (periodic is True or (periodic == "auto" and m * per_m >= _PERIODIC_FROM))
-    if not write_period:  # a listing written out: the budget of one
-        given_budget = min(given_budget, _LISTING_BUDGET) if given_budget == PERIODIC_BUDGET else given_budget
-        m, max_transfers = depth(given_budget)
+    if widened and not write_period:  # the default budget was a period's; a listing written out has its own
+        m, max_transfers = depth(min(given_budget, _LISTING_BUDGET))
     if write_period:  # only one batch is emitted: the budget is what the compiled engines time and check
         rate = _PERIODIC_TRANSFERS_PER_SECOND
         m, max_transfers = depth(given_budget)
