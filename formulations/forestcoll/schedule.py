@@ -154,16 +154,21 @@ def emit_schedule(topology: Topology, kind: str, num_ranks: int, k: int, pieces:
         offsets.append(used.get(group.root, 0))
         used[group.root] = used.get(group.root, 0) + group.multiplicity
 
-    def chunk_ids(edge: SharedEdge, batch: int) -> tuple[int, ...]:
-        ids = []
-        for g in edge.members:
-            group = groups[g]
-            base = batch * k + offsets[g]
-            if kind == "broadcast":
-                ids += range(base, base + group.multiplicity)
-            else:
-                ids += ((base + i) * num_ranks + group.root for i in range(group.multiplicity))
-        return tuple(sorted(ids))
+    # batch b's chunks are batch 0's shifted by b * stride (the same order): computed once per edge
+    stride = k if kind == "broadcast" else k * num_ranks
+    first_ids: dict[int, tuple[int, ...]] = {}
+
+    def batch_zero(e: int) -> tuple[int, ...]:
+        if e not in first_ids:
+            ids = []
+            for g in shared[e].members:
+                group = groups[g]
+                if kind == "broadcast":
+                    ids += range(offsets[g], offsets[g] + group.multiplicity)
+                else:
+                    ids += ((offsets[g] + i) * num_ranks + group.root for i in range(group.multiplicity))
+            first_ids[e] = tuple(sorted(ids))
+        return first_ids[e]
 
     slot = slots if slots is not None else slot_order(topology, shared)
     plan = plan_times(topology, shared, slot, chunk_bytes, pieces)
@@ -199,8 +204,10 @@ def emit_schedule(topology: Topology, kind: str, num_ranks: int, k: int, pieces:
         if not periodic:  # the listing: every feeder came earlier
             ids.setdefault((e, h, b), []).append(tid)
         split = slot[(e, h)]
-        first = sum(n for _, n in split[:p])
-        piece = chunk_ids(edge, b)[first:first + split[p][1]]
+        first = sum(n for _, n in split[:p]) if p else 0
+        piece = batch_zero(e)[first:first + split[p][1]]
+        if b:
+            piece = tuple(i + b * stride for i in piece)
         transfers.append(Transfer(tid, piece, src, dst, "copy", deps, None, None, rounds[(e, h)]) if periodic
                          else Transfer(tid, piece, src, dst, "copy", deps))
     timing = _timing(topology, shared, chunk_bytes)
