@@ -102,11 +102,12 @@ def build_forest(topology: Topology, kind: str, root: int | None = None, k: int 
 
     ``splitting``: "greedy" (largest safe amount per switch pair, as the reference), "spread" (each
     in-arc first spread evenly over the out-arcs: shallower trees, more tree groups), "bulk" (a whole
-    switch at a time, checked afterwards: ``bulk_splitting``) or "auto" (bulk alone past
-    ``_BULK_FROM_PAIRS`` switch arc pairs, else greedy and spread both built).
-    ``cut_through``: True, False or "auto" (hop by hop, "loose": cut through where every link of the
-    route has time to spare, ``slots.loose_links``, and True, which is skipped past
-    ``slots.LARGE_ROUND`` transfers a round). Every "auto" choice (on a fabric with switches) builds
+    switch at a time, checked afterwards: ``bulk_splitting``), "symmetric" (a switch orbit at a time,
+    then root 0's trees translated: ``symmetric_splitting``) or "auto" (symmetric where
+    ``cluster_translations`` verifies a group, falling back to: bulk alone past ``_BULK_FROM_PAIRS``
+    switch arc pairs, else greedy and spread both built).
+    ``cut_through``: True, False or "auto" (hop by hop; "loose", cut through where every link of the
+    route has time to spare, ``slots.loose_links``; True, skipped past ``slots.LARGE_ROUND``). Every "auto" choice (on a fabric with switches) builds
     each variant and keeps the one whose pipeline, at the transfer budget ``max_transfers``, is
     predicted fastest: ``stretch * (1 + f (H - 1) / P)`` with the round stretch of
     ``slots.round_slots`` (cut-through convoys), ``(H - 1) / P`` fill rounds, P the pieces the
