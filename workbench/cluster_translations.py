@@ -22,6 +22,7 @@ has no such group.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Callable
 
 from workbench.lazy import lazy_module
@@ -53,6 +54,16 @@ class NodeTranslations:
     def table(self) -> np.ndarray:
         """The action on the NPUs alone (``workbench.symmetry.translations``' form)."""
         return self.nodes[:, : self.num_npus]
+
+    @cached_property
+    def orbit_ids(self) -> np.ndarray:
+        """Per node, the smallest node of its orbit (nodes with one id are images of each other)."""
+        return self.nodes.min(axis=0)
+
+    @cached_property
+    def to_origin(self) -> np.ndarray:
+        """Per NPU ``v``, the translation taking ``v`` to NPU 0."""
+        return np.argmin(self.table, axis=0)
 
     def stabilizer(self, node: int) -> np.ndarray:
         """The translations that fix ``node`` (a subgroup; just the identity for an NPU)."""

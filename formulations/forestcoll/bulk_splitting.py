@@ -37,7 +37,7 @@ from .splitting import SplitResult, split_one_switch, starting_arcs
 
 np = lazy_module("numpy")  # imported on first use (workbench.lazy)
 
-__all__ = ["split_in_bulk", "switch_batches", "switch_pairs", "SWITCH_PAIR"]
+__all__ = ["split_in_bulk", "switch_batches", "switch_pairs", "hop_distances", "SWITCH_PAIR"]
 
 
 def switch_batches(topology: Topology) -> list[list[int]]:
@@ -74,7 +74,7 @@ def split_in_bulk(topology: Topology, units: TreeUnits, deadline: Deadline | Non
     n_npus, s = topology.num_npus, topology.num_nodes  # s: the super-source
     cap, supply, edge_map, result = starting_arcs(topology, units)
     checker = _Requirement(n_npus, s, supply, units.demand, result)
-    distance = _hops(topology)
+    distance = hop_distances(topology)
     is_switch = topology.is_switch
     def attempt(switches: list[int], slack: int | None) -> bool:
         """Plan every switch of ``switches`` at ``slack`` and check; undone (False) if it fails."""
@@ -173,17 +173,20 @@ def _transport(ins: list[tuple[int, int]], outs: list[tuple[int, int]], distance
     return plan
 
 
-def _hops(topology: Topology) -> "np.ndarray":
-    """Hop distances between all nodes of the physical fabric (unweighted shortest paths)."""
+def hop_distances(topology: Topology, without=(), sources: int | None = None, unreachable: int | None = None
+                  ) -> "np.ndarray":
+    """Hop distances in the physical fabric (unweighted shortest paths) from the first ``sources``
+    nodes (all by default) to every node, the nodes ``without`` taken out; ``unreachable`` (default:
+    the node count) where no path is left."""
     from scipy.sparse import csr_matrix
     from scipy.sparse.csgraph import shortest_path
 
     n = topology.num_nodes
-    rows = [link.src for link in topology.links]
-    cols = [link.dst for link in topology.links]
-    graph = csr_matrix((np.ones(len(rows)), (rows, cols)), shape=(n, n))
-    hops = shortest_path(graph, unweighted=True)
-    hops[~np.isfinite(hops)] = n
+    gone = {int(x) for x in without}
+    kept = [(l.src, l.dst) for l in topology.links if l.src not in gone and l.dst not in gone]
+    graph = csr_matrix((np.ones(len(kept)), ([a for a, _ in kept], [b for _, b in kept])), shape=(n, n))
+    hops = shortest_path(graph, unweighted=True, indices=np.arange(n if sources is None else sources))
+    hops[~np.isfinite(hops)] = n if unreachable is None else unreachable
     return hops.astype(np.int64)
 
 

@@ -43,7 +43,7 @@ from workbench.maxflow import FlowNetwork
 from workbench.solvers import solve_lp
 from workbench.topology import Topology
 
-from .bulk_splitting import SWITCH_PAIR
+from .bulk_splitting import SWITCH_PAIR, hop_distances
 from .optimum import TreeUnits, check_clock
 from .splitting import SplitResult, starting_arcs
 
@@ -101,7 +101,8 @@ def split_symmetrically(topology: Topology, units: TreeUnits, group: NodeTransla
             raise SymmetricSplitFailed(f"switch {w} is linked to a switch of its own orbit")
         # one translation per member taking w there
         carrier = {int(m): int(np.flatnonzero(nodes[:, w] == m)[0]) for m in members}
-        distance = _hops_without(topology, members)
+        # NPU pairs' hops in the fabric without the orbit, capped
+        distance = np.minimum(hop_distances(topology, members, n_npus, _MAX_HOPS)[:, :n_npus], _MAX_HOPS)
         for slack in _SLACKS:
             planned = _orbit_plan(cap, w, group, len(members), distance, slack, deadline)
             if planned is None:
@@ -186,7 +187,7 @@ def _orbit_plan(cap: dict, w: int, group: NodeTranslations, members: int, distan
     n, u, t = group.num_npus, pairs.u, pairs.t
     u_switch, t_switch = u >= n, t >= n
     both_npus = ~u_switch & ~t_switch
-    orbit_of = group.nodes.min(axis=0)
+    orbit_of = group.orbit_ids
     # a pair of NPUs takes at most ``slack`` times its proportional share; an arc to or from another
     # switch is not bounded (the translations spread it over that orbit's switches); no logical arc
     # joins two switches of one orbit (splitting that orbit a switch at a time would meet it half
@@ -247,8 +248,7 @@ def _plan_solver(pairs: _Pairs, group: NodeTranslations, members: int, distance,
     cost = SWITCH_PAIR * ((u >= n) & (t >= n)).astype(np.int64)
     cost[both_npus] = (-_FAR * distance[u[both_npus], t[both_npus]]
                        + (group.coords[u[both_npus]] != group.coords[t[both_npus]]) @ weights)
-    to_origin = np.argmin(group.table, axis=0)
-    kinds, kind_of = np.unique(group.table[to_origin[u[both_npus]], t[both_npus]], return_inverse=True)
+    kinds, kind_of = np.unique(group.table[group.to_origin[u[both_npus]], t[both_npus]], return_inverse=True)
     spread = np.zeros((len(kinds), count))
     spread[kind_of, np.flatnonzero(both_npus)] = members * size[both_npus] / n
     full = np.block([[matrix, np.zeros((len(matrix), len(kinds)))], [spread, -np.eye(len(kinds))]])
@@ -271,20 +271,6 @@ def _plan_solver(pairs: _Pairs, group: NodeTranslations, members: int, distance,
         return np.rint(solved.x[:count]).astype(np.int64)
 
     return solve
-
-
-def _hops_without(topology: Topology, removed) -> "np.ndarray":
-    """Hop distances between the NPUs of the fabric without the switches ``removed`` (``_MAX_HOPS``
-    where it cannot join them), as an ``N x N`` array."""
-    from scipy.sparse import csr_matrix
-    from scipy.sparse.csgraph import shortest_path
-
-    gone = set(int(x) for x in removed)
-    kept = [(l.src, l.dst) for l in topology.links if l.src not in gone and l.dst not in gone]
-    size = topology.num_nodes
-    graph = csr_matrix((np.ones(len(kept)), ([a for a, _ in kept], [b for _, b in kept])), shape=(size, size))
-    hops = shortest_path(graph, unweighted=True, indices=np.arange(topology.num_npus))[:, : topology.num_npus]
-    return np.minimum(np.nan_to_num(hops, posinf=_MAX_HOPS), _MAX_HOPS).astype(np.int64)
 
 
 def _pair_classes(stabilizer_rows, tails, heads):
