@@ -18,7 +18,7 @@ from formulations.libra import Libra
 from workbench.registry import DesignProblem
 
 ROOT = Path(__file__).resolve().parents[1]
-DATA = ROOT.parent / "shared" / "data" / "libra"
+DATA = ROOT / "data" / "libra"
 
 
 def problem(workloads, objective):

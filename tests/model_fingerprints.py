@@ -186,7 +186,7 @@ def _teccl_fig2c(buffer_limit: int | None) -> Callable[[], None]:
     return run
 
 
-LIBRA_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "libra"
+LIBRA_DATA = Path(__file__).resolve().parents[1] / "data" / "libra"
 
 
 def _libra(workload: str, net: str, objective: str = "perf", **constraints: Any) -> Callable[[], None]:

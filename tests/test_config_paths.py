@@ -12,7 +12,7 @@ from workbench.cli import main
 from workbench.config.experiment import load_experiment
 
 ROOT = Path(__file__).resolve().parents[1]
-DATA = ROOT.parent / "shared" / "data" / "libra"
+DATA = ROOT / "data" / "libra"
 
 DESIGN = """name: one_design
 time_limit: 60s
@@ -41,7 +41,6 @@ def _config(folder: Path, network: str | None = None) -> Path:
     return path
 
 
-@pytest.mark.skipif(not DATA.is_dir(), reason="LIBRA inputs not beside the repository")
 def test_a_libra_config_runs_from_any_directory(tmp_path, monkeypatch, capsys):
     config = _config(tmp_path / "configs" / "deep")
     elsewhere = tmp_path / "elsewhere"
@@ -52,7 +51,6 @@ def test_a_libra_config_runs_from_any_directory(tmp_path, monkeypatch, capsys):
     assert len(rows) == 1 and rows[0]["status"] != "error", rows
 
 
-@pytest.mark.skipif(not DATA.is_dir(), reason="LIBRA inputs not beside the repository")
 def test_a_missing_data_file_is_one_line_before_any_cell(tmp_path, capsys):
     config = _config(tmp_path / "configs", network="no/such/network.yml")
     assert main(["run", str(config), "--results-dir", str(tmp_path / "results")]) == 2
@@ -61,7 +59,6 @@ def test_a_missing_data_file_is_one_line_before_any_cell(tmp_path, capsys):
     assert not (tmp_path / "results").exists()
 
 
-@pytest.mark.skipif(not DATA.is_dir(), reason="LIBRA inputs not beside the repository")
 @pytest.mark.parametrize("name", ["libra_oracles", "libra_sweep", "libra_tacos"])
 def test_shipped_configs_keep_the_ids_of_their_committed_rows(name):
     ids = load_experiment(ROOT / "experiments" / f"{name}.yaml").cell_ids()
