@@ -4,11 +4,13 @@ run like the floor's own, and a broken one costs a one-line warning, not the com
 import argparse
 import subprocess
 import sys
+from importlib.metadata import EntryPoint
 
 import pytest
 
 import workbench.cli as cli
-from workbench.entry_points import EntryPoint, entry_points
+from workbench import registry
+from workbench.registry import entry_points
 
 
 def register_hello(sub: argparse._SubParsersAction) -> None:
@@ -46,7 +48,7 @@ def test_help_lists_libra_and_builds_no_formulation():
 ])
 def test_a_broken_command_is_skipped_with_one_line(monkeypatch, capsys, broken):
     hello = EntryPoint("hello", f"{__name__}:register_hello", cli.COMMAND_GROUP)
-    monkeypatch.setattr(cli, "entry_points", lambda group: [broken, hello] if group == cli.COMMAND_GROUP else [])
+    monkeypatch.setattr(registry, "entry_points", lambda group: [broken, hello] if group == cli.COMMAND_GROUP else [])
     assert cli.main(["hello"]) == 0
     out, err = capsys.readouterr()
     assert out == "hello\n"

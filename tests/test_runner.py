@@ -436,7 +436,7 @@ def test_synth_counts_its_time_limit_from_the_command_start(tmp_path, monkeypatc
 
     monkeypatch.syspath_prepend(str(HERE))
     real_time = time.time
-    monkeypatch.setattr(cli_synth, "_command_start", lambda: real_time() - 10.0)
+    monkeypatch.setattr(cli_synth, "_command_start", lambda entered: real_time() - 10.0)
     started = time.monotonic()
     code = main(["synth", "cell_formulations:Sleeper", "--topology", "ring:4", "--collective", "allgather",
                  "--size", "4MB", "--time-limit", "12s", "-o", str(tmp_path / "t.json")])

@@ -1,7 +1,9 @@
 """Collective-communication algorithm synthesis workbench: one IR, one verifier, one simulator."""
 
-__version__ = "0.1.0"
+import os as _os
 
-from workbench.moved import install as _install_moved_names
+__version__ = "0.2.0"
 
-_install_moved_names()  # ``workbench.runner`` and the other pre-package names still import (workbench.moved)
+# Module names retired in 0.2 answer with an ImportError naming their new home (workbench.retired);
+# their stubs live in a folder of their own on the package's search path, out of the floor's way.
+__path__.append(_os.path.join(_os.path.dirname(__file__), "_retired"))

@@ -40,7 +40,6 @@ from typing import Any, Callable, Literal, Protocol, runtime_checkable
 
 from workbench.algorithm import Algorithm
 from workbench.collective import Collective, make_collective
-from workbench.entry_points import EntryPoint, entry_points
 from workbench.solvers import STATUSES, Status, smt_status
 from workbench.topology import Topology
 
@@ -231,6 +230,14 @@ def _describe(obj: Any) -> str:
     return text if len(text) <= 80 else text[:77] + "..."
 
 
+def entry_points(group: str) -> list[Any]:
+    """The installed distributions' entry points of ``group`` (``importlib.metadata``, imported on
+    first use: it costs a command ~30 ms, so only the commands that look a plug-in up pay it)."""
+    from importlib.metadata import entry_points as installed
+
+    return list(installed(group=group))
+
+
 def _discover() -> None:
     global _DISCOVERED
     if _DISCOVERED:
@@ -241,7 +248,7 @@ def _discover() -> None:
             _load_entry(entry)
 
 
-def _load_entry(entry: EntryPoint) -> None:
+def _load_entry(entry: Any) -> None:
     try:
         _REGISTRY[entry.name] = _instantiate(entry.load())
     except Exception as exc:  # a broken plug-in must not hide the others

@@ -30,9 +30,8 @@ from typing import Any, Sequence
 
 from workbench.algorithm import AlgorithmFormatError
 from workbench.cli import files, runs, runtimes, synth, tune
-from workbench.cli.common import MAIN_ENTERED, Parser, UsageError, add_topology_arguments, topology_from_args
+from workbench.cli.common import Parser, UsageError, add_topology_arguments, topology_from_args
 from workbench.collective import CollectiveError
-from workbench.entry_points import entry_points
 from workbench.topology import TopologyError
 from workbench.units import UnitError, parse_size
 
@@ -63,6 +62,8 @@ def _register_commands(sub: argparse._SubParsersAction) -> None:
     """The ``workbench.commands`` entry points, each ``register(sub)``; a broken one (it fails to
     load or to register, takes a command name already taken, or clashes with the common options)
     is skipped with a one-line warning and leaves no parser behind."""
+    from workbench.registry import entry_points
+
     for entry in entry_points(COMMAND_GROUP):
         before = dict(sub.choices)
         try:
@@ -116,7 +117,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     from workbench.size_guard import BUDGET_ENV
 
-    MAIN_ENTERED[0] = time.time()
+    entered = time.time()  # a command's time limit counts from its start (synth: _command_start)
     parser = _build_parser()
     args = None
     previous = None
@@ -129,6 +130,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             parser.print_help()
             return 2
         _apply_max_memory(getattr(args, "max_memory", None))
+        args.entered = entered
         return int(args.func(args) or 0)
     except SystemExit:  # --help: not an error; evaluating _input_errors() would import ~40 ms of modules
         raise

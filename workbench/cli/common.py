@@ -3,16 +3,14 @@
 from __future__ import annotations
 
 import argparse
-import time
 
 from workbench.topology.builders import load_topology
 from workbench.topology import Topology
 from workbench.units import UnitError, parse_bandwidth, parse_time
 
 __all__ = ["UsageError", "Parser", "add_topology_arguments", "add_overhead_argument", "topology_from_args",
-           "uniform_overhead", "at_least_two", "MAIN_ENTERED"]
+           "uniform_overhead", "at_least_two"]
 
-MAIN_ENTERED = [time.time()]  # when ``main`` was last entered (``synth`` counts its limit from the command start)
 
 
 class UsageError(Exception):

@@ -13,7 +13,7 @@ import os
 import sys
 from typing import Any
 
-from workbench.cli.common import MAIN_ENTERED, UsageError, add_topology_arguments, at_least_two, topology_from_args
+from workbench.cli.common import UsageError, add_topology_arguments, at_least_two, topology_from_args
 from workbench.collective import make_collective
 from workbench.units import UnitError, format_time, parse_size, parse_time
 
@@ -112,24 +112,25 @@ _SYNTH_EXIT = {"optimal": 0, "feasible": 0, "infeasible": 3, "timeout": 4, "erro
 
 
 
-def _command_start() -> float:
+def _command_start(entered: float) -> float:
     """When this command started: the process start when ``main`` runs as the program (start-up and
-    pre-checks then count against ``--time-limit``), else the call of ``main`` (embedded, tests)."""
-    started = _process_start()
-    return started if MAIN_ENTERED[0] - started < 10.0 else MAIN_ENTERED[0]
+    pre-checks then count against ``--time-limit``), else ``entered``, when ``main`` was called
+    (embedded, tests)."""
+    started = _process_start(entered)
+    return started if entered - started < 10.0 else entered
 
 
-def _process_start() -> float:
-    """When this process started (epoch seconds), from /proc; the module's import time elsewhere."""
+def _process_start(entered: float) -> float:
+    """When this process started (epoch seconds), from /proc; ``entered`` where /proc is not there."""
     try:
         with open("/proc/self/stat") as handle:
             ticks = int(handle.read().rsplit(")", 1)[1].split()[19])  # field 22, after the command name
         with open("/proc/stat") as handle:
             boot = next(int(line.split()[1]) for line in handle if line.startswith("btime"))
         started = boot + ticks / os.sysconf("SC_CLK_TCK")
-        return started if started <= MAIN_ENTERED[0] else MAIN_ENTERED[0]
+        return min(started, entered)
     except (OSError, ValueError, IndexError, StopIteration):
-        return MAIN_ENTERED[0]
+        return entered
 
 
 def _guard_transfers(args: argparse.Namespace, topology: Any) -> None:
@@ -238,7 +239,7 @@ def _synth(args: argparse.Namespace, child: Any) -> int:
     # the topology goes to the cell as built here (with its builder facts, e.g. a grid's dimensions)
     # a started (not forked) cell loads an import path's module from the folder this resolved it in
     request = CellRequest("schedule", cell, topology=topology, algorithm_path=str(output.resolve()),
-                          deadline=_command_start() + limit, formulation_dir=str(Path.cwd()))
+                          deadline=_command_start(args.entered) + limit, formulation_dir=str(Path.cwd()))
     print(f"synthesizing with {args.name} (time limit {limit:g} s, solver limit {solver_time_limit(limit):g} s) ...",
           file=sys.stderr)
     fields = execute(request, child=child) or {}
