@@ -31,7 +31,7 @@ Paper symbol -> code name:
   switch cannot reduce, so the no-copy switch model is used); All-Reduce = Reduce-Scatter then
   All-Gather (``Algorithm.concat``)
 
-Status by DESIGN.md's rule: HiGHS's status of the main solve (MILP, LP or the last A* round);
+Status by the rule of docs/architecture.md ("Statuses"): HiGHS's status of the main solve (MILP, LP or the last A* round);
 ``timeout`` when a limit ended it, with the incumbent (the greedy warm start at worst) attached.
 "optimal" is proven in the epoch model (``meta.model_optimal = "teccl-epochs"``); the row's status
 is the floor's, by the simulated time (``workbench.yardstick``).
