@@ -18,8 +18,9 @@ Mapping to the workbench:
 * ``switches``: ``route`` (default) searches the NPU graph above, each tree edge one transfer the
   simulator routes through the switches on its way; ``multicast`` searches the whole graph,
   switches included, and sends hop by hop, so a switch that feeds several branches receives the
-  chunk once and copies it onto each (DESIGN: a switch may hold and copy). On a two-tier fabric
-  this sends each chunk up a leaf and across the spine once instead of once per destination.
+  chunk once and copies it onto each (a switch may hold and copy: docs/algorithm-format.md, "The
+  transfers"). On a two-tier fabric this sends each chunk up a leaf and across the spine once
+  instead of once per destination.
   Non-combining collectives only: a switch does not reduce, so the reversal a reduce-scatter
   needs is refused.
 

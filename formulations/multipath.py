@@ -22,8 +22,8 @@ The schedule (our choice; the paper's link schedule is not public in full):
   so with ``k`` = 1 every pair takes its widest path);
 * a path is cut at the NPUs on it (they store and forward). A stretch through switches is one
   transfer where the simulator's route between its ends is that stretch (cut-through, one
-  message); else every hop is its own transfer (a switch may hold and forward: DESIGN), so the
-  flow's choice of spine or plane is kept;
+  message); else every hop is its own transfer (a switch may hold and forward:
+  docs/algorithm-format.md, "The transfers"), so the flow's choice of spine or plane is kept;
 * transfers are listed by ``piece + hop`` (piece's position on its path, hop's position on the
   piece's way), a wavefront: every path starts at once and each piece follows the one before it
   one hop behind; every transfer waits for the one that brought its piece

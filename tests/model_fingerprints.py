@@ -241,7 +241,7 @@ INSTANCES: dict[str, Callable[[], None]] = {
     "flow uniring:4 reducescatter": _flow("uniring:4", "reducescatter", 1.0, alpha=0.0, bandwidth=1.0),
     "flow torus:4x4 alltoall": _flow("torus:4x4", "alltoall", 1e6),
     "flow line:4 broadcast": _flow("line:4", "broadcast", 1e6),
-    # TE-CCL: the MILP (spec 2.10) with each switch model and a buffer limit, the LP (3.6), A* rounds (4)
+    # TE-CCL: the MILP (docs/methods/teccl.md 2.10) with each switch model and a buffer limit, the LP (3.6), A* rounds (4)
     "teccl ring:4 allgather milp": _teccl("ring:4", "allgather", 4e6, method="milp"),
     "teccl dgx1 allgather milp slow k=2": _teccl(lambda: _build_alpha0("dgx1"), "allgather", 4e5, 2, method="milp",
                                                  epoch="slowest", epochs=3),

@@ -10,7 +10,7 @@ GiB = 2**30
 
 
 def test_tacos_ideal_worked_example():
-    # spec tacos 4.1: 5x5 mesh AG, 1 GiB, 50 GiB/s, alpha 0.5 us -> 9604 us
+    # docs/methods/tacos.md 4.1: 5x5 mesh AG, 1 GiB, 50 GiB/s, alpha 0.5 us -> 9604 us
     topo = build("mesh:5x5", alpha=0.5e-6, bandwidth=50 * GiB)
     coll = make_collective("allgather", 25)
     assert tacos_ideal(topo, coll, GiB) == pytest.approx(9604e-6, rel=1e-6)

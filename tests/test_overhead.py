@@ -101,7 +101,7 @@ def test_builders_give_overhead_per_dimension_and_switch_links_the_whole_of_it()
 
 # ------------------------------------------------------------------ the two simulators, and 0 changing nothing
 def _reference_in_order(algorithm: Algorithm, blocking: bool, switch_model: str) -> list[float]:
-    """The in-order pass as it was before overheads existed (DESIGN.md's rules, no overhead term)."""
+    """The in-order pass as it was before overheads existed (docs/cost-model.md's rules, no overhead term)."""
     topology = algorithm.topology
     free = [0.0] * len(topology.links)
     end = [0.0] * len(algorithm.transfers)

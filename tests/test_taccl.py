@@ -99,7 +99,7 @@ def test_ndv2_allgather_blocking_simulation_replays_the_stage3_plan():
     blocking = simulate(algo, link_model="blocking").collective_time
     assert blocking <= result.claimed_times[0] * (1 + 1e-9)
     assert math.isclose(blocking, result.claimed_times[0], rel_tol=1e-6)
-    assert result.stats["stages"][0]["binaries"] == 224  # spec 7: single NDv2 All-Gather
+    assert result.stats["stages"][0]["binaries"] == 224  # docs/methods/taccl.md 7: single NDv2 All-Gather
 
 
 def test_dgx2_allgather_claimed_and_simulated_side_by_side():

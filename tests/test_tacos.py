@@ -1,4 +1,4 @@
-"""TACOS: regression oracles (spec 2.8), small fixed answers (2.7), reductions, switches, errors."""
+"""TACOS: regression oracles (docs/methods/tacos.md 2.8), small fixed answers (2.7), reductions, switches, errors."""
 
 import collections
 
@@ -30,7 +30,7 @@ def grid(spec, alpha, bw):
     return build(spec, alpha=alpha * 1e-6, bandwidth=bw * GiB)
 
 
-# (name, topology factory, k, total MiB, expected minimum greedy estimate in us), spec tacos 2.8
+# (name, topology factory, k, total MiB, expected minimum greedy estimate in us), docs/methods/tacos.md 2.8
 ORACLES = [
     ("Mesh5x5", lambda: grid("mesh:5x5", 0.5, 50), 1, 1024, 9606.0),
     ("Mesh10x10", lambda: grid("mesh:10x10", 1, 100), 2, 1024, 5049.0),

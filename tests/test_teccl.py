@@ -32,7 +32,7 @@ def _min_horizon(graph, collective, relax: bool) -> int:
     raise AssertionError("no feasible horizon")
 
 
-# ------------------------------------------------------------------------------------ toy cases (spec 8.4)
+# ------------------------------------------------------------------------------------ toy cases (docs/methods/teccl.md 8.4)
 def test_integrality_blocks_the_half_chunk_copy_artefact():
     # two chunks of rank 0 to everyone; with fractional flows a node can forward half a chunk on
     # two links and a receiver counts the two (identical) halves as one whole chunk

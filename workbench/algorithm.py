@@ -5,7 +5,7 @@ docs/algorithm-format.md).
 A ``Transfer`` moves one chunk (or several contiguous chunks, paying alpha once) from ``src``
 to ``dst`` as a ``copy`` or a ``reduce``, after the transfers named in ``deps`` have arrived.
 An ``Algorithm`` lists transfers in planned order on the physical topology it is timed on.
-The file format is a contract with outside tools; see DESIGN.md.
+The file format is a contract with outside tools; see docs/algorithm-format.md.
 """
 
 from __future__ import annotations

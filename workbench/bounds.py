@@ -49,7 +49,7 @@ overhead, so each bound adds that once (the smallest of the rank's links for ``i
 links elsewhere) beside its alpha; it counts once per bound, not per chunk, and is 0 on fabrics
 without overhead.
 
-``ideal`` is TACOS's metric: ``size * factor / min_N BW_N + diameter`` (spec tacos 4.1). It is
+``ideal`` is TACOS's metric: ``size * factor / min_N BW_N + diameter`` (docs/methods/tacos.md 4.1). It is
 *not* valid under pipelining, so ``best`` never uses it; ``efficiency`` uses ``best``.
 """
 
@@ -240,7 +240,7 @@ def tacos_ideal(topology: Topology, collective: Collective, size_bytes: float,
                 bandwidth_rule: str = "links") -> float | None:
     """TACOS's Ideal: ``size * factor / min_N BW_N + alpha-only diameter`` between NPUs (ranks).
 
-    ``bandwidth_rule="links"`` (spec tacos 4.1, the recommended reading): BW_N = min(total ingress,
+    ``bandwidth_rule="links"`` (docs/methods/tacos.md 4.1, our reading): BW_N = min(total ingress,
     total egress) link bandwidth of NPU N (a switch port counts once). ``"dimensions"``: BW_N = the
     sum over dimensions of one link's bandwidth (ASTRA-sim's per-dimension bandwidth; ambiguity
     A13), None for a topology not built from dimensions.

@@ -1,4 +1,4 @@
-"""The link-level simulator: one set of timing rules for every algorithm (DESIGN.md, "Simulator").
+"""The link-level simulator: one set of timing rules for every algorithm (docs/cost-model.md).
 
 * The file order is the plan. A transfer uses its direct link, else the BFS route of
   ``Topology.route``. The route is cut into segments at NPUs (they store and forward); a switch is
@@ -201,7 +201,7 @@ def simulate(
     *,
     engine: str = "auto",
 ) -> SimulationResult:
-    """Time an algorithm under DESIGN.md's rules (verify it first; this only times).
+    """Time an algorithm under the rules of docs/cost-model.md (verify it first; this only times).
 
     ``engine``: ``python``, ``compiled`` (numba: ``workbench.compiled.simulate``; the in-order
     pass only, fifo always runs in Python) or ``auto`` (compiled from ``COMPILED_FROM`` transfers);

@@ -1,6 +1,6 @@
 """A thin solver layer: time limits and one status vocabulary for HiGHS, PuLP/CBC, z3 and CP-SAT.
 
-Whatever a solver library calls its result, the workbench labels it by DESIGN.md's rule:
+Whatever a solver library calls its result, the workbench labels it by one rule (docs/architecture.md, "Statuses"):
 ``optimal`` (proven), ``feasible`` (stopped at a gap target or a heuristic's own end),
 ``timeout`` (a time limit ended the search; the best answer, if any, is attached),
 ``infeasible`` (proven impossible), ``error``. PuLP reports "Optimal" for a time-limited MILP

@@ -1,4 +1,4 @@
-"""The semantic verifier (DESIGN.md, "Verifier").
+"""The semantic verifier (docs/verifier.md).
 
 Every (node, chunk) buffer holds a contribution set, kept as a bitset (a Python int over ranks).
 ``copy`` overwrites the destination with what the source held; ``reduce`` adds it and fails on

@@ -1,7 +1,7 @@
 """TACCL: routing MILP -> heuristic ordering -> contiguity MILP, guided by communication sketches.
 
 Paper: A. Shah et al., "TACCL: Guiding Collective Algorithm Synthesis using Communication
-Sketches" (NSDI 2023); spec ``../shared/spec/taccl.md`` (section numbers below). The original
+Sketches" (NSDI 2023); method note ``docs/methods/taccl.md`` (section numbers below). The original
 solves both MILPs with Gurobi; here they are built as sparse arrays (``workbench.milp``) and
 solved by HiGHS (default) or CBC through PuLP (``backend="cbc"``, for cross-checks).
 
@@ -11,17 +11,17 @@ Paper symbol -> code name:
   -> ``logical.build_logical`` / ``LogicalLink.lat``; a logical link is a direct link or a
   switch-only path, so switch hyperedges S^send_r / S^recv_r and shared NICs are the physical
   links several logical links cross (``LogicalTopology.groups``)
-* the sketch (spec 2.6: logical topology, uc-min / uc-max, relays, beta split, symmetry,
+* the sketch (note 2.6: logical topology, uc-min / uc-max, relays, beta split, symmetry,
   chunkup) -> ``sketch.Sketch`` / ``load_sketch`` (paper and code spellings accepted)
 * chunks C, Pre, Post -> the workbench collective (our chunk ids; chunkup = chunks per rank)
-* stage 1 (spec 3.1, eqs. 1-14, C1-C6): is_sent[c,s,d], send, start, is_util, time
+* stage 1 (note 3.1, eqs. 1-14, C1-C6): is_sent[c,s,d], send, start, is_util, time
   -> ``routing.solve_routing`` (x, snd, st, util, time); symmetry (eq. 12) by substitution
   (``symmetry``), shortest-path filter SP(c) (C1) in ``routing.allowed_links``
-* stage 2 (spec 3.2): chunk_order(r1,r2), switch_send_order(r), switch_recv_order(r)
+* stage 2 (note 3.2): chunk_order(r1,r2), switch_send_order(r), switch_recv_order(r)
   -> ``ordering.order_edges``: one order per physical link (heuristics h10, h14, h15, paper)
-* stage 3 (spec 3.3, S1-S9): is_together[c,o,d], is_before = 1 - is_together, strict bandwidth
+* stage 3 (note 3.3, S1-S9): is_together[c,o,d], is_before = 1 - is_together, strict bandwidth
   -> ``scheduling.solve_schedule`` (g, send, start, time)
-* Reduce-Scatter (spec 4.1): the All-Gather's trees inverted, re-ordered by flipping the
+* Reduce-Scatter (note 4.1): the All-Gather's trees inverted, re-ordered by flipping the
   All-Gather's stage-3 times (the code's reverse mode) and rescheduled with serialised
   reductions (is_reduce_before -> q); All-Reduce = Reduce-Scatter then All-Gather (``concat``)
 

@@ -1,10 +1,10 @@
-"""Stage 2: heuristic ordering (spec 3.2), greedy list scheduling over the routing trees.
+"""Stage 2: heuristic ordering (note 3.2), greedy list scheduling over the routing trees.
 
 Each chunk's routing is a tree; a tree edge ``(c, l)`` becomes a candidate once the chunk has
-arrived at the edge's source (paths that share a prefix advance together, spec A7 per branch).
+arrived at the edge's source (paths that share a prefix advance together, note A7 per branch).
 A candidate's time is ``max(chunk arrival, every physical link of l free)``; the chosen one
 occupies all its physical links (port serialisation of switch hyperedges and shared NICs) for its
-cost. Candidates are picked by the heuristic's key (spec 3.2, "Code (exact)"):
+cost. Candidates are picked by the heuristic's key (note 3.2, "Code (exact)"):
 
 * ``h10`` (any switch): (-to_travel, cand_time, (s-d) mod R, d mod G, s mod G, d // G, c)
 * ``h14`` (multi-node NVLink): (cand_time, own, -to_travel, (s-d) mod R, d mod G, s mod G, d // G, c)
@@ -13,7 +13,7 @@ cost. Candidates are picked by the heuristic's key (spec 3.2, "Code (exact)"):
   travelled so far (-to_travel, has_travelled, cand_time, c)
 
 Orders per physical link: h10 and paper sort primarily by the routing MILP's send time (the
-code's behaviour, spec A6), the others by the list schedule's time. Every order is a restriction
+code's behaviour, note A6), the others by the list schedule's time. Every order is a restriction
 of one global key that increases along each chunk's path, so stage 3 is always feasible.
 """
 

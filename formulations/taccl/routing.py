@@ -1,11 +1,11 @@
-"""Stage 1: the routing MILP (spec 3.1) with bandwidth relaxed, built on ``workbench.milp``.
+"""Stage 1: the routing MILP (note 3.1) with bandwidth relaxed, built on ``workbench.milp``.
 
 Rows are written as the paper's equations (``workbench.milp_expressions``) and tagged with their
-numbers (``MilpModel.row_tags``): (1)-(11) are TACCL's, (12)-(14) the spec's numbers for the
+numbers (``MilpModel.row_tags``): (1)-(11) are TACCL's, (12)-(14) the note's numbers for the
 constraints the paper states in prose, (Cx) code-only constraints of the released tool, (A13)
-the spec's flow-validity replacement of the code's availability trick (C3).
+the note's flow-validity replacement of the code's availability trick (C3).
 
-Paper symbol -> code (one column per symmetry class, spec 7 "symmetry by substitution", which is
+Paper symbol -> code (one column per symmetry class, note 7 "symmetry by substitution", which is
 how (12) holds: symmetric (chunk, link) pairs and (chunk, rank) pairs share one variable):
 
 ==========================  ====================================================================
@@ -49,7 +49,7 @@ np = lazy_module("numpy")  # imported on first use (workbench.lazy)
 
 __all__ = ["Routing", "solve_routing", "allowed_links"]
 
-MU = 0.01  # |gamma| = MU x the smallest link cost (spec A5)
+MU = 0.01  # |gamma| = MU x the smallest link cost (note A5)
 
 
 @dataclass
@@ -174,7 +174,7 @@ def solve_routing(logical: LogicalTopology, collective: Collective, chunk_bytes:
         T = float((allowed * lat_u[None, :]).sum()) + 1.0
     model = MilpModel("taccl-routing")
     time = model.var(0.0, T, name="time")
-    # one column per symmetry class (spec 7): a family's key is the class label of (c, l) or (c, r)
+    # one column per symmetry class (note 7): a family's key is the class label of (c, l) or (c, r)
     is_sent = model.family("is_sent", upper=1.0, integer=True)
     send = model.family("send", upper=T)
     start = model.family("start", upper=T)

@@ -1,9 +1,9 @@
-"""Stage 3: contiguity and exact scheduling MILP (spec 3.3), and its reduce variant (spec 4.1).
+"""Stage 3: contiguity and exact scheduling MILP (note 3.3), and its reduce variant (note 4.1).
 
 Routes and per-physical-link orders are fixed. Rows are written as equations
-(``workbench.milp_expressions``) and tagged with the spec's numbers (``MilpModel.row_tags``).
+(``workbench.milp_expressions``) and tagged with the note's numbers (``MilpModel.row_tags``).
 
-Spec symbol -> code:
+Symbol -> code:
 
 ==========================  ====================================================================
 ``time``                    ``time`` (``model.var``), in units of the cheapest used link's ``lat``
@@ -26,7 +26,7 @@ bandwidth, consecutive edges of a physical link's order do not overlap,
 ``send[b] >= send[a] + lat_c(a) - M g[a,b]``: (S7) a link between NPUs, (S9) a send port into a
 switch, (S8) a receive port out of one. Objective: ``time``.
 
-Reduce mode (Reduce-Scatter, the inverted All-Gather; spec 4.1): edges run from the tree leaves to
+Reduce mode (Reduce-Scatter, the inverted All-Gather; note 4.1): edges run from the tree leaves to
 the root; a rank sends its partial sum once every child contribution has arrived, (S2r)
 ``start[c,d] >= send + lat_c`` (several children), and (4.1) contributions into one rank are
 reduced one after another, a binary per pair picking the order. Merging is allowed only between

@@ -1,4 +1,4 @@
-"""TACCL communication sketches: the normalised form of spec section 2.6, loaded and validated.
+"""TACCL communication sketches: the normalised form of note section 2.6, loaded and validated.
 
 A sketch accepts the paper's spelling (Listing 1: ``intranode_sketch``, ``internode_sketch``,
 ``internode_conn``, ``chunk_to_relay_map``, ``beta_split``, ``symmetry_offsets``,
@@ -41,7 +41,7 @@ class Sketch:
     symmetry: list[tuple[int, int | str]] = field(default_factory=list)  # (offset, group size | "n")
     chunkup: int | None = None  # None: the problem's chunks per rank
     input_size: str | None = None  # informational: the problem's size is used
-    shortest_paths: bool = True  # restrict each chunk to ranks on hop-shortest paths (spec C1)
+    shortest_paths: bool = True  # restrict each chunk to ranks on hop-shortest paths (note C1)
     source: str = "sketch"
 
     # ------------------------------------------------------------------ derived helpers

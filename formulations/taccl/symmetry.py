@@ -1,4 +1,4 @@
-"""Rotational symmetry of a sketch (spec 2.4, A4) as permutations of ranks, chunks and logical links.
+"""Rotational symmetry of a sketch (note 2.4, A4) as permutations of ranks, chunks and logical links.
 
 Each ``(o, g)`` is the rank map ``sigma(r) = ((r mod g) + o) mod g + g * (r // g)``. The chunk map
 sends ``c`` to the unique chunk with ``sigma(pre(c))``, ``sigma(post(c))`` and the same position

@@ -1,12 +1,13 @@
 """TACOS: topology-aware collective synthesis by greedy link-chunk matching on a time-expanded network.
 
 Paper: W. Won et al., "TACOS: Topology-Aware Collective Algorithm Synthesizer for Distributed
-Machine Learning" (MICRO 2024); spec ``../shared/spec/tacos.md`` (section numbers below).
+Machine Learning" (MICRO 2024); method note ``docs/methods/tacos.md`` (the "note 2.4", "A5" below
+are its sections and ambiguity labels; roman numerals such as IV-F are the paper's sections).
 
 Paper symbol -> code name:
 
 * TEN vertex (v, t), transfer edge (u, t) -> (v, t + w_uv)  -> an event loop over distinct arrival
-  times (``python_engine._Engine.run``, spec 2.3/2.4; ``compiled_engine`` is the same loop compiled);
+  times (``python_engine._Engine.run``, note 2.3/2.4; ``compiled_engine`` is the same loop compiled);
   the TEN is never materialised. Arrival times sit on a femtosecond grid (``matching.end_time``).
 * link cost ``w_e = alpha_e + beta_e * m`` (Hockney, section IV-F)  -> ``Fabric.cost[e]``; the link is
   busy for all of it (no latency pipelining inside the synthesizer); the time of the last useful
@@ -21,7 +22,7 @@ Paper symbol -> code name:
   fabrics of one link cost the uniform chunk is drawn without forming the union, by rejection:
   ``python_engine``'s docstring.)
 * holdings become true only on arrival (ambiguity A1); one chunk per link at a time (A2)
-* duplicate replacement (A5, spec 2.3): an arrival of a chunk the destination already has is
+* duplicate replacement (A5, note 2.3): an arrival of a chunk the destination already has is
   relabelled to a random chunk it still needs that the sender held at the transfer's *start*
   (``replacement="causal"``, default), at its arrival (``"reference"``, the released code), or
   dropped (``"off"``). Only where links differ in cost: where they all cost the same, every

@@ -1,6 +1,6 @@
 """TACOS's greedy matching, run by one of two engines that give identical results for a seed.
 
-``greedy_all_gather`` runs one randomised matching (spec 2.4) on a switchless view and returns a
+``greedy_all_gather`` runs one randomised matching (note 2.4) on a switchless view and returns a
 ``MatchResult``:
 
 * ``python_engine``: the reference loop, Python-int bitsets (always available);

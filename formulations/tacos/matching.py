@@ -1,4 +1,4 @@
-"""What TACOS's two matching engines share (spec 2.4): the fabric in array form, the result, the
+"""What TACOS's two matching engines share (note 2.4): the fabric in array form, the result, the
 femtosecond time grid, the tie tolerance and the errors. ``engines`` chooses and runs one."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""TACOS matching in plain Python: Python-int bitsets over chunks (spec 2.4).
+"""TACOS matching in plain Python: Python-int bitsets over chunks (note 2.4).
 
 The reference loop; ``compiled_engine`` is the same loop compiled and must stay in step with it
 (every random draw in the same order). State, per NPU ``v``:
@@ -176,7 +176,7 @@ class _Engine:
                 offer[f] ^= bit
 
     def _replacement(self, u: int, v: int, started_event: int) -> int:
-        """A chunk to relabel a redundant arrival with, or -1 to drop it (spec 2.3, A5)."""
+        """A chunk to relabel a redundant arrival with, or -1 to drop it (note 2.3, A5)."""
         if self.replacement == "off":
             return -1
         candidates = self.need[v] & self.held[u]
@@ -207,7 +207,7 @@ class _Engine:
 
     def _send(self, holders: list[int], chunk: int, t: float, event: int, busy, inflight, ending, heap) -> int:
         """Send ``chunk`` over the cheapest of the free links ``holders`` offering it (random among
-        ties, spec 2.4) from time t; returns the link."""
+        ties, note 2.4) from time t; returns the link."""
         cost = self.fabric.cost
         if len(holders) == 1:
             e = holders[0]

@@ -1,7 +1,7 @@
 """TE-CCL: collective scheduling as time-expanded multi-commodity flow (MILP, LP, A* rounds) on HiGHS.
 
 Paper: X. Liu et al., "Rethinking Machine Learning Collective Communication as a Multi-Commodity
-Flow Problem" (SIGCOMM 2024); spec ``../shared/spec/teccl.md`` (section numbers below). The
+Flow Problem" (SIGCOMM 2024); method note ``docs/methods/teccl.md`` (section numbers below). The
 authors solve with Gurobi; here every model is built as sparse arrays (``workbench.milp``) and
 solved by HiGHS.
 
@@ -15,15 +15,15 @@ Paper symbol -> code name:
   one of our chunk ids, its holders are ``pre``, its demands are ``post - pre`` (TE-CCL counts
   chunks per destination for All-to-All; ours are per (source, destination) piece)
 * F_{s,i,j,k,c}, B_{s,n,k,c}, R_{s,d,k,c} -> ``milp``: ``f[c,e,k]``, ``b[c,n,k]``
-  (R_k = B_{k+1}, spec 8.2), eqs. of spec 2.2 / 2.10; switch models of spec 1.6
+  (R_k = B_{k+1}, note 8.2), eqs. of note 2.2 / 2.10; switch models of note 1.6
   (``switch_model`` copy / no-copy / hyperedge, ``single_beta``); Appendix B buffers
   (``buffer_limit``); objective weights 1/(k+1) (``objective="paper"``) or 1 (``"code"``)
-* the LP (spec 3.3, 3.6) -> ``lp.solve_lp_schedule`` (commodity = source rank), the rate
-  decomposition of spec 3.5 -> ``lp._decompose``; fractional pieces become ``lp_subchunks``
+* the LP (note 3.3, 3.6) -> ``lp.solve_lp_schedule`` (commodity = source rank), the rate
+  decomposition of note 3.5 -> ``lp._decompose``; fractional pieces become ``lp_subchunks``
   whole sub-chunks per chunk (largest remainder), so the collective is emitted with that finer chunking
-* A* rounds (spec 4): look-ahead Q, distance reward P with Floyd-Warshall distances, demand
+* A* rounds (note 4): look-ahead Q, distance reward P with Floyd-Warshall distances, demand
   retirement -> ``astar.solve_astar``
-* silly-flow removal (spec 2.7) -> ``epochs.prune_flows``; schedule -> ``workbench.algorithm/1``
+* silly-flow removal (note 2.7) -> ``epochs.prune_flows``; schedule -> ``workbench.algorithm/1``
   transfers (one per flow hop, switch nodes as endpoints except in the hyperedge model), deps from
   the flows, claimed time = epochs x tau, in TE-CCL's epoch model (``meta["claim_model"]`` =
   ``"teccl-epochs"``: whole epochs per hop; no simulator model reproduces it)
@@ -31,7 +31,7 @@ Paper symbol -> code name:
   switch cannot reduce, so the no-copy switch model is used); All-Reduce = Reduce-Scatter then
   All-Gather (``Algorithm.concat``)
 
-Status by DESIGN.md's rule: HiGHS's status of the main solve (MILP, LP or the last A* round);
+Status by the rule of docs/architecture.md ("Statuses"): HiGHS's status of the main solve (MILP, LP or the last A* round);
 ``timeout`` when a limit ended it, with the incumbent (the greedy warm start at worst) attached.
 "optimal" is proven in the epoch model (``meta.model_optimal = "teccl-epochs"``); the row's status
 is the floor's, by the simulated time (``workbench.yardstick``).
@@ -162,7 +162,7 @@ def _graph(topology: Topology, chunk_bytes: float, options: dict) -> EpochGraph:
 
 
 def _auto_multiplier(topology: Topology, chunk_bytes: float, epoch: Any) -> float:
-    """The authors' experiment multipliers (spec 5.1, A21): x4 on the fast epoch for chunks of 256 B or
+    """The authors' experiment multipliers (note 5.1, A21): x4 on the fast epoch for chunks of 256 B or
     less (outputs <= 4 KB on 16 GPUs), x2 on the slow epoch for chunks of 64 B or less; then the
     epoch is raised so the smallest alpha is at most 200 epochs (the code's alpha_check)."""
     multiplier = 1.0
@@ -223,7 +223,7 @@ def _milp(graph: EpochGraph, collective: Collective, options: dict, deadline: De
 
 def _binary_epochs(graph: EpochGraph, collective: Collective, greedy: list[Flow], greedy_finish: int, options: dict,
                    deadline: Deadline, seed: int, probes: list) -> tuple[int, list[Flow] | None]:
-    """Spec 5.2: shrink the horizon with first-feasible solves; the best schedule found starts the final solve."""
+    """Note 5.2: shrink the horizon with first-feasible solves; the best schedule found starts the final solve."""
     best_flows, best = greedy, greedy_finish
     low = _hop_lower_bound(graph, collective)
     search = deadline.share(0.4)  # the final solve keeps the rest

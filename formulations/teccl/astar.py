@@ -1,7 +1,7 @@
-"""TE-CCL's A* technique (spec 4): the horizon split into rounds solved one after another.
+"""TE-CCL's A* technique (note 4): the horizon split into rounds solved one after another.
 
 Each round is the copy MILP over ``K`` epochs without the completion constraint. Buffers run
-``A`` epochs past the round (the look-ahead Q of spec 4.4: ``Q[f] = b[K + f]``, A = the largest
+``A`` epochs past the round (the look-ahead Q of note 4.4: ``Q[f] = b[K + f]``, A = the largest
 link delay), so chunks sent late in a round arrive in the next; the next round starts from those
 holdings (4.5: holdings, late arrivals, switch inflows and busy slow links carried as constants).
 Objective per round (4.7, the authors' constants): reward deliveries within the round with
@@ -12,7 +12,7 @@ Floyd-Warshall in epochs, 1/(T tau) + a per edge). A demand retires once ``Q[A] 
 destination (4.6). A source sends a chunk on an edge at most once per round (the code's rule).
 Copy and no-copy switches only (the hyperedge model is the full MILP's).
 
-The paper's Appendix D numbers none of its equations; rows are tagged with the spec section that
+The paper's Appendix D numbers none of its equations; rows are tagged with the note section that
 states them and a short name (``MilpModel.row_tags``), those kept from the MILP with the MILP's tags:
 
 ==========================  ====================================================================
@@ -29,7 +29,7 @@ Rows: ``(4.5 buffer)`` ``b[k] = b[k-1] + sum_in f[k - 1 - L] + (1 if a late arri
 with ``b[0]`` fixed to what the last round left (column bounds); ``(2.2 flow)`` ``f <= b`` at an NPU;
 ``(4.5 switch)`` copy ``f_out <= sum_in f + carried`` (no-copy: ``sum_out f <=``), ``(2.10 cross
 once)`` (no-copy; 0 once crossed in an earlier round); ``(2.6 capacity)`` the window less the
-carried busy slots; ``(4.7 once)`` a chunk crosses an edge at most once per round (spec 4.7's [Code]
+carried busy slots; ``(4.7 once)`` a chunk crosses an edge at most once per round (note 4.7's [Code]
 source constraint); ``(4.7 P)`` and ``(4.7 P total)`` the distance reward's two rows.
 """
 

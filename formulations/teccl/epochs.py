@@ -1,4 +1,4 @@
-"""TE-CCL's time expansion (spec 1.2, 1.7, 2.6, 5.1): epoch duration and per-edge delays in epochs.
+"""TE-CCL's time expansion (note 1.2, 1.7, 2.6, 5.1): epoch duration and per-edge delays in epochs.
 
 * ``tau``: one chunk's transmission time on the fastest link (``"fastest"``, the paper's default,
   Appendix F), on the slowest link (``"slowest"``) or a user value in seconds; times the epoch
@@ -7,14 +7,14 @@
   0.1 in the authors' code); ``kappa`` = ceil(chunk time on the edge / tau) epochs a chunk occupies
   it; ``L = a + kappa - 1``: a chunk sent at epoch k is in the receiver's buffer at k + 1 + L.
 * capacity: at most ``floor(kappa * T * tau)`` chunks start in any window of kappa consecutive
-  epochs (Appendix F with the off-by-one resolved as spec section 7 item 9: kappa terms).
+  epochs (Appendix F with the off-by-one resolved as note section 7 item 9: kappa terms).
 
 The graph is the physical topology (switch nodes included) or, for the TACCL-style switch model,
-the topology with every switch replaced by hyper-edges (spec 2.5).
+the topology with every switch replaced by hyper-edges (note 2.5).
 
 A schedule on the graph is a list of flows ``(chunk, edge index, send epoch)`` (``Flow``; F_{c,e,k}
-= 1 of spec 2.10), whatever made it (``greedy``, ``milp``, ``astar``); ``EpochSchedule`` is one
-with its horizon n_e and finish epoch. ``prune_flows`` is the silly-flow removal of spec 2.7 (a
+= 1 of note 2.10), whatever made it (``greedy``, ``milp``, ``astar``); ``EpochSchedule`` is one
+with its horizon n_e and finish epoch. ``prune_flows`` is the silly-flow removal of note 2.7 (a
 backward walk from every demand's first arrival to a holder), ``finish_epoch`` the epoch by which
 every demand is in its buffer (claimed time = finish x tau).
 """
@@ -157,7 +157,7 @@ class EpochSchedule:
 
 
 def prune_flows(graph: EpochGraph, collective: Collective, flows: list[Flow]) -> list[Flow]:
-    """Keep only flows on a backward path from each demand's first arrival to a holder (spec 2.7)."""
+    """Keep only flows on a backward path from each demand's first arrival to a holder (note 2.7)."""
     edges = graph.edges
     arrivals: dict[tuple[int, int], list[tuple[int, Flow]]] = defaultdict(list)  # (c, node) -> (ready epoch, flow)
     for flow in flows:

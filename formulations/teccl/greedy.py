@@ -1,18 +1,18 @@
 """TE-CCL's greedy warm start: earliest-arrival trees list-scheduled epoch by epoch.
 
-Not a technique of the paper: the workbench's incumbent for the MILP (spec 2.10) and the A*
-rounds (spec 4), so every solve has one and the MILP's horizon n_e comes from a feasible schedule.
+Not a technique of the paper: the workbench's incumbent for the MILP (note 2.10) and the A*
+rounds (note 4), so every solve has one and the MILP's horizon n_e comes from a feasible schedule.
 It keeps the MILP's rules on the same ``EpochGraph``:
 
 * a chunk leaves only a node holding it, from its ready epoch k + 1 + L on (``arrival_delay``);
 * capacity over a window of kappa epochs: at most ``floor(kappa T tau)`` chunk starts per edge
-  (Appendix F, spec section 7 item 9)  -> ``_Usage.fits`` / ``_Usage.take``;
+  (Appendix F, note section 7 item 9)  -> ``_Usage.fits`` / ``_Usage.take``;
 * switches hold nothing: a chunk crosses a switch in the epoch it arrives (``_earliest_pair``); a copy
   switch sends one inbound chunk out on several links, a no-copy switch carries a chunk once
   (``crossed``); hyper-edges: one out and one in hyper-edge of a switch per GPU and at most
-  min(#in, #out) busy per switch and epoch (spec 1.6 / 2.5);
+  min(#in, #out) busy per switch and epoch (note 1.6 / 2.5);
 * one hop (or one switch crossing) per chunk per pass, round-robin over chunks, the earliest arrival
-  first (``_best_move``); then the silly-flow removal of spec 2.7 (``epochs.prune_flows``).
+  first (``_best_move``); then the silly-flow removal of note 2.7 (``epochs.prune_flows``).
 """
 
 from __future__ import annotations

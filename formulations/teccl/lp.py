@@ -1,7 +1,7 @@
-"""TE-CCL's LP for copy-free demands (spec 3.3, 3.6) and the extraction of its rates into paths (3.5).
+"""TE-CCL's LP for copy-free demands (note 3.3, 3.6) and the extraction of its rates into paths (3.5).
 
 Commodity = source rank s. The paper numbers none of its equations; each row is tagged with the
-spec section that states it (3.3) and a short name (``MilpModel.row_tags``).
+note section that states it (3.3) and a short name (``MilpModel.row_tags``).
 
 Paper symbol -> code (all continuous, >= 0, volumes in chunks):
 
@@ -18,13 +18,13 @@ Paper symbol -> code (all continuous, >= 0, volumes in chunks):
 ==========================  ====================================================================
 
 Rows (tags): ``(3.3 first epoch)`` App. A's ``B[s,n,0] + sum_out F[s,n,j,0] = M_s`` at n = s and 0
-elsewhere (the intended reading, spec Amb-13); ``(3.3 flow)`` the flow conservation constraint
+elsewhere (the intended reading, note A13); ``(3.3 flow)`` the flow conservation constraint
 ``sum_in F[k - a] + B[k] = B[k + 1] + R[k] + sum_out F[k + 1]`` (equality, the paper's form; the last
 epoch's App. A row is its k = n_e - 1 instance); ``(3.3 switch)`` the same without B and R at a
 switch, ``sum_in F[k - a] = sum_out F[k + 1]``; ``(3.3 destination)`` ``sum_k R[s,d,k] = M_{s,d}``
 (``RR_{s,d,K} = D``); ``(3.3 capacity)`` ``sum_s F[s,e,k] <= T tau``. Objective: ``max sum_k
 RR[s,d,k] / (k+1)`` (written on R: ``R[s,d,k]`` weighs ``sum_{t>=k} 1/(t+1)``) minus a small
-per-unit flow penalty 0.2 / (n_e + 1) (the authors' code, spec A15) so no useless cycles appear.
+per-unit flow penalty 0.2 / (n_e + 1) (the authors' code, note A15) so no useless cycles appear.
 
 The number of epochs starts at a lower bound (the workbench's cut / flow bounds over tau plus the
 longest path in epochs) and grows by 15% while infeasible; the objective makes the schedule finish

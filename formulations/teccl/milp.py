@@ -1,8 +1,8 @@
-"""TE-CCL's general MILP with copy (spec 2.10), its rows written as the paper's equations.
+"""TE-CCL's general MILP with copy (note 2.10), its rows written as the paper's equations.
 
 The paper numbers none of its equations (it names them: "Capacity Constraint", "Buffer
-constraints", ...), so each row is tagged with the spec section that states it and a short name
-(``MilpModel.row_tags``; ``describe_row`` prints one), as TACCL's models use the spec's numbers
+constraints", ...), so each row is tagged with the note section that states it and a short name
+(``MilpModel.row_tags``; ``describe_row`` prints one), as TACCL's models use the note's numbers
 where the paper has none.
 
 Paper symbol -> code (a commodity (s, c) of the paper is one chunk ``c`` of the collective; its
@@ -14,9 +14,9 @@ holders are ``pre[c]``, its demands ``post[c] - pre[c]``):
 ``B_{s,n,k,c}``             ``b[c, n, k]``, binary, NPUs n only (switches hold nothing), k = 0..n_e;
                             ``b[c, n, 0] = 0`` (App. A; holders have no ``b``: they hold c always)
 ``X_{s,n,k,c}`` (App. B)    ``x[c, n, k]``, binary, only with ``buffer_limit``
-``R_{s,d,k,c}``             ``b[c, d, k + 1]`` (the code's R_k = B_{k+1}, spec 2.8 item 2)
+``R_{s,d,k,c}``             ``b[c, d, k + 1]`` (the code's R_k = B_{k+1}, note 2.8 item 2)
 ``ceil(delta_jn) + 1``      ``1 + graph.arrival_delay(e)``: a send at k is in the buffer at
-                            k + 1 + L (L = a + kappa - 1, App. F; spec 1.7)
+                            k + 1 + L (L = a + kappa - 1, App. F; note 1.7)
 ``kappa T_ij tau``          ``Edge.per_window`` (floor(kappa T tau), chunks per kappa epochs)
 ``Omega(s)``                ``graph.hyperedges[s]`` (App. C)
 ``L`` (App. B)              ``buffer_limit``
@@ -26,23 +26,23 @@ Rows (tags):
 
 * ``(2.2 buffer)`` "Buffer constraints": ``b[k] = b[k-1] + sum_in f[k - 1 - L_e]`` (b binary, so a
   chunk arrives once); with a buffer limit ``(2.4 buffer)``, App. B's ``b[k] = b[k-1] - x[k-1] +
-  sum_in f``, with ``(2.4 remove)`` ``x[k-1] <= b[k-1]`` (the domain B >= 0 implies, spec Amb-36) and
+  sum_in f``, with ``(2.4 remove)`` ``x[k-1] <= b[k-1]`` (the domain B >= 0 implies, note A36) and
   ``(2.4 limit)`` ``sum_c b[c,n,k] <= L`` over relayed chunks (a rank's own and wanted chunks are its
   input and output buffers)
 * ``(2.2 flow)`` "Flow conservation constraints" with copy: the max over out-edges linearised to one
-  row per edge, which with the buffer rows is ``f[c,e,k] <= b[c,src,k]`` (spec 2.2, 2.10)
-* switches (spec 2.2 "Switches", 2.10, 2.8 item 4): ``(2.10 copy switch)`` ``f[c,out,k] <= sum_in
+  row per edge, which with the buffer rows is ``f[c,e,k] <= b[c,src,k]`` (note 2.2, 2.10)
+* switches (note 2.2 "Switches", 2.10, 2.8 item 4): ``(2.10 copy switch)`` ``f[c,out,k] <= sum_in
   f[c,in,k-1-L]``; ``(2.10 no-copy switch)`` ``sum_out f <= sum_in f``, and ``(2.10 cross once)`` a
   chunk crosses a no-copy switch once (this workbench's rule, so the schedule reverses)
 * ``(2.6 capacity)`` App. F's capacity over a window of kappa epochs: ``sum f <= floor(kappa T tau)``
-* hyper-edges (the TACCL-style legacy switch, App. C, spec 2.5): ``(2.5 switch)`` per switch and
+* hyper-edges (the TACCL-style legacy switch, App. C, note 2.5): ``(2.5 switch)`` per switch and
   epoch at most min(#in, #out) hyper-edges busy; ``(2.5 port)`` each GPU one out and one in
 * "Destination constraints" ``R_{s,d,K,c} = D``: the column bound ``b[c,d,n_e] >= 1`` (omitted in
   A* rounds, ``complete=False``); no row
-* objective (spec 2.3): ``max sum_demands sum_k w_k b[c,d,k+1]`` with w_k = 1/(k+1) (paper) or 1
+* objective (note 2.3): ``max sum_demands sum_k w_k b[c,d,k+1]`` with w_k = 1/(k+1) (paper) or 1
   (code), set by ``minimise`` as its negative
 
-The chosen flows go through the silly-flow removal of spec 2.7 (``epochs.prune_flows``). The MIP
+The chosen flows go through the silly-flow removal of note 2.7 (``epochs.prune_flows``). The MIP
 start is a schedule by the same rules (``greedy.greedy_schedule``, or an unfinished A* run
 completed by it), set on ``f``, ``b`` and ``x`` (``_start_vector``).
 

@@ -209,7 +209,7 @@ class Topology:
     def route(self, src: int, dst: int) -> tuple[int, ...] | None:
         """The node path ``src .. dst`` the simulator uses, or None when unreachable.
 
-        The direct link when one exists, otherwise the BFS shortest path of DESIGN.md.
+        The direct link when one exists, otherwise the BFS shortest path of docs/cost-model.md ("The plan and the routes").
         """
         key = (src, dst)
         cached = self._path_cache.get(key, False)

@@ -25,7 +25,7 @@ switches. ``unwind`` reads it as logical switches and unwinds those the paper's 
   largest on it (a message pays it once per segment).
 
 The schedule found on this view is timed on the physical topology, whose routes the simulator
-chooses (DESIGN.md): a claim is always the simulator's time, never the view's.
+chooses (docs/cost-model.md, "The plan and the routes"): a claim is always the simulator's time, never the view's.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Vendor systems as topologies: DGX-1 (SCCL's and msccl-tools' numbering), NDv2 and DGX-2 chassis
 (TE-CCL's and TACCL's link costs, with or without NIC switch nodes), AMD MI250 chassis and the
-Gigabyte Z52 ring, each as the paper that uses it describes it (spec sections cited per table).
+Gigabyte Z52 ring, each as the paper that uses it describes it (sections of the method notes in docs/methods/ cited per table).
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ def dgx1(spec: str, numbering: str, alpha, bandwidth) -> Topology:
     return Topology.create(8, _dgx1_edges(numbering, bw, a), 0, spec, meta)
 
 
-# Cost variants of the multi-node systems: TE-CCL spec 6.2 and TACCL spec 5.2 (1MB profile).
+# Cost variants of the multi-node systems: docs/methods/teccl.md 6.2 and docs/methods/taccl.md 5.2 (1MB profile).
 _COSTS = {
     "teccl": {"nvlink_alpha": 0.7e-6, "nvlink_double": 50e9, "nvlink_single": 25e9,
               "ib_alpha": 1.3e-6, "ib_bw": 12.5e9,
@@ -132,7 +132,7 @@ def ndv2_nic(spec: str, chassis: int, variant: str) -> Topology:
 
 
 def dgx2_nic(spec: str, chassis: int, variant: str) -> Topology:
-    """DGX-2 with 8 NIC switch nodes per chassis, NIC k shared by GPUs 2k and 2k+1 (spec taccl 1.1).
+    """DGX-2 with 8 NIC switch nodes per chassis, NIC k shared by GPUs 2k and 2k+1 (docs/methods/taccl.md 1.1).
 
     Node ids: GPUs, then one NVSwitch per chassis, then the NICs (so intra-chassis routes take the
     NVSwitch). GPU <-> NIC costs IB alpha/4 at IB bandwidth; NIC to NIC as in ``_nic_fabric``.
@@ -153,7 +153,7 @@ def dgx2_nic(spec: str, chassis: int, variant: str) -> Topology:
     return Topology.create(n, edges.links.values(), 9 * chassis + extra, spec, meta)
 
 
-# AMD chassis of the TE-CCL spec (section 6.2): neighbour -> weight, bandwidth = weight * 50 GB/s.
+# AMD chassis of TE-CCL (docs/methods/teccl.md 6.2): neighbour -> weight, bandwidth = weight * 50 GB/s.
 _AMD_CHASSIS = {
     0: {1: 4, 4: 2, 8: 1}, 1: {0: 4, 5: 1, 9: 1, 10: 1}, 2: {3: 4, 6: 1, 9: 1, 10: 1},
     3: {2: 4, 7: 2, 11: 1}, 4: {5: 4, 0: 2, 6: 1}, 5: {4: 4, 1: 1, 6: 1, 7: 1},
