@@ -1,8 +1,8 @@
 """Classic collective algorithms, emitted in the common IR and timed by the shared simulator.
 
-Definitions follow ``../shared/spec/tacos.md`` section 4.1 and ``prior-art.md`` section 7; the
-alpha-beta costs there are the closed forms the tests check on topologies where the algorithm
-runs contention-free.
+Definitions follow ``docs/methods/tacos.md`` section 4.1 (the TACOS paper's baselines) and
+``docs/methods/baselines.md``; the alpha-beta costs there (its section 2) are the closed forms the
+tests check on topologies where the algorithm runs contention-free.
 
 * ``ring``: logical ring over the ranks in id order (routed onto the physical topology).
   Reduce-scatter then all-gather, n-1 steps each. Bidirectional (the TACOS paper's "Ring"):

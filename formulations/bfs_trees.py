@@ -1,11 +1,11 @@
 """Shortest-path trees: the small example formulation of the README's "Adding a formulation".
 
-Not from a paper. Every chunk travels from its origin along a breadth-first-search tree of
-the NPU graph (two NPUs are adjacent when a direct link, or a path through switches only,
-joins them; ``workbench.graphs.bfs``), pruned to the branches that lead to ranks that need the
-chunk. Transfers are emitted level by level (all chunks' first hops, then second hops, ...), each
-waiting for the transfer that delivered its chunk (``workbench.schedule.DeliveryChain``), so the
-plan order follows the planned start.
+Not from a paper (method note: ``docs/methods/baselines.md`` section 11). Every chunk travels from
+its origin along a breadth-first-search tree of the NPU graph (two NPUs are adjacent when a direct
+link, or a path through switches only, joins them; ``workbench.graphs.bfs``), pruned to the
+branches that lead to ranks that need the chunk. Transfers are emitted level by level (all chunks'
+first hops, then second hops, ...), each waiting for the transfer that delivered its chunk
+(``workbench.schedule.DeliveryChain``), so the plan order follows the planned start.
 
 Mapping to the workbench:
 

@@ -28,6 +28,7 @@ the workbench's IR).
 Reduce-scatter is the dual of all-gather run backwards on the reversed graph, and all-reduce is
 reduce-scatter then all-gather (``workbench.duality.by_duality``), the way PAT's paper derives its
 reduce-scatter. A rank's block is all of its chunks (``k`` chunks per rank travel together).
+Method note with the alpha-beta costs: ``docs/methods/baselines.md`` (sections 2, 8 and 9).
 
 Claimed time: the schedule's own time in the simulator's default model (``workbench.closed_form``).
 """

@@ -5,7 +5,8 @@ Collective Communication Schedules for Direct-Connect Topologies" (HPDC 2024). T
 the multi-commodity-flow (MCF) LP of the All-to-All, decomposes its flows into weighted paths and
 turns those into a schedule. This formulation follows that route with the workbench's own pieces
 and choices: the LP and its decomposition live on the floor (``workbench.flow_routes``), and the
-schedule is a pipeline of equal pieces, not the paper's time-stepped link schedule.
+schedule is a pipeline of equal pieces, not the paper's time-stepped link schedule. Method note:
+``docs/methods/baselines.md`` section 10.
 
 Paper symbol -> code name:
 

@@ -37,7 +37,7 @@ def test_latency_bound_is_the_alpha_diameter_whatever_the_chunk():
 def test_dgx1_allgather_cut_is_single_node():
     topo = build("dgx1", alpha=0.0, bandwidth=1.0)  # 1 B/s per NVLink: time in chunk units
     coll = make_collective("allgather", 8)
-    # SCCL spec 4: b_l(Allgather) = 7/6 rounds per chunk at one chunk per NVLink per round
+    # docs/methods/sccl.md section 4: b_l(Allgather) = 7/6 rounds per chunk at one chunk per NVLink per round
     assert cut_bound(topo, coll, 1.0) == pytest.approx(7 / 6)
     assert flow_lp_bound(topo, coll, 1.0) == pytest.approx(7 / 6, rel=1e-6)
 

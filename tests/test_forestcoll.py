@@ -32,7 +32,8 @@ def _synth(topology: Topology, kind: str, size: float = GIB, **params):
 
 
 def _fabric(nic_bandwidth: float) -> Topology:
-    """Spec section 6 fabrics A/B: two 4-GPU boxes on switches 8 and 9 @100, NIC switch 10 to every GPU."""
+    """Fabrics A/B of docs/methods/forestcoll.md section 6: two 4-GPU boxes on switches 8 and 9 @100,
+    NIC switch 10 to every GPU."""
     links = []
     for g in range(8):
         box = 8 if g < 4 else 9
@@ -47,7 +48,7 @@ def _two_pairs() -> Topology:
     return Topology.create(4, links, 0, "two-pairs")
 
 
-# spec forestcoll section 6: (topology, k, T* for a 1 GB all-gather in seconds)
+# docs/methods/forestcoll.md section 6: (topology, k, T* for a 1 GB all-gather in seconds)
 WORKED = [
     ("uniring:4", lambda: build("uniring:4"), 1, 15e-3),
     ("ring:8", lambda: build("ring:8"), 2, 8.75e-3),
@@ -96,7 +97,7 @@ def test_worked_examples(name, make, k, t_star):
 
 def test_ring8_has_thirteen_distinct_trees_and_integral_budgets():
     forest = build_forest(build("ring:8"), "allgather", packing="fifo")
-    assert len(forest.groups) == 13  # spec section 6 (the reference's FIFO order)
+    assert len(forest.groups) == 13  # docs/methods/forestcoll.md section 6 (the reference's FIFO order)
     assert forest.height == 7
     shallow = build_forest(build("ring:8"), "allgather")  # layer-by-layer growth: shallower trees
     _check_forest(build("ring:8"), shallow)
@@ -149,7 +150,8 @@ def test_fixed_k_is_feasible_and_not_better_than_the_optimum():
     topology = build("ring:8")
     result, algorithm = _synth(topology, "allgather", k=1, pieces=4)
     assert result.status == "feasible"
-    assert algorithm.meta["k"] == 1 and algorithm.meta["ratio"] == "4"  # T_1 = 10 ms at 1 GB (spec section 6)
+    # T_1 = 10 ms at 1 GB (docs/methods/forestcoll.md section 6)
+    assert algorithm.meta["k"] == 1 and algorithm.meta["ratio"] == "4"
     verify(algorithm)
     result, _ = _synth(build("uniring:4"), "allgather", k=1, pieces=2)
     assert result.status == "optimal"  # k = 1 is already optimal there

@@ -41,7 +41,7 @@ def test_bounds_match_the_spec():
     assert str(bandwidth_bound(RING, ring_ag, bandwidth_groups(RING))) == "7/2"
 
 
-# fast rows of Tables 4 and 5 (spec 6.1/6.2): (topology, collective, C, S, R)
+# fast rows of Tables 4 and 5 (docs/methods/sccl.md 6.1/6.2): (topology, collective, C, S, R)
 FAST_ROWS = [
     (DGX1, "allgather", 1, 2, 2), (DGX1, "allgather", 2, 3, 3), (DGX1, "allgather", 3, 4, 4),
     (DGX1, "allgather", 2, 2, 3), (DGX1, "allgather", 6, 3, 7), (DGX1, "allgather", 6, 7, 7),
@@ -284,7 +284,8 @@ def test_default_backend_is_the_race():
 
 
 def _paper_encoding_by_operators(n, pre, post, groups, steps, rounds):
-    """C1-C6 written with z3's Python operators (spec 3.3): the oracle for the C-API builders."""
+    """C1-C6 (docs/methods/sccl.md 3.3) written with z3's Python operators: the oracle for the C-API
+    builders."""
     import z3
 
     solver = z3.Solver()

@@ -13,7 +13,7 @@ says the assumption it rests on:
   per-message overheads the path also pays, per segment, its first link's overhead (every
   message occupies its links for at least that before it arrives: ``Topology.message_distances``).
 * ``cut``: for every node subset A (small topologies), the chunks that must enter A cross links
-  into A: ``need(A) * chunk / cap(A)`` plus the smallest alpha of those links (SCCL spec sec. 4).
+  into A: ``need(A) * chunk / cap(A)`` plus the smallest alpha of those links (docs/methods/sccl.md section 4).
 * ``optimum``: the exact throughput optimum by max-flow (``workbench.optimum``), plus the smallest
   alpha of the maximising cut's links. All-Gather ``(M/N) max_S |S∩C|/B+(S)`` (ForestColl,
   arXiv 2402.06787), Reduce-Scatter the same on the reversed graph, broadcast ``M / min_v

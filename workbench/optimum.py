@@ -11,8 +11,8 @@ Reduce-Scatter is the same on the reversed graph. The maximum is found without e
 Newton's (Dinkelbach's) method on ``f(r) = max_S |S ∩ C| - r B+(S)``. For ``r = c/B`` (integers)
 add a super-source with an arc of capacity ``B`` to every NPU and give link e capacity ``c b_e``;
 ``r`` is the optimum iff every NPU receives a flow of ``N B``. A failing sink's minimum cut is a
-set with a larger ratio, so ``r`` climbs through ratios of real cuts until it stops (spec
-forestcoll §1.6). Every comparison is on integers.
+set with a larger ratio, so ``r`` climbs through ratios of real cuts until it stops
+(docs/methods/forestcoll.md section 1.6). Every comparison is on integers.
 
 Single-root collectives, same idea: broadcast of M bytes needs ``M / min_v maxflow(root, v)``
 (Edmonds' branching theorem makes it achievable); scatter needs

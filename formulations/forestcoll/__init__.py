@@ -2,7 +2,8 @@
 
 L. Zhao, S. Maleki, Z. Yang, H. Pourreza, A. Shah, C. Hwang, A. Krishnamurthy, "ForestColl:
 Throughput-Optimal Collective Communications on Heterogeneous Network Fabrics", arXiv 2402.06787.
-Implementation spec: ``shared/spec/forestcoll.md``. Pipeline: exact optimum -> (k, U) ->
+Method note: ``docs/methods/forestcoll.md`` ("spec forestcoll N" in this package is its section N).
+Pipeline: exact optimum -> (k, U) ->
 edge splitting removes switches -> capacitated Edmonds arborescence packing -> map logical edges
 back to physical paths -> pipelined schedule.
 

@@ -1,8 +1,8 @@
 """LIBRA: workload-aware per-dimension bandwidth of a multi-dimensional network.
 
 Paper: W. Won et al., "LIBRA: Enabling Workload-aware Multi-dimensional Network Topology
-Optimization for Distributed Training of Large AI Models" (ISPASS 2024); spec
-``../shared/spec/libra.md``.
+Optimization for Distributed Training of Large AI Models" (ISPASS 2024); method note
+``docs/methods/libra.md`` ("spec N" and "spec AN" in this package are its section N and ambiguity AN).
 
 Paper symbol -> code name:
 

@@ -3,7 +3,7 @@
 * network file (``Topology: [Ring, FullyConnected, Ring, Switch]``, ``NpusCount``, ``CostDimension``),
   workload traces (ASTRA-sim 1.0 lines, 12 fields), communicators (``Forward/InputGrad/WeightGrad``
   group sizes per dimension, -1 = unused) and cost models ($ per GB/s per label) from the files in
-  ``../shared/data/libra/``; every error names the file and the line or field;
+  ``data/libra/``; every error names the file and the line or field;
 * per-dimension traffic of multi-rail collectives (spec 1.4): V_i in bytes, T = max_i V_i / B_i;
 * the no-overlap training loop T(B) = C0 + sum_c max_i V_ci / B_i (and the TP-DP overlap loop);
 * the linear cost model Cost(B) = P * sum_i kappa_i B_i (spec 2.2).

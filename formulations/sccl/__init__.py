@@ -1,7 +1,8 @@
 """SCCL: k-synchronous collective algorithms by QF_LIA SMT synthesis, and their Pareto frontier.
 
-Paper: Z. Cai et al., "Synthesizing Optimal Collective Algorithms" (PPoPP 2021); spec
-``../shared/spec/sccl.md`` (section numbers below).
+Paper: Z. Cai et al., "Synthesizing Optimal Collective Algorithms" (PPoPP 2021); method note
+``docs/methods/sccl.md`` ("spec N" and "erratum N" in this package are its section N and the N-th
+item of its section 8).
 
 Paper symbol -> code name:
 

@@ -1,7 +1,7 @@
 """MSCCL XML: export, an interpreter that runs an XML file as the runtimes would, and import.
 
-Format and runtime rules: ``../shared/spec/prior-art.md`` section 8 (the old ``<algo>/<gpu>/<tb>/<step>``
-form that both the research runtime and the current executor parse).
+Format and runtime rules: ``docs/msccl.md`` (the old ``<algo>/<gpu>/<tb>/<step>`` form that both the
+research runtime and the current executor parse).
 
 Lowering (``export_xml``):
 

@@ -11,7 +11,7 @@ from workbench.topology.graph import DEFAULT_ALPHA, DEFAULT_BANDWIDTH, Link, Top
 __all__ = ["dgx1", "ndv2", "dgx2", "ndv2_nic", "dgx2_nic", "amd", "z52"]
 
 
-# DGX-1 NVLink multiplicities in the SCCL paper's numbering (spec sccl section 7.1).
+# DGX-1 NVLink multiplicities in the SCCL paper's numbering (docs/methods/sccl.md section 7.1).
 _DGX1_SCCL = {
     (0, 1): 2, (0, 2): 1, (0, 3): 2, (0, 5): 1, (1, 2): 1, (1, 3): 1, (1, 4): 2, (2, 3): 2,
     (2, 7): 2, (3, 6): 1, (4, 5): 2, (4, 6): 1, (4, 7): 1, (5, 6): 2, (5, 7): 1, (6, 7): 2,
@@ -190,7 +190,7 @@ def amd(spec: str, chassis: int, alpha) -> Topology:
     return Topology.create(n, edges.links.values(), switches, spec, {"chassis": chassis})
 
 
-_Z52_RING = [1, 0, 2, 3, 5, 4, 6, 7]  # spec sccl 7.2: guessed labelling
+_Z52_RING = [1, 0, 2, 3, 5, 4, 6, 7]  # docs/methods/sccl.md section 7.2: guessed labelling
 
 
 def z52(spec: str, alpha, bandwidth) -> Topology:
