@@ -41,7 +41,7 @@ Paper symbol -> code name:
 
 Modes: ``instance`` (one (C, S, R): C is the problem's chunks per rank), ``pareto`` (C varies;
 one algorithm per frontier point) and ``least-steps`` (the smallest S for the problem's C with
-R = S + k). Status by DESIGN.md's SMT rule: sat -> feasible (optimal when the bounds prove both
+R = S + k). Status by the SMT rule of docs/architecture.md ("Statuses"): sat -> feasible (optimal when the bounds prove both
 S = a_l and R/C = b_l, or a Pareto search completes at b_l), unsat -> infeasible (also when a
 bound rejects the instance without calling the solver), unknown -> timeout. "optimal" is proven
 in SCCL's step model (``meta.model_optimal = "sccl-steps"``); the row's status is the floor's, by
