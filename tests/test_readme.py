@@ -46,11 +46,6 @@ def test_the_readme_is_a_short_guide():
     assert len(lines) <= MAX_README_LINES, f"README.md has {len(lines)} lines; move narrative into docs/"
 
 
-def test_the_readme_names_no_folder_outside_the_repository():
-    # data the project uses lives in the repository; a reader has no sibling checkout
-    assert "../shared" not in README.read_text()
-
-
 def anchors(path: Path) -> set[str]:
     """The anchors a Markdown renderer gives the headings of one file (GitHub's rule).
 
