@@ -1,16 +1,25 @@
 """Building blocks of the topology builders: a link set that keeps the first link per pair, and
 the link patterns of one dimension (ring, fully connected, switch, unwound switch), plus the
-per-dimension alpha/bandwidth/overhead argument and spec integers."""
+per-dimension alpha/bandwidth/overhead argument, spec integers and the ``Size`` a builder
+estimates before it builds."""
 
 from __future__ import annotations
 
 import re
-from typing import Sequence
+from typing import NamedTuple, Sequence
 
 from workbench.topology.graph import Link, TopologyError
 
-__all__ = ["Edges", "per_dim", "ring_edges", "fc_edges", "switch_edges", "unwound_edges", "parse_int",
+__all__ = ["Edges", "Size", "per_dim", "ring_edges", "fc_edges", "switch_edges", "unwound_edges", "parse_int",
            "check_spec_numbers", "MAX_SPEC_DIGITS"]
+
+
+class Size(NamedTuple):
+    """NPUs, nodes (NPUs and switches) and directed links of a topology, estimated from its spec."""
+
+    npus: int
+    nodes: int
+    links: int
 
 
 class Edges:
