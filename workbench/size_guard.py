@@ -87,11 +87,14 @@ class SizeError(ValueError):
 
 @dataclass(frozen=True)
 class Estimate:
+    """Upper bounds on a topology's NPUs, nodes and links, before it is built."""
+
     npus: int
     nodes: int
     links: int
 
     def bytes(self, transfers: float = 0.0, pairs: bool = True) -> float:
+        """Memory for the nodes and links, ``transfers`` transfers and (``pairs``) the all-pairs tables."""
         total = BYTES_PER_ELEMENT * (self.nodes + self.links) + BYTES_PER_TRANSFER * transfers
         return total + (BYTES_PER_PAIR * float(self.nodes) ** 2 if pairs else 0.0)
 
@@ -111,6 +114,7 @@ def set_budget(max_bytes: float | None) -> None:
 
 
 def budget() -> float:
+    """The memory budget in bytes: ``--max-memory``, else ``WORKBENCH_MAX_MEMORY``, else 80% of the machine's."""
     if _OVERRIDE is not None:
         return _OVERRIDE
     from_env = os.environ.get(BUDGET_ENV)

@@ -42,6 +42,10 @@ spines; fattree: edge (pod-major), aggregation (pod-major), core (aggregation in
 leafspine: leaves, spines. ``meta["dims"]`` gives the mixed-radix NPU layout (dim 0 fastest),
 ``meta["dim_alpha"]`` / ``meta["dim_bandwidth"]`` the tiers' alpha and link bandwidth, and
 ``meta["cluster"]`` every parameter the build used.
+
+Each family has a parser (``parse_rails`` ...: the spec's argument to a shape, every wrong part
+named in one line), an exact size (``rails_size`` ...: what the size guard weighs before building)
+and its build; the builder table (``workbench.topology.builder_table``) holds them together.
 """
 
 from __future__ import annotations
