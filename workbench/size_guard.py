@@ -57,7 +57,6 @@ from __future__ import annotations
 
 import math
 import os
-import re
 from dataclasses import dataclass
 
 __all__ = ["SizeError", "Estimate", "spec_size", "collective_transfers", "schedule_bytes", "check", "budget", "set_budget", "machine_memory",
@@ -88,11 +87,14 @@ class SizeError(ValueError):
 
 @dataclass(frozen=True)
 class Estimate:
+    """Upper bounds on a topology's NPUs, nodes and links, before it is built."""
+
     npus: int
     nodes: int
     links: int
 
     def bytes(self, transfers: float = 0.0, pairs: bool = True) -> float:
+        """Memory for the nodes and links, ``transfers`` transfers and (``pairs``) the all-pairs tables."""
         total = BYTES_PER_ELEMENT * (self.nodes + self.links) + BYTES_PER_TRANSFER * transfers
         return total + (BYTES_PER_PAIR * float(self.nodes) ** 2 if pairs else 0.0)
 
@@ -112,6 +114,7 @@ def set_budget(max_bytes: float | None) -> None:
 
 
 def budget() -> float:
+    """The memory budget in bytes: ``--max-memory``, else ``WORKBENCH_MAX_MEMORY``, else 80% of the machine's."""
     if _OVERRIDE is not None:
         return _OVERRIDE
     from_env = os.environ.get(BUDGET_ENV)
@@ -141,79 +144,14 @@ def check(what: str, needed: float, counts: str = "nodes, links, node pairs and 
                         f"(--max-memory raises it; the estimate counts {counts})")
 
 
-_NUMBER = re.compile(r"\d+")
-_DIM = re.compile(r"^([RFSrfs])(\d+)(?:@(\d+))?$")
-
-
 def spec_size(spec: str) -> Estimate | None:
-    """Upper bounds on NPUs, nodes and links of a builder spec, read from its numbers; None for
-    specs this reader does not know (the builder's own error then applies)."""
-    kind, _, arg = spec.strip().partition(":")
-    kind = kind.lower()
-    numbers = [int(x) for x in _NUMBER.findall(arg)]
-    if kind in ("ring", "uniring", "line") and len(numbers) == 1:
-        n = numbers[0]
-        return Estimate(n, n, 2 * n)
-    if kind == "fc" and len(numbers) == 1:
-        n = numbers[0]
-        return Estimate(n, n, n * max(n - 1, 0))
-    if kind in ("mesh", "torus") and numbers:
-        n = math.prod(numbers)
-        return Estimate(n, n, 2 * len(numbers) * n)
-    if kind == "switch" and numbers:
-        n = numbers[0]
-        degree = numbers[1] if len(numbers) > 1 else 1
-        return Estimate(n, n + 1, 2 * n * degree)
-    if kind in ("md", "rfs"):
-        tokens = ([f"R{numbers[0]}", f"F{numbers[1]}", f"S{numbers[2]}"] if kind == "rfs" and len(numbers) == 3
-                  else arg.split(","))
-        sizes, per_npu = [], 0
-        for token in tokens:
-            match = _DIM.match(token.strip())
-            if not match:
-                return None
-            size = int(match.group(2))
-            sizes.append(size)
-            per_npu += {"r": 2, "f": max(size - 1, 1), "s": 2 * int(match.group(3) or 1)}[match.group(1).lower()]
-        n = math.prod(sizes)
-        return Estimate(n, 2 * n, per_npu * n)
-    if kind == "dragonfly" and len(numbers) == 2:
-        n = numbers[0] * numbers[1]
-        return Estimate(n, n, n * numbers[0] + numbers[1] ** 2)
-    if kind in ("rails", "fattree", "leafspine"):
-        return _cluster_size(kind, arg)
-    chassis_kinds = ("ndv2", "ndv2-taccl", "dgx2", "dgx2-taccl", "amd", "ndv2-nic", "ndv2-taccl-nic", "dgx2-nic",
-                     "dgx2-taccl-nic", "nvs-ib")
-    if kind in chassis_kinds and len(numbers) <= 1:
-        k = numbers[0] if numbers else 2
-        return Estimate(16 * k, 34 * k + 2, 600 * k + 16 * k * k)
-    return None
+    """Upper bounds on NPUs, nodes and links of a builder spec, from the builder table's estimate
+    (``workbench.topology.builder_table``: the spec is parsed, not built); None for a spec that does
+    not parse (the builder's own error then applies) or a fixed-size system."""
+    from workbench.topology.builder_table import estimate
 
-
-_CLUSTER_OPTION = re.compile(r",\s*(leaf|spines)\s*=\s*(\d+)", re.IGNORECASE)
-
-
-def _cluster_size(kind: str, arg: str) -> Estimate | None:
-    """``rails:``, ``fattree:`` and ``leafspine:`` (workbench.topology.clusters), from the numbers
-    of the spec's head and its ``leaf=``/``spines=`` options: nodes and links exactly, for a spec
-    the builder accepts."""
-    sizes = [int(x) for x in _NUMBER.findall(arg.split(",")[0])]
-    options = {key.lower(): int(value) for key, value in _CLUSTER_OPTION.findall(arg)}
-    if kind == "rails" and len(sizes) == 2:
-        boxes, gpus = sizes
-        groups = -(-boxes // max(options.get("leaf", 32), 1))
-        spines = options.get("spines", gpus) if groups > 1 else 0
-        n = boxes * gpus
-        return Estimate(n, n + boxes + groups * gpus + spines, 4 * n + 2 * groups * gpus * spines)
-    if kind == "fattree" and len(sizes) == 1:
-        k = sizes[0]
-        n = k * (k // 2) ** 2
-        return Estimate(n, n + k * k + (k // 2) ** 2, 6 * n)  # host-edge, edge-agg, agg-core: 2n links each
-    if kind == "leafspine" and len(sizes) == 3:
-        leaves, per_leaf, spines = sizes
-        n = leaves * per_leaf
-        return Estimate(n, n + leaves + spines, 2 * n + 2 * leaves * spines)
-    return None
+    size = estimate(spec)
+    return None if size is None else Estimate(*size)
 
 
 def collective_transfers(kind: str, npus: int, chunks: int) -> float:

@@ -42,17 +42,22 @@ spines; fattree: edge (pod-major), aggregation (pod-major), core (aggregation in
 leafspine: leaves, spines. ``meta["dims"]`` gives the mixed-radix NPU layout (dim 0 fastest),
 ``meta["dim_alpha"]`` / ``meta["dim_bandwidth"]`` the tiers' alpha and link bandwidth, and
 ``meta["cluster"]`` every parameter the build used.
+
+Each family has a parser (``parse_rails`` ...: the spec's argument to a shape, every wrong part
+named in one line), an exact size (``rails_size`` ...: what the size guard weighs before building)
+and its build; the builder table (``workbench.topology.builder_table``) holds them together.
 """
 
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from typing import NamedTuple, Sequence
 
-from workbench.topology.edge_lists import Edges, parse_int, switch_edges
+from workbench.topology.edge_lists import Edges, Size, parse_int, switch_edges
 from workbench.topology.graph import Topology, TopologyError
 
-__all__ = ["rails", "fattree", "leafspine", "BOXES_PER_LEAF", "SCALE_UP_BANDWIDTH", "NIC_BANDWIDTH",
+__all__ = ["rails", "fattree", "leafspine", "parse_rails", "parse_fattree", "parse_leafspine", "rails_size",
+           "fattree_size", "leafspine_size", "RailsShape", "FatTreeShape", "LeafSpineShape", "BOXES_PER_LEAF", "SCALE_UP_BANDWIDTH", "NIC_BANDWIDTH",
            "FABRIC_BANDWIDTH", "SCALE_UP_ALPHA", "NIC_ALPHA", "SWITCH_TIER_ALPHA"]
 
 BOXES_PER_LEAF = 32  # DGX SuperPOD scalable unit: 32 DGX H100 nodes under one set of rail leaves
@@ -150,14 +155,56 @@ def _tiers(spec: str, values: Sequence[float] | float | None, tiers: Sequence[st
     return _checked(spec, result, tiers, what)
 
 
-def rails(spec: str, arg: str, alpha=None, bandwidth=None, overhead=None) -> Topology:
-    """``rails:BxG[,leaf=L][,spines=S][,over=R]`` (module docstring)."""
+class RailsShape(NamedTuple):
+    """A parsed ``rails:`` spec: ``spines`` as given or defaulted (G), before the build drops it
+    for a single leaf group."""
+
+    boxes: int
+    gpus: int
+    per_leaf: int
+    spines: int
+    over: float
+
+
+class FatTreeShape(NamedTuple):
+    """A parsed ``fattree:`` spec."""
+
+    k: int
+    over: float
+
+
+class LeafSpineShape(NamedTuple):
+    """A parsed ``leafspine:`` spec."""
+
+    leaves: int
+    per_leaf: int
+    spines: int
+    over: float
+
+
+def parse_rails(spec: str, arg: str) -> RailsShape:
+    """``BxG[,leaf=L][,spines=S][,over=R]`` of ``rails:``, each wrong part named in one line."""
     usage = "rails:BxG[,leaf=L][,spines=S][,over=R]"
     head, options = _options(spec, arg, ("leaf", "spines", "over"), usage)
     boxes, gpus = _sizes(spec, head, ("boxes (B)", "GPUs per box (G)"), f"{usage} (boxes x GPUs per box)")
     per_leaf = _count(spec, "leaf (boxes per leaf)", options["leaf"]) if "leaf" in options else BOXES_PER_LEAF
     spines = _count(spec, "spines", options["spines"]) if "spines" in options else gpus
-    over = _oversubscription(spec, options)
+    return RailsShape(boxes, gpus, per_leaf, spines, _oversubscription(spec, options))
+
+
+def rails_size(shape: RailsShape) -> Size:
+    """Exact NPUs, nodes and links: scale-up switches, G leaves per group, spines only past one
+    group; 4 links per GPU and 2 per leaf-spine pair."""
+    boxes, gpus, per_leaf, spines, _ = shape
+    groups = -(-boxes // per_leaf)
+    spines = spines if groups > 1 else 0
+    n = boxes * gpus
+    return Size(n, n + boxes + groups * gpus + spines, 4 * n + 2 * groups * gpus * spines)
+
+
+def rails(spec: str, shape: RailsShape, alpha=None, bandwidth=None, overhead=None) -> Topology:
+    """``rails:BxG[,leaf=L][,spines=S][,over=R]`` (module docstring), from its parsed shape."""
+    boxes, gpus, per_leaf, spines, over = shape
     alphas = _tiers(spec, alpha, RAILS_TIERS, (SCALE_UP_ALPHA, NIC_ALPHA, SWITCH_TIER_ALPHA), "alpha")
     bws = _tiers(spec, bandwidth, RAILS_TIERS, (SCALE_UP_BANDWIDTH, NIC_BANDWIDTH, None), "bandwidth")
     overheads = _tiers(spec, overhead, RAILS_TIERS, (0.0, 0.0, 0.0), "overhead")
@@ -199,13 +246,26 @@ def rails(spec: str, arg: str, alpha=None, bandwidth=None, overhead=None) -> Top
     return Topology.create(n, edges.links.values(), first_spine + spines - n, spec, meta)
 
 
-def fattree(spec: str, arg: str, alpha=None, bandwidth=None, overhead=None) -> Topology:
-    """``fattree:K[,over=R]``: the three-tier k-ary fat tree (module docstring)."""
+def parse_fattree(spec: str, arg: str) -> FatTreeShape:
+    """``K[,over=R]`` of ``fattree:``; K must be even."""
     head, options = _options(spec, arg, ("over",), "fattree:K[,over=R]")
     (k,) = _sizes(spec, head, ("K (ports per switch)",), "fattree:K[,over=R]")
     if k % 2:
         raise _fail(spec, f"K (ports per switch) must be even (K/2 ports down, K/2 up), got {k}")
-    over = _oversubscription(spec, options)
+    return FatTreeShape(k, _oversubscription(spec, options))
+
+
+def fattree_size(shape: FatTreeShape) -> Size:
+    """Exact: K^3/4 hosts, K^2 edge and aggregation and (K/2)^2 core switches; host-edge,
+    edge-aggregation and aggregation-core give 2 links per host each."""
+    k = shape.k
+    n = k * (k // 2) ** 2
+    return Size(n, n + k * k + (k // 2) ** 2, 6 * n)
+
+
+def fattree(spec: str, shape: FatTreeShape, alpha=None, bandwidth=None, overhead=None) -> Topology:
+    """``fattree:K[,over=R]``: the three-tier k-ary fat tree (module docstring), from its parsed shape."""
+    k, over = shape
     alphas = _tiers(spec, alpha, FATTREE_TIERS, (NIC_ALPHA, SWITCH_TIER_ALPHA, SWITCH_TIER_ALPHA), "alpha", True)
     given = _tiers(spec, bandwidth, FATTREE_TIERS, (FABRIC_BANDWIDTH,) * 3, "bandwidth", True)
     overheads = _tiers(spec, overhead, FATTREE_TIERS, (0.0,) * 3, "overhead", True)
@@ -239,13 +299,25 @@ def fattree(spec: str, arg: str, alpha=None, bandwidth=None, overhead=None) -> T
     return Topology.create(n, edges.links.values(), k * k + half * half, spec, meta)
 
 
-def leafspine(spec: str, arg: str, alpha=None, bandwidth=None, overhead=None) -> Topology:
-    """``leafspine:LxPxS[,over=R]``: a two-tier fat tree (module docstring)."""
+def parse_leafspine(spec: str, arg: str) -> LeafSpineShape:
+    """``LxPxS[,over=R]`` of ``leafspine:``."""
     usage = "leafspine:LxPxS[,over=R]"
     head, options = _options(spec, arg, ("over",), usage)
     leaves, per_leaf, spines = _sizes(spec, head, ("leaves (L)", "NPUs per leaf (P)", "spines (S)"),
                                       f"{usage} (leaves x NPUs per leaf x spines)")
-    over = _oversubscription(spec, options)
+    return LeafSpineShape(leaves, per_leaf, spines, _oversubscription(spec, options))
+
+
+def leafspine_size(shape: LeafSpineShape) -> Size:
+    """Exact: L leaves and S spines; 2 links per NPU and per leaf-spine pair."""
+    leaves, per_leaf, spines, _ = shape
+    n = leaves * per_leaf
+    return Size(n, n + leaves + spines, 2 * n + 2 * leaves * spines)
+
+
+def leafspine(spec: str, shape: LeafSpineShape, alpha=None, bandwidth=None, overhead=None) -> Topology:
+    """``leafspine:LxPxS[,over=R]``: a two-tier fat tree (module docstring), from its parsed shape."""
+    leaves, per_leaf, spines, over = shape
     alphas = _tiers(spec, alpha, LEAFSPINE_TIERS, (NIC_ALPHA, SWITCH_TIER_ALPHA), "alpha")
     bws = _tiers(spec, bandwidth, LEAFSPINE_TIERS, (FABRIC_BANDWIDTH, None), "bandwidth")
     overheads = _tiers(spec, overhead, LEAFSPINE_TIERS, (0.0, 0.0), "overhead")

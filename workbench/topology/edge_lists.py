@@ -1,16 +1,25 @@
 """Building blocks of the topology builders: a link set that keeps the first link per pair, and
 the link patterns of one dimension (ring, fully connected, switch, unwound switch), plus the
-per-dimension alpha/bandwidth/overhead argument and spec integers."""
+per-dimension alpha/bandwidth/overhead argument, spec integers and the ``Size`` a builder
+estimates before it builds."""
 
 from __future__ import annotations
 
 import re
-from typing import Sequence
+from typing import NamedTuple, Sequence
 
 from workbench.topology.graph import Link, TopologyError
 
-__all__ = ["Edges", "per_dim", "ring_edges", "fc_edges", "switch_edges", "unwound_edges", "parse_int",
+__all__ = ["Edges", "Size", "per_dim", "ring_edges", "fc_edges", "switch_edges", "unwound_edges", "parse_int",
            "check_spec_numbers", "MAX_SPEC_DIGITS"]
+
+
+class Size(NamedTuple):
+    """NPUs, nodes (NPUs and switches) and directed links of a topology, estimated from its spec."""
+
+    npus: int
+    nodes: int
+    links: int
 
 
 class Edges:
@@ -20,12 +29,15 @@ class Edges:
         self.links: dict[tuple[int, int], Link] = {}
 
     def add(self, u: int, v: int, alpha: float, bandwidth: float, both: bool = True, overhead: float = 0.0) -> None:
+        """The link u -> v (and v -> u when ``both``) unless that pair already has one."""
         self.links.setdefault((u, v), Link(u, v, alpha, bandwidth, overhead))
         if both:
             self.links.setdefault((v, u), Link(v, u, alpha, bandwidth, overhead))
 
 
 def per_dim(values: Sequence[float] | float | None, dims: int, default: float, what: str) -> list[float]:
+    """One value per dimension: ``default`` when none is given, one value for every dimension, or
+    exactly one each (else a ``TopologyError`` naming ``--what``)."""
     if values is None:
         return [default] * dims
     if isinstance(values, (int, float)):
@@ -40,6 +52,7 @@ def per_dim(values: Sequence[float] | float | None, dims: int, default: float, w
 
 def ring_edges(edges: Edges, members: Sequence[int], alpha: float, bw: float, both: bool = True,
                overhead: float = 0.0) -> None:
+    """A ring through ``members`` in order (one way unless ``both``); a ring of 2 is one link each way."""
     n = len(members)
     if n < 2:
         return
@@ -51,6 +64,7 @@ def ring_edges(edges: Edges, members: Sequence[int], alpha: float, bw: float, bo
 
 
 def fc_edges(edges: Edges, members: Sequence[int], alpha: float, bw: float, overhead: float = 0.0) -> None:
+    """A link from every member to every other."""
     for u in members:
         for v in members:
             if u != v:
@@ -68,6 +82,8 @@ def switch_edges(edges: Edges, members: Sequence[int], switch: int, alpha: float
 
 def unwound_edges(edges: Edges, members: Sequence[int], degree: int, alpha: float, bw: float,
                   overhead: float = 0.0) -> None:
+    """A switch replaced by direct links: each member to its next ``degree`` members (at most n-1),
+    the switch port's bandwidth shared among them."""
     n = len(members)
     d = min(degree, n - 1)
     for i, u in enumerate(members):
