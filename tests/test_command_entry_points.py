@@ -9,8 +9,6 @@ from importlib.metadata import EntryPoint
 import pytest
 
 import workbench.cli as cli
-from workbench import registry
-from workbench.registry import entry_points
 
 
 def register_hello(sub: argparse._SubParsersAction) -> None:
@@ -24,7 +22,7 @@ def register_half(sub: argparse._SubParsersAction) -> None:
 
 
 def test_libra_is_a_formulation_command():
-    (entry,) = [e for e in entry_points(cli.COMMAND_GROUP) if e.name == "libra"]
+    (entry,) = [e for e in cli.command_entry_points() if e.name == "libra"]
     assert entry.value == "formulations.libra.cli:register"
 
 
@@ -48,7 +46,7 @@ def test_help_lists_libra_and_builds_no_formulation():
 ])
 def test_a_broken_command_is_skipped_with_one_line(monkeypatch, capsys, broken):
     hello = EntryPoint("hello", f"{__name__}:register_hello", cli.COMMAND_GROUP)
-    monkeypatch.setattr(registry, "entry_points", lambda group: [broken, hello] if group == cli.COMMAND_GROUP else [])
+    monkeypatch.setattr(cli, "command_entry_points", lambda: [broken, hello])
     assert cli.main(["hello"]) == 0
     out, err = capsys.readouterr()
     assert out == "hello\n"

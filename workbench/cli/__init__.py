@@ -28,11 +28,8 @@ import sys
 import time
 from typing import Any, Sequence
 
-from workbench.algorithm import AlgorithmFormatError
 from workbench.cli import files, runs, runtimes, synth, tune
 from workbench.cli.common import Parser, UsageError, add_topology_arguments, topology_from_args
-from workbench.collective import CollectiveError
-from workbench.topology import TopologyError
 from workbench.units import UnitError, parse_size
 
 __all__ = ["main", "UsageError", "topology_from_args", "add_topology_arguments", "COMMAND_GROUP"]
@@ -58,13 +55,19 @@ def _add_common_options(command: argparse.ArgumentParser) -> None:
                          help="memory budget of the size guard (default 80%% of the machine's), e.g. 40GB")
 
 
+def command_entry_points() -> list:
+    """The installed ``workbench.commands`` entry points (``importlib.metadata``, read once per
+    command: the parser lists them)."""
+    from importlib.metadata import entry_points
+
+    return list(entry_points(group=COMMAND_GROUP))
+
+
 def _register_commands(sub: argparse._SubParsersAction) -> None:
     """The ``workbench.commands`` entry points, each ``register(sub)``; a broken one (it fails to
     load or to register, takes a command name already taken, or clashes with the common options)
     is skipped with a one-line warning and leaves no parser behind."""
-    from workbench.registry import entry_points
-
-    for entry in entry_points(COMMAND_GROUP):
+    for entry in command_entry_points():
         before = dict(sub.choices)
         try:
             entry.load()(sub)
@@ -79,12 +82,15 @@ def _register_commands(sub: argparse._SubParsersAction) -> None:
 
 
 def _input_errors() -> tuple[type[BaseException], ...]:
+    from workbench.algorithm import AlgorithmFormatError
+    from workbench.collective import CollectiveError
     from workbench.config.experiment import ConfigError
     from workbench.files import OutputError
     from workbench.registry import FormulationError
     from workbench.report import ReportError
     from workbench.safe_load import InputError
     from workbench.size_guard import SizeError
+    from workbench.topology import TopologyError
 
     return (UsageError, TopologyError, CollectiveError, AlgorithmFormatError, UnitError, ConfigError,
             FormulationError, ReportError, SizeError, OutputError, InputError)

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import argparse
+from typing import TYPE_CHECKING
 
-from workbench.topology.builders import load_topology
-from workbench.topology import Topology
 from workbench.units import UnitError, parse_bandwidth, parse_time
+
+if TYPE_CHECKING:  # every command builds the parser; the topology package loads when one is used
+    from workbench.topology import Topology
 
 __all__ = ["UsageError", "Parser", "add_topology_arguments", "add_overhead_argument", "topology_from_args",
            "uniform_overhead", "at_least_two"]
@@ -54,6 +56,8 @@ def topology_from_args(spec: str, alpha: str | None, bandwidth: str | None,
     overheads = _comma_list(overhead, parse_time, "overhead")
     if bandwidths is not None and any(b <= 0 for b in bandwidths):
         raise UsageError(f"--bandwidth: must be positive, got {bandwidth!r}")
+    from workbench.topology.builders import load_topology
+
     return load_topology(spec, alphas, bandwidths, overheads)
 
 

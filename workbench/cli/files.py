@@ -7,13 +7,14 @@ import argparse
 import json
 import os
 import sys
+from typing import TYPE_CHECKING
 
-from workbench.algorithm import Algorithm, load_algorithm
 from workbench.cli.common import (UsageError, add_overhead_argument, add_topology_arguments, at_least_two,
                                   topology_from_args, uniform_overhead)
-from workbench.collective import make_collective
-from workbench.topology.builders import BUILDERS
 from workbench.units import UnitError, format_time, parse_size
+
+if TYPE_CHECKING:  # the parser is built on every command: the model loads only when a command runs
+    from workbench.algorithm import Algorithm
 
 __all__ = ["register", "register_formulations"]
 
@@ -72,6 +73,7 @@ def register_formulations(sub: argparse._SubParsersAction) -> None:
 
 def _load(path: str, args: argparse.Namespace) -> Algorithm:
     from workbench import size_guard
+    from workbench.algorithm import load_algorithm
 
     if os.path.isfile(path):  # parsed JSON and built transfers: ~30 bytes per byte of file
         size_guard.check(path, 30.0 * os.path.getsize(path))
@@ -105,6 +107,8 @@ def _cmd_topology(args: argparse.Namespace) -> int:
 
 
 def _cmd_builders(args: argparse.Namespace) -> int:
+    from workbench.topology.builders import BUILDERS
+
     width = max(map(len, BUILDERS))
     for spec, text in BUILDERS.items():
         print(f"{spec:<{width}}  {text}")
@@ -209,6 +213,7 @@ def _guard_collective(args: argparse.Namespace, topology, ranks: int) -> None:
 
 def _cmd_bounds(args: argparse.Namespace) -> int:
     from workbench.bounds import problem_bounds
+    from workbench.collective import make_collective
 
     topology = topology_from_args(args.topology, args.alpha, args.bandwidth, args.overhead)
     try:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import sys
 
-from workbench.algorithm import load_algorithm
 from workbench.cli.common import UsageError, add_topology_arguments, topology_from_args
 from workbench.units import UnitError, parse_size
 
@@ -24,8 +23,10 @@ def cmd_export(args: argparse.Namespace) -> int:
         check_output_file(args.output, (".json",), "MSCCL++ plan")
     else:
         check_output_file(args.output, (".xml",), "MSCCL XML file")
-    algorithm = load_algorithm(args.file)
+    from workbench.algorithm import load_algorithm
     from workbench.verify import InvalidAlgorithm, verify
+
+    algorithm = load_algorithm(args.file)
 
     try:
         verify(algorithm)  # a runtime file is written only for a correct algorithm

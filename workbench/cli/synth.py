@@ -14,7 +14,6 @@ import sys
 from typing import Any
 
 from workbench.cli.common import UsageError, add_topology_arguments, at_least_two, topology_from_args
-from workbench.collective import make_collective
 from workbench.units import UnitError, format_time, parse_size, parse_time
 
 __all__ = ["cmd_synth"]
@@ -189,6 +188,7 @@ def cmd_synth(args: argparse.Namespace) -> int:
 def _synth(args: argparse.Namespace, child: Any) -> int:
     from pathlib import Path
 
+    from workbench.collective import make_collective
     from workbench.registry import FormulationError, resolve_formulation
     from workbench.run.monitor import execute
     from workbench.run.evaluate import solver_time_limit
