@@ -20,12 +20,15 @@ class Edges:
         self.links: dict[tuple[int, int], Link] = {}
 
     def add(self, u: int, v: int, alpha: float, bandwidth: float, both: bool = True, overhead: float = 0.0) -> None:
+        """Add ``u -> v`` (and ``v -> u`` when ``both``), keeping any link a pair already has."""
         self.links.setdefault((u, v), Link(u, v, alpha, bandwidth, overhead))
         if both:
             self.links.setdefault((v, u), Link(v, u, alpha, bandwidth, overhead))
 
 
 def per_dim(values: Sequence[float] | float | None, dims: int, default: float, what: str) -> list[float]:
+    """One float per dimension: ``default`` for None, a scalar or single value repeated, else exactly
+    ``dims`` values (``TopologyError`` names the ``--what`` option otherwise)."""
     if values is None:
         return [default] * dims
     if isinstance(values, (int, float)):
@@ -40,6 +43,8 @@ def per_dim(values: Sequence[float] | float | None, dims: int, default: float, w
 
 def ring_edges(edges: Edges, members: Sequence[int], alpha: float, bw: float, both: bool = True,
                overhead: float = 0.0) -> None:
+    """Links around ``members`` in their order, both ways unless ``both`` is False; two members get one
+    link each way, fewer get none."""
     n = len(members)
     if n < 2:
         return
@@ -51,6 +56,7 @@ def ring_edges(edges: Edges, members: Sequence[int], alpha: float, bw: float, bo
 
 
 def fc_edges(edges: Edges, members: Sequence[int], alpha: float, bw: float, overhead: float = 0.0) -> None:
+    """One directed link between every ordered pair of ``members``."""
     for u in members:
         for v in members:
             if u != v:
@@ -68,6 +74,8 @@ def switch_edges(edges: Edges, members: Sequence[int], switch: int, alpha: float
 
 def unwound_edges(edges: Edges, members: Sequence[int], degree: int, alpha: float, bw: float,
                   overhead: float = 0.0) -> None:
+    """A switch replaced by direct links: each member to the next ``degree`` members around the list
+    (at most all others), each with ``bw`` divided by that count, so a member still sends ``bw`` in all."""
     n = len(members)
     d = min(degree, n - 1)
     for i, u in enumerate(members):
