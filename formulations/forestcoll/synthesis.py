@@ -269,7 +269,7 @@ def _flag(value: Any, name: str = "cut_through") -> bool | str:
 
 def synthesize(formulation: Any, problem: Problem, *, time_limit: float, seed: int,
                on_incumbent: Callable[[Algorithm], None] | None = None, **params: Any) -> SynthesisResult:
-    """A forest per phase of ``problem``, pipelined; below 256 MB with nothing pinned, other tree choices too."""
+    """A forest per phase of ``problem``, pipelined; below 256 MB, unpinned, other tree choices are tried too."""
     pieces, k, max_transfers = _check_params(params)
     deadline = Deadline(time_limit if time_limit and time_limit > 0 else None)  # <= 0: no limit
     collective = problem.collective
