@@ -60,6 +60,7 @@ class Transfer:
         return self.chunks[0]
 
     def to_dict(self) -> dict[str, Any]:
+        """The transfer's JSON entry: ``chunk`` for a single chunk, else ``chunks``; ``lag`` only when non-zero."""
         entry: dict[str, Any] = {"id": self.id}
         if len(self.chunks) == 1:
             entry["chunk"] = self.chunks[0]
@@ -84,6 +85,7 @@ class Algorithm:
 
     @property
     def size_bytes(self) -> float:
+        """The collective's nccl-tests size (bytes) at this chunk size."""
         return self.collective.size_bytes(self.chunk_bytes)
 
     def __len__(self) -> int:
@@ -238,6 +240,7 @@ class Algorithm:
 
     @classmethod
     def from_dict(cls, data: Any, source: str = "algorithm") -> "Algorithm":
+        """Parse a decoded algorithm document; ``AlgorithmFormatError`` names what is wrong in ``source``."""
         return _parse(data, source)
 
 

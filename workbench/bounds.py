@@ -130,12 +130,15 @@ class Bounds:
 
     @property
     def label(self) -> str:
+        """``"optimum"`` when ``best`` is proven exact, else ``"bound"``."""
         return "optimum" if self.exact else "bound"
 
     def efficiency(self, collective_time: float) -> float:
+        """``best / collective_time``: the fraction of the bound a schedule reaches (NaN for time <= 0)."""
         return self.best / collective_time if collective_time > 0 else float("nan")
 
     def to_dict(self) -> dict[str, Any]:
+        """Every bound (None where not computed) with ``best``, ``exact``, ``label`` and the notes."""
         return {"injection": self.injection, "latency": self.latency, "cut": self.cut,
                 "flow_lp": self.flow_lp, "optimum": self.optimum, "splitting_cut": self.splitting_cut,
                 "gossip": self.gossip, "alpha_beta": self.alpha_beta,
@@ -144,6 +147,8 @@ class Bounds:
 
 
 def injection_bound(topology: Topology, collective: Collective, chunk_bytes: float) -> float:
+    """Seconds the busiest NPU needs to receive (or send) the chunks it must, at the summed bandwidth
+    of its in- (out-) links, plus the smallest alpha and overhead among those links."""
     n = collective.num_ranks
     must_receive = np.zeros(n)
     must_send = np.zeros(n)

@@ -48,6 +48,7 @@ class NodeTranslations:
 
     @property
     def num_npus(self) -> int:
+        """N: the number of NPUs, which is also the number of translations."""
         return self.nodes.shape[0]
 
     @property

@@ -53,19 +53,24 @@ class Deadline:
 
     @property
     def unlimited(self) -> bool:
+        """True when there is no limit."""
         return math.isinf(self.at)
 
     def remaining(self) -> float:
+        """Seconds left, 0 once the deadline has passed."""
         return max(0.0, self.at - self.clock())
 
     def elapsed(self) -> float:
+        """Seconds since the deadline was made."""
         return self.clock() - self.started
 
     @property
     def expired(self) -> bool:
+        """True once the clock is past the deadline."""
         return self.clock() > self.at
 
     def check(self) -> None:
+        """Raise ``DeadlineExpired`` when the deadline has passed."""
         if self.expired:
             raise DeadlineExpired(f"the time limit passed after {self.elapsed():.3g} s")
 

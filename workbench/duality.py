@@ -57,6 +57,7 @@ class Phase:
 
     @property
     def reversed(self) -> bool:
+        """True when the run is a reduction's dual gather: run on the reversed graph, then reversed."""
         return self.role in _DUAL
 
 

@@ -26,6 +26,7 @@ ENGINE = "orjson" if _orjson is not None else "json"
 
 
 def loads(data: bytes | str) -> Any:
+    """Parse JSON text or bytes with orjson when installed; ``json`` decides whatever orjson refuses."""
     if ENGINE == "orjson":
         try:
             return _orjson.loads(data)

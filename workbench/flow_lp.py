@@ -109,6 +109,7 @@ class FlowLp:
         return next(tag for tag, first, end in self.blocks if first <= row < end)
 
     def tag_counts(self) -> dict[str, int]:
+        """The number of rows per equation tag."""
         counts: dict[str, int] = {}
         for tag, first, end in self.blocks:
             counts[tag] = counts.get(tag, 0) + end - first

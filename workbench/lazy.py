@@ -18,6 +18,8 @@ __all__ = ["lazy_module", "forward_attributes"]
 
 
 def lazy_module(name: str) -> ModuleType:
+    """The module ``name``, imported when one of its attributes is first read (as it is when already
+    imported); ImportError when no such module exists."""
     module = sys.modules.get(name)
     if module is not None:
         return module

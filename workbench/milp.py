@@ -50,9 +50,11 @@ class MilpOutcome:
 
     @property
     def has_solution(self) -> bool:
+        """True when the solver returned a point ``x``."""
         return self.x is not None
 
     def value(self, col: int) -> float:
+        """Column ``col``'s value in the solution (there must be one)."""
         assert self.x is not None
         return float(self.x[col])
 
@@ -80,13 +82,16 @@ class MilpModel:
     # ------------------------------------------------------------------ building
     @property
     def num_cols(self) -> int:
+        """Columns (variables) added so far."""
         return len(self.lower)
 
     @property
     def num_rows(self) -> int:
+        """Rows (constraints) added so far."""
         return len(self.row_lower)
 
     def add_var(self, lower: float = 0.0, upper: float = INF, cost: float = 0.0, integer: bool = False) -> int:
+        """Add one column with its bounds, objective cost and integrality; returns its index."""
         self.lower.append(float(lower))
         self.upper.append(float(upper))
         self.cost.append(float(cost))
@@ -111,9 +116,11 @@ class MilpModel:
         return range(first, first + count)
 
     def add_binary(self, cost: float = 0.0) -> int:
+        """Add a 0/1 integer column with objective ``cost``; returns its index."""
         return self.add_var(0.0, 1.0, cost, True)
 
     def fix(self, col: int, value: float) -> None:
+        """Fix column ``col`` at ``value`` (both bounds)."""
         self.lower[col] = self.upper[col] = float(value)
 
     def add_row(self, cols: Sequence[int], vals: Sequence[float], lower: float = -INF, upper: float = INF,

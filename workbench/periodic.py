@@ -51,10 +51,12 @@ class Period:
     chunk_stride: int  # S: piece k moves chunk c + k S for the template's chunk c
 
     def to_dict(self) -> dict[str, int]:
+        """The ``period`` object of an algorithm file."""
         return {"repeat": self.repeat, "chunk_stride": self.chunk_stride}
 
     @classmethod
     def from_dict(cls, data: Any, source: str) -> "Period":
+        """Parse and check a ``period`` object; ``PeriodError`` names the bad field in ``source``."""
         if not isinstance(data, dict):
             raise PeriodError(f"{source}: period must be an object with 'repeat' and 'chunk_stride'")
         unknown = sorted(set(data) - {"repeat", "chunk_stride"})

@@ -82,6 +82,7 @@ class ScheduleBuilder:
         return tid
 
     def build(self, meta: dict[str, Any] | None = None) -> Algorithm:
+        """The transfers added so far, as an Algorithm of the builder's problem with ``meta``."""
         return Algorithm(self.topology, self.collective, self.chunk_bytes, self.transfers, dict(meta or {}))
 
 
@@ -122,6 +123,7 @@ class DeliveryChain:
 
     def build(self, topology: Topology, collective: Collective, chunk_bytes: float,
               meta: dict[str, Any] | None = None) -> Algorithm:
+        """The transfers sent so far, as an Algorithm of ``collective`` on ``topology`` with ``meta``."""
         return Algorithm(topology, collective, chunk_bytes, self.transfers, dict(meta or {}))
 
 

@@ -98,6 +98,8 @@ class SimulationResult:
         return edges, busy / (width * max(len(self.link_busy), 1))
 
     def summary(self) -> dict[str, Any]:
+        """The headline numbers: collective time (s), algbw and busbw (GB/s), size (bytes), transfers,
+        peak link utilisation, and the simulation options."""
         return {
             "collective_time": self.collective_time,
             "algbw": self.algbw / 1e9,
@@ -109,6 +111,8 @@ class SimulationResult:
         }
 
     def to_dict(self, per_transfer: bool = False) -> dict[str, Any]:
+        """``summary()`` plus each link's busy seconds and bytes; with ``per_transfer``, every transfer's
+        start and end (s)."""
         data = self.summary()
         data["links"] = [
             {"src": l.src, "dst": l.dst, "busy": float(b), "bytes": float(n)}

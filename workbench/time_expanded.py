@@ -71,10 +71,12 @@ class Network:
     num_clusters: int
 
     def hub(self, switch: int) -> int:
+        """The hub node of switch ``switch``."""
         return self.num_nodes + switch - self.num_npus
 
     @property
     def first_virtual(self) -> int:
+        """The first node id after the hubs, where a unit's virtual nodes start."""
         return 2 * self.num_nodes - self.num_npus
 
 
@@ -140,6 +142,7 @@ class Unit:
     anchor: str = "none"
 
     def largest_demand(self) -> float:
+        """The largest demand (bytes) of any commodity at any sink: the unit of ``SHORTFALL``."""
         return max(max(c.demands.values()) for c in self.commodities)
 
 

@@ -50,6 +50,7 @@ class VerifyReport:
     simulation: SimulationResult | None
 
     def to_dict(self) -> dict[str, Any]:
+        """The report as JSON (``valid`` is always true: an invalid algorithm raises instead)."""
         return {"valid": True, "transfers": self.transfers, "delivered_pairs": self.delivered_pairs}
 
 

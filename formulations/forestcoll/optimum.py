@@ -37,6 +37,7 @@ Timeout = DeadlineExpired  # the time limit ran out inside the tree construction
 
 
 def check_clock(deadline: Deadline | None) -> None:
+    """Raise ``Timeout`` when ``deadline`` has passed (None: never)."""
     if deadline is not None:
         deadline.check()
 

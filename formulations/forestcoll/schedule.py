@@ -136,6 +136,7 @@ def pipeline_height(shared: list[SharedEdge]) -> int:
 
 
 def transfers_per_batch(shared: list[SharedEdge]) -> int:
+    """Transfers of one batch hop by hop: one per hop of every shared edge."""
     return sum(len(edge.hops) for edge in shared)
 
 

@@ -44,7 +44,6 @@ _PERIODIC_FROM = 200_000
 # trees (rfs:2x4x16, 2,048 pairs: 95.5% of T* in 64 s against 94.1% in 97 s)
 _BULK_FROM_PAIRS = 3_000
 
-
 _SUPPORTED = ("allgather", "reducescatter", "allreduce", "broadcast", "reduce")
 _PIECES_PER_LEVEL = 64  # default P = 64 * tree height: the fill (H - 1) tau stays ~1.5% of T* or less
 _MAX_DEFAULT_PIECES = 1024
@@ -85,12 +84,14 @@ class Forest:
 
     @property
     def per_batch(self) -> int:
+        """Transfers per batch: one per shared-edge hop, or per slot piece where slots split messages."""
         if self.slots is not None:  # a message may be split into pieces by the round's slot order
             return sum(len(pieces) for pieces in self.slots.values())
         return transfers_per_batch(self.shared)
 
     @property
     def height(self) -> int:
+        """H: rounds from a batch's first transfer to its last arrival (``pipeline_height``)."""
         return pipeline_height(self.shared)
 
 
@@ -268,6 +269,7 @@ def _flag(value: Any, name: str = "cut_through") -> bool | str:
 
 def synthesize(formulation: Any, problem: Problem, *, time_limit: float, seed: int,
                on_incumbent: Callable[[Algorithm], None] | None = None, **params: Any) -> SynthesisResult:
+    """A forest per phase of ``problem``, pipelined; below 256 MB, unpinned, other tree choices are tried too."""
     pieces, k, max_transfers = _check_params(params)
     deadline = Deadline(time_limit if time_limit and time_limit > 0 else None)  # <= 0: no limit
     collective = problem.collective
@@ -303,8 +305,7 @@ def synthesize(formulation: Any, problem: Problem, *, time_limit: float, seed: i
     try:
         forests = forests_of(k, packing)
     except Timeout:
-        return SynthesisResult([], "timeout", deadline.elapsed(),
-                               message=f"tree construction exceeded {time_limit:g} s")
+        return SynthesisResult([], "timeout", deadline.elapsed(), message=f"tree construction exceeded {time_limit:g} s")
     algorithm, status, stats = _scheduled(problem, forests, pieces, max_transfers, deadline, 0.0, periodic, widened)
     first_seconds = deadline.elapsed()  # trees and schedule: what another candidate will cost
     if on_incumbent is not None:
@@ -428,8 +429,7 @@ def _scheduled(problem: Problem, forests: dict[str, Forest], pieces: int | None,
             if "multicasts" not in str(exc):
                 raise
         # a switch forwards a chunk twice (hop-by-hop edges): reverse with serialised switch buffers
-        dual = make_collective("broadcast" if kind == "reduce" else "allgather", n, chunks_per_rank,
-                               collective.root)
+        dual = make_collective("broadcast" if kind == "reduce" else "allgather", n, chunks_per_rank, collective.root)
         algorithm = reverse_serialised(gather(reversed_topology, dual, chunk_bytes), topology)
         if kind == "allreduce":
             algorithm = algorithm.concat(gather(topology, make_collective("allgather", n, chunks_per_rank),

@@ -52,10 +52,13 @@ class LibraModel:
         return self.compute + comm
 
     def cost(self, bandwidth_gbps: np.ndarray) -> float:
+        """Cost(B) in $: NPUs times the kappa-weighted sum of the per-NPU bandwidths (GB/s)."""
         return float(self.network.npus * np.dot(self.kappas, bandwidth_gbps))
 
 
 def build_model(problem: DesignProblem) -> LibraModel:
+    """The ``LibraModel`` of a design problem: network (file or dimension list), workloads (trace
+    and communicator files, or one collective) and kappas (cost model file or given per dimension)."""
     dims = problem.dimensions
     if isinstance(dims, dict) and "file" in dims:
         network = load_network(dims["file"])
@@ -98,6 +101,8 @@ def gbps(value: Any) -> float:
 
 
 def bandwidth_bounds(model: LibraModel, constraints: dict[str, Any]) -> tuple[np.ndarray, np.ndarray]:
+    """Per-dimension lower and upper bandwidths (GB/s): at least ``EPS``, tightened by the
+    constraints' ``min`` / ``max`` lists (one value per dimension)."""
     lower = np.full(model.dims, EPS)
     upper = np.full(model.dims, np.inf)
     for key, target in (("min", lower), ("max", upper)):

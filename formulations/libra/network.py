@@ -41,6 +41,7 @@ class Network:
 
     @property
     def npus(self) -> int:
+        """NPUs in all: the product of the dimension sizes."""
         return math.prod(self.sizes)
 
     def builder_spec(self) -> str:
@@ -63,6 +64,7 @@ class Workload:
 
     @property
     def compute(self) -> float:
+        """Compute time (ns) of every layer's three phases, summed."""
         return sum(phase[0] for layer in self.layers for phase in layer.phases)
 
 
@@ -75,6 +77,7 @@ def _yaml(path: str | Path) -> Any:
 
 
 def load_network(path: str | Path) -> Network:
+    """A network file: ``Topology``, ``NpusCount`` and ``CostDimension`` lists of one length."""
     data = _yaml(path)
     if not isinstance(data, dict):
         raise DesignInputError(f"{path}: expected Topology, NpusCount and CostDimension")
@@ -99,6 +102,8 @@ def load_network(path: str | Path) -> Network:
 
 
 def load_workload(path: str | Path) -> list[Layer]:
+    """The layers of a workload trace: 12 fields a line (name, -1, compute ns, collective and bytes
+    for each of Forward, InputGrad, WeightGrad, then update time); blank and ``#`` lines skipped."""
     from workbench.safe_load import read_input
 
     path = Path(path)
@@ -132,6 +137,8 @@ def load_workload(path: str | Path) -> list[Layer]:
 
 
 def load_communicator(path: str | Path, dimensions: int) -> dict[str, list[int]]:
+    """Per phase (Forward, InputGrad, WeightGrad), the group size in each of ``dimensions``
+    dimensions (-1: unused), from a communicator file."""
     data = _yaml(path)
     if not isinstance(data, dict):
         raise DesignInputError(f"{path}: expected Forward, InputGrad and WeightGrad lists")
@@ -148,6 +155,7 @@ def load_communicator(path: str | Path, dimensions: int) -> dict[str, list[int]]
 
 
 def load_cost_model(path: str | Path) -> dict[str, dict[str, float]]:
+    """Prices per cost label: ``{label: {Link | Switch | Nic: $ per GB/s}}``, each non-negative."""
     data = _yaml(path)
     if not isinstance(data, dict):
         raise DesignInputError(f"{path}: expected one mapping per cost label")
@@ -219,6 +227,7 @@ def kappa(network: Network, prices: dict[str, dict[str, float]]) -> list[float]:
 
 
 def network_cost(network_npus: int, kappas: list[float], bandwidths_gbps: list[float]) -> float:
+    """Cost(B) = P sum_i kappa_i B_i in $ (B in GB/s), P being ``network_npus``."""
     return network_npus * sum(k * b for k, b in zip(kappas, bandwidths_gbps))
 
 

@@ -141,6 +141,8 @@ def perf_opt_scipy(model: LibraModel, total: float | None, cost_cap: float | Non
 
 
 def equal_bw(model: LibraModel, total: float | None, cost_cap: float | None) -> np.ndarray:
+    """The same bandwidth (GB/s) on every dimension: ``total`` split evenly, or without it the share
+    that spends exactly ``cost_cap``."""
     if total is not None:
         return np.full(model.dims, total / model.dims)
     share = cost_cap / (model.network.npus * float(np.sum(model.kappas)))

@@ -32,6 +32,8 @@ def synthesize(formulation: Any, problem: Problem, *, time_limit: float, seed: i
                steps: int | None = None, rounds: int | None = None, k: int = 0, backend: str = "race",
                max_steps: int | None = None, max_chunks: int = 64, groups: list | None = None,
                call_limit: float | None = None, **params: Any) -> SynthesisResult:
+    """SCCL for ``problem``: ``mode`` "instance" solves the given (steps, rounds), "least-steps" finds
+    the fewest steps, "pareto" the steps/bandwidth frontier up to ``max_steps`` and ``max_chunks``."""
     if params:
         raise ValueError(f"sccl: unknown parameters {sorted(params)}")
     deadline = Deadline(time_limit)

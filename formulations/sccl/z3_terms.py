@@ -59,31 +59,40 @@ class Z3Terms:
 
     # ------------------------------------------------------------------ comparisons (Int, Int or int)
     def lt(self, a: Any, b: Any) -> Any:
+        """``a < b`` (Int terms or Python ints)."""
         return self._bool(self.api.Z3_mk_lt(self.ref, self._int(a), self._int(b)))
 
     def le(self, a: Any, b: Any) -> Any:
+        """``a <= b`` (Int terms or Python ints)."""
         return self._bool(self.api.Z3_mk_le(self.ref, self._int(a), self._int(b)))
 
     def ge(self, a: Any, b: Any) -> Any:
+        """``a >= b`` (Int terms or Python ints)."""
         return self._bool(self.api.Z3_mk_ge(self.ref, self._int(a), self._int(b)))
 
     def eq(self, a: Any, b: Any) -> Any:
+        """``a == b`` (Int terms or Python ints)."""
         return self._bool(self.api.Z3_mk_eq(self.ref, self._int(a), self._int(b)))
 
     # ------------------------------------------------------------------ Boolean structure
     def implies(self, a: Any, b: Any) -> Any:
+        """``a => b`` (Bool terms)."""
         return self._bool(self.api.Z3_mk_implies(self.ref, a.as_ast(), b.as_ast()))
 
     def and_(self, *terms: Any) -> Any:
+        """The conjunction of the Bool ``terms``."""
         return self._bool(self.api.Z3_mk_and(self.ref, len(terms), self._array(terms)))
 
     def false(self) -> Any:
+        """The Bool constant false."""
         return self._bool(self.api.Z3_mk_false(self.ref))
 
     def true(self) -> Any:
+        """The Bool constant true."""
         return self._bool(self.api.Z3_mk_true(self.ref))
 
     def sum_(self, terms: Sequence[Any]) -> Any:
+        """The sum of the Int ``terms``."""
         return self.z3.ArithRef(self.api.Z3_mk_add(self.ref, len(terms), self._array(terms)), self.ctx)
 
     # ------------------------------------------------------------------ pseudo-Boolean (literal, coefficient) pairs
@@ -95,12 +104,15 @@ class Z3Terms:
         return self._bool(make(self.ref, len(pairs), self._array([lit for lit, _ in pairs]), coefficients, k))
 
     def pb_eq(self, pairs: Sequence[tuple[Any, int]], k: int) -> Any:
+        """``sum(coefficient * literal) == k`` over (literal, coefficient) ``pairs``."""
         return self._pb(self.api.Z3_mk_pbeq, pairs, k)
 
     def pb_le(self, pairs: Sequence[tuple[Any, int]], k: int) -> Any:
+        """``sum(coefficient * literal) <= k`` over (literal, coefficient) ``pairs``."""
         return self._pb(self.api.Z3_mk_pble, pairs, k)
 
     # ------------------------------------------------------------------ the solver
     def assert_(self, solver: Any, *terms: Any) -> None:
+        """Assert each of ``terms`` into the z3 ``solver``."""
         for term in terms:
             self.api.Z3_solver_assert(self.ref, solver.solver, term.as_ast())

@@ -53,9 +53,11 @@ class LogicalTopology:
 
     @property
     def num_ranks(self) -> int:
+        """Ranks: every NPU of the topology."""
         return self.topology.num_npus
 
     def node_of(self, rank: int) -> int:
+        """The node (chassis) of ``rank``: ranks are numbered node by node."""
         return rank // self.gpus_per_node
 
     def hop_distances(self, allowed: np.ndarray | None = None) -> np.ndarray:

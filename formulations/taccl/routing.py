@@ -153,6 +153,8 @@ def _classes(logical: LogicalTopology, collective: Collective, allowed: np.ndarr
 def solve_routing(logical: LogicalTopology, collective: Collective, chunk_bytes: float, sketch: Sketch, *,
                   time_limit: float, seed: int = 0, backend: str = "highs", mip_gap: float = 1e-6,
                   threads: int = 1, warm_start: bool = True) -> Routing:
+    """Stage 1: the routing MILP (module docstring) of ``collective`` on ``logical`` under ``sketch``,
+    started from symmetric shortest-path trees; each chunk's tree with its times in seconds."""
     built = clock.perf_counter()
     links = logical.links
     n, L, C = logical.num_ranks, len(links), collective.num_chunks

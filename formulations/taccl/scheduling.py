@@ -63,6 +63,8 @@ def solve_schedule(logical: LogicalTopology, edges: list[Edge], order: dict[int,
                    merge_ok: Callable[[int, int], bool] | None = None, serialise_reductions: bool = True,
                    time_limit: float, seed: int = 0, backend: str = "highs", mip_gap: float = 1e-6,
                    threads: int = 1) -> Schedule:
+    """Stage 3: the contiguity and scheduling MILP (module docstring) for fixed tree ``edges`` and
+    per-link ``order``; ``reduce`` for the reduce variant. Send times in seconds, merged groups in order."""
     built = clock.perf_counter()
     links = logical.links
     lat_s = {l.index: l.lat(chunk_bytes) for l in links}

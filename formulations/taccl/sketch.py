@@ -56,6 +56,8 @@ class Sketch:
         return None
 
     def allows_internode(self, local_src: int, local_dst: int, gpus_per_node: int) -> bool:
+        """True when the inter-node ``conn`` lets local GPU ``local_src`` send to ``local_dst`` on another
+        node (None or fully-connected: any; direct-map: the same local id; else the map's list)."""
         if self.conn is None or self.conn == "fully-connected":
             return True
         if self.conn == "direct-map":
@@ -63,6 +65,7 @@ class Sketch:
         return local_dst in self.conn.get(local_src, ())
 
     def to_dict(self) -> dict[str, Any]:
+        """The sketch in its normalised spelling (module docstring)."""
         return {
             "name": self.name, "nnodes": self.nnodes,
             "intranode": {"strategy": self.intranode_strategy, "switches": self.switches,
@@ -80,6 +83,7 @@ class Sketch:
 
 
 def available_sketches() -> list[str]:
+    """The names of the shipped sketches (``SKETCH_DIR``'s YAML files), sorted."""
     return sorted(p.stem for p in SKETCH_DIR.glob("*.yaml"))
 
 
@@ -131,6 +135,8 @@ _KNOWN_TOP = {"name", "nnodes", "intranode", "intranode_sketch", "internode", "i
 
 
 def sketch_from_dict(data: Any, source: str = "sketch") -> Sketch:
+    """A ``Sketch`` from a sketch document in either spelling (a top-level ``sketch`` key unwrapped);
+    ``SketchError`` names ``source`` and the field."""
     if not isinstance(data, dict):
         raise SketchError(f"sketch {source}: expected a mapping at the top level, got {type(data).__name__}")
     if "sketch" in data and isinstance(data["sketch"], dict):

@@ -33,6 +33,8 @@ class Generator:
 
 
 def symmetry_generators(sketch: Sketch, logical: LogicalTopology, collective: Collective) -> list[Generator]:
+    """One ``Generator`` per ``symmetry`` entry of the sketch: its rank, chunk and logical-link maps;
+    ``SketchError`` when a group size does not divide the ranks or a chunk has no image."""
     n = logical.num_ranks
     chunk_key = _chunk_keys(collective)
     lookup = {key: c for c, key in enumerate(chunk_key)}

@@ -37,6 +37,8 @@ def synthesize(formulation: Any, problem: Problem, *, time_limit: float, seed: i
                stage_time_limit: float | None = None, backend: str = "highs", heuristic: str = "auto",
                max_contig: int = 6, mip_gap: float = 1e-6, threads: int = 1,
                serialise_reductions: bool = True, **unknown: Any) -> SynthesisResult:
+    """TACCL for ``problem`` under ``sketch``: routing, ordering and contiguity stages, each with a share
+    of the time limit (a combining collective through its dual gather)."""
     if unknown:
         raise ValueError(f"taccl: unknown parameter(s) {', '.join(sorted(unknown))} (known: sketch, "
                          "stage_time_limit, backend, heuristic, max_contig, mip_gap, threads, serialise_reductions)")

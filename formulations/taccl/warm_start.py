@@ -91,6 +91,9 @@ def _bfs_tree(logical: LogicalTopology, collective: Collective, mask: np.ndarray
 
 def warm_values(logical: LogicalTopology, collective: Collective, sketch: Sketch, trees: list[dict[int, int]],
                  lat_u: np.ndarray, allowed: np.ndarray) -> dict[str, Any] | None:
+    """The routing columns of ``trees`` (per chunk, rank -> link) sent as early as possible: ``x``,
+    ``send``, ``start`` and ``time``, the latest arrival, busiest physical link or multicast port
+    (in units of the cheapest link, as ``lat_u``)."""
     links = logical.links
     n = logical.num_ranks
     C = collective.num_chunks

@@ -175,6 +175,7 @@ def ordered_set(n: int, full: bool = False) -> tuple[np.ndarray, np.ndarray]:
 
 @njit(**INLINE)
 def set_add(members, i):
+    """Add ``i`` to the ordered set ``members`` (its bit, and its word's summary bit)."""
     bits, summary = members
     word = i >> 6
     bits[word] |= ONE << np.uint64(i & 63)

@@ -26,6 +26,7 @@ SLOTS = 7
 # classes may still end at the same time; popping takes them all.
 @njit(**INLINE)
 def heap_push(heap, bucket_time, counters, bucket):
+    """Push ``bucket`` onto the heap of buckets ordered by ``bucket_time``."""
     i = counters[HEAP_SIZE]
     counters[HEAP_SIZE] += 1
     t = bucket_time[bucket]
@@ -40,6 +41,7 @@ def heap_push(heap, bucket_time, counters, bucket):
 
 @njit(**INLINE)
 def heap_pop(heap, bucket_time, counters):
+    """Remove and return the bucket with the earliest time."""
     top = heap[0]
     size = counters[HEAP_SIZE] - 1
     counters[HEAP_SIZE] = size

@@ -51,7 +51,7 @@ _AHEAD = 8  # deliveries whose words are prefetched ahead of the one being made
 # numba keeps the kernels' machine code between runs and checks only this file for changes, while
 # the kernels inline the helpers of the other compiled_* files: this digest of them
 # ties them to this one, so editing a helper (and updating the digest, as a test asks) recompiles.
-HELPERS_DIGEST = "d4dcae0f21432bac"
+HELPERS_DIGEST = "07a3002e649f8639"
 
 # ---------------------------------------------------------------- matching
 @njit(**INLINE)
@@ -344,6 +344,8 @@ _KERNELS = {True: _event_kernel(True), False: _event_kernel(False)}
 
 def run_compiled(fabric: Fabric, rng: random.Random, replacement: str, deadline: float,
                  record: bool) -> MatchResult:
+    """One greedy matching of ``fabric`` by the numba kernels; ``OutOfTime`` past ``deadline`` (a
+    ``time.perf_counter`` time), ``TopologyError`` when a needed chunk can never arrive."""
     n, num_chunks, num_links = fabric.num_npus, fabric.num_chunks, len(fabric.src)
     words = max(1, (num_chunks + 63) // 64)
     held = chunk_rows(fabric.pre, n, words)

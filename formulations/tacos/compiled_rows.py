@@ -41,6 +41,7 @@ def bit_of(chunks: np.ndarray) -> np.ndarray:
 
 
 def csr(rows: list[list[int]]) -> tuple[np.ndarray, np.ndarray]:
+    """Lists of lists as CSR: start offsets (``len(rows) + 1``) and the items in one flat int64 array."""
     start = np.zeros(len(rows) + 1, dtype=np.int64)
     start[1:] = np.cumsum([len(row) for row in rows])
     flat = np.fromiter(chain.from_iterable(rows), dtype=np.int64, count=int(start[-1]))

@@ -76,6 +76,8 @@ class Fabric:
 
     @classmethod
     def of(cls, view: Topology, collective: Collective, chunk_bytes: float) -> "Fabric":
+        """The fabric of a switchless ``view``: a link's cost is one chunk's time on it (alpha plus bytes
+        over bandwidth); ``TopologyError`` when the view has switches."""
         if view.num_switches:
             raise TopologyError("the TACOS engine needs a switchless view (unwind the switches first)")
         n = view.num_npus
@@ -111,11 +113,13 @@ DUPLICATE_ON_ONE_COST = "TACOS engine: a chunk arrived twice on a fabric of one 
 
 
 def unreachable(rank: int, chunk: int) -> TopologyError:
+    """The error for a ``chunk`` that ``rank`` needs and no sequence of TACOS sends can bring."""
     return TopologyError(f"rank {rank} can never receive chunk {chunk}: TACOS sends a chunk only to ranks that "
                          f"need it, so a chunk that must be relayed through other ranks (All-to-All, Scatter on a "
                          f"sparse topology) cannot arrive")
 
 
 def empty_matches() -> dict[str, Any]:
+    """The record of a run with no matches: empty ``src``, ``dst``, ``chunk``, ``started``, ``ended``."""
     return {"src": np.zeros(0, np.int64), "dst": np.zeros(0, np.int64), "chunk": np.zeros(0, np.int64),
             "started": np.zeros(0), "ended": np.zeros(0)}

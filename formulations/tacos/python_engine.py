@@ -69,6 +69,7 @@ def nth_bit(x: int, target: int) -> int:
 
 
 def bit_positions(x: int) -> list[int]:
+    """The positions of the set bits of ``x``, lowest first."""
     positions = []
     while x:
         low = x & -x
@@ -275,4 +276,6 @@ class _Engine:
 
 
 def run_python(fabric: Fabric, rng: random.Random, replacement: str, deadline: float, record: bool) -> MatchResult:
+    """One greedy matching of ``fabric`` by the reference loop; ``OutOfTime`` past ``deadline`` (a
+    ``time.perf_counter`` time)."""
     return _Engine(fabric, rng, replacement, deadline).run(record)

@@ -57,6 +57,8 @@ EPS = 0.1
 def solve_astar(graph: EpochGraph, collective: Collective, *, time_limit: float, seed: int = 0,
                 round_epochs: int | None = None, gamma: float = 0.002, threads: int = 1, mip_gap: float = 1e-4,
                 max_rounds: int = 200) -> EpochSchedule:
+    """TE-CCL's A* (module docstring): rounds of ``round_epochs`` epochs solved in turn until every
+    demand has arrived; what is left at the time limit or after ``max_rounds`` is completed greedily."""
     if graph.switch_model == "hyperedge":
         raise ValueError("teccl A*: use the copy or no-copy switch model (hyper-edges are the full MILP's)")
     deadline = Deadline(time_limit)

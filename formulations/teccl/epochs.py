@@ -68,10 +68,12 @@ class EpochGraph:
     hyperedges: dict[int, list[int]] = field(default_factory=dict)  # switch -> its hyper-edges
 
     def is_switch(self, node: int) -> bool:
+        """True for a switch node of the topology."""
         return self.topology.is_switch(node)
 
     @property
     def nodes(self) -> list[int]:
+        """The graph's nodes: the NPUs in the hyperedge model, every topology node otherwise."""
         if self.switch_model == "hyperedge":
             return list(self.topology.npus)
         return list(range(self.topology.num_nodes))
@@ -107,6 +109,8 @@ def base_epoch(topology: Topology, chunk_bytes: float, epoch: str | float) -> fl
 
 def epoch_graph(topology: Topology, chunk_bytes: float, epoch: str | float = "fastest", multiplier: float = 1.0,
                 alpha_threshold: float = 0.1, switch_model: str = "copy", single_beta: bool = False) -> EpochGraph:
+    """The epoch graph of ``topology`` at ``chunk_bytes``: tau (``base_epoch`` times ``multiplier``) and
+    each edge's epochs (module docstring); "hyperedge" replaces each switch by NPU-to-NPU edges."""
     if switch_model not in SWITCH_MODELS:
         raise ValueError(f"unknown switch model {switch_model!r} (choose from {', '.join(SWITCH_MODELS)})")
     if multiplier <= 0:
@@ -192,6 +196,8 @@ def prune_flows(graph: EpochGraph, collective: Collective, flows: list[Flow]) ->
 
 
 def finish_epoch(graph: EpochGraph, collective: Collective, flows: list[Flow]) -> int:
+    """The epoch from which every demand (post rank not in pre) holds its chunk, by the flows'
+    earliest arrivals; 0 without demands."""
     first: dict[tuple[int, int], int] = {}
     for c, ei, k in flows:
         e = graph.edges[ei]

@@ -68,6 +68,8 @@ def solve_milp(graph: EpochGraph, collective: Collective, horizon: int, *, time_
                threads: int = 1, seed: int = 0, objective: str = "paper", buffer_limit: int | None = None,
                start: list[Flow] | None = None, complete: bool = True, heuristic_effort: float | None = None,
                backend: str = "highs") -> EpochSchedule:
+    """The MILP (module docstring) over ``horizon`` epochs, solved from the ``start`` flows if given
+    (``complete``: every demand by the horizon); the pruned flows and their finish epoch (-1 without a solution)."""
     built = clock.perf_counter()
     model, f, b = _build(graph, collective, horizon, objective, buffer_limit, complete)
     vector = _start_vector(model, graph, f, b, start, horizon) if start is not None else None

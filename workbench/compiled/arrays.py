@@ -34,10 +34,12 @@ class TransferArrays:
 
     @property
     def chunk_counts(self) -> np.ndarray:
+        """Chunks per transfer."""
         return np.diff(self.chunk_start)
 
     # the structural checks the compiled verifier and simulator both need before trusting the arrays
     def ids_are_positions(self) -> bool:
+        """True when every transfer's id is its position in the list."""
         return np.array_equal(self.ids, np.arange(len(self)))
 
     def deps_point_back(self) -> bool:
@@ -46,6 +48,7 @@ class TransferArrays:
         return not len(self.deps) or bool((self.deps >= 0).all() and (self.deps < owners).all())
 
     def nodes_within(self, num_nodes: int) -> bool:
+        """True when every source and destination is a node id below ``num_nodes``."""
         return not len(self) or bool(min(self.src.min(), self.dst.min()) >= 0
                                      and max(self.src.max(), self.dst.max()) < num_nodes)
 

@@ -108,6 +108,8 @@ MEMORY_LIMIT = 2**30  # bytes of rows (state and reads); beyond, the Python veri
 
 
 def words_per_row(algorithm) -> int:
+    """64-bit words in a buffer's contribution row: one bit per rank in a combining collective, else
+    a single word (the buffer has the chunk or not)."""
     collective = algorithm.collective
     return max(1, (collective.num_ranks + 63) // 64) if collective.combining else 1
 

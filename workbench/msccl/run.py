@@ -223,6 +223,8 @@ def run_xml(algo: XmlAlgo, initial: dict[tuple[int, str, int], tuple[int, int]],
 
 
 def collective_of(algo: XmlAlgo, root: int | None = None) -> Collective:
+    """The workbench collective an MSCCL XML algorithm implements: ``nchunksperloop`` chunks for
+    broadcast and reduce, that over ``ngpus`` per rank otherwise; ``MscclError`` when unsupported."""
     kind = {"reduce_scatter": "reducescatter"}.get(algo.coll, algo.coll)
     n = algo.ngpus
     if kind not in COLL_NAMES:
@@ -234,6 +236,8 @@ def collective_of(algo: XmlAlgo, root: int | None = None) -> Collective:
 
 
 def initial_buffers(collective: Collective) -> dict:
+    """Input buffers before the run: ``(rank, "i", offset) -> (chunk, contribution bitset)``, the
+    rank's own bit in a combining collective, the chunk's full set otherwise."""
     inputs, _, _, _ = buffer_layout(collective)
     full, _ = collective.masks()
     initial = {}

@@ -71,14 +71,8 @@ class Topology:
 
     # ---------------------------------------------------------------- creation
     @classmethod
-    def create(
-        cls,
-        num_npus: int,
-        links: Iterable[Link | tuple],
-        num_switches: int = 0,
-        name: str = "custom",
-        meta: dict[str, Any] | None = None,
-    ) -> "Topology":
+    def create(cls, num_npus: int, links: Iterable[Link | tuple], num_switches: int = 0, name: str = "custom",
+               meta: dict[str, Any] | None = None) -> "Topology":
         """Build and validate; raises ``TopologyError`` naming the bad link or node."""
         link_list = tuple(l if isinstance(l, Link) else Link(*l) for l in links)
         return cls(num_npus, num_switches, link_list, name, dict(meta or {}))
@@ -94,6 +88,8 @@ class Topology:
         self.validate()
 
     def validate(self) -> None:
+        """Check node ids, self-links, duplicate pairs and every link's bandwidth, alpha and overhead
+        (``TopologyError`` names the bad one), then rebuild the adjacency index."""
         if self.num_npus < 1:
             raise TopologyError(f"topology {self.name!r}: needs at least one NPU, got {self.num_npus}")
         if self.num_switches < 0:
@@ -137,20 +133,25 @@ class Topology:
     # ---------------------------------------------------------------- queries
     @property
     def num_nodes(self) -> int:
+        """NPUs plus switches."""
         return self.num_npus + self.num_switches
 
     @property
     def npus(self) -> range:
+        """The NPU ids, ``0 .. num_npus - 1`` (the ranks)."""
         return range(self.num_npus)
 
     @property
     def switches(self) -> range:
+        """The switch ids, which follow the NPUs."""
         return range(self.num_npus, self.num_nodes)
 
     def is_switch(self, node: int) -> bool:
+        """True for a switch node (any id from ``num_npus`` on)."""
         return node >= self.num_npus
 
     def kind(self, node: int) -> str:
+        """``"switch"`` or ``"npu"``."""
         return "switch" if self.is_switch(node) else "npu"
 
     def link_index(self, src: int, dst: int) -> int:
@@ -158,21 +159,27 @@ class Topology:
         return self._index[(src, dst)]
 
     def has_link(self, src: int, dst: int) -> bool:
+        """True when the directed link ``src -> dst`` exists."""
         return (src, dst) in self._index
 
     def link(self, src: int, dst: int) -> Link:
+        """The directed link ``src -> dst``; KeyError when absent."""
         return self.links[self._index[(src, dst)]]
 
     def out_neighbors(self, node: int) -> list[int]:
+        """Nodes ``node`` has a link to, by increasing id (the index's own list: do not modify)."""
         return self._out[node]
 
     def in_neighbors(self, node: int) -> list[int]:
+        """Nodes with a link to ``node``, by increasing id (the index's own list: do not modify)."""
         return self._in[node]
 
     def out_links(self, node: int) -> list[Link]:
+        """The links leaving ``node``, by increasing destination."""
         return [self.links[self._index[(node, v)]] for v in self._out[node]]
 
     def in_links(self, node: int) -> list[Link]:
+        """The links entering ``node``, by increasing source."""
         return [self.links[self._index[(u, node)]] for u in self._in[node]]
 
     def has_overhead(self) -> bool:
@@ -230,6 +237,7 @@ class Topology:
         return path
 
     def reachable(self, src: int, dst: int) -> bool:
+        """True when links lead from ``src`` to ``dst`` (a node reaches itself)."""
         return src == dst or self._parents_from(src)[dst] != -1
 
     def strong_components(self) -> list[int]:

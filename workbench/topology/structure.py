@@ -45,10 +45,12 @@ class BoxesAndRails:
 
     @property
     def per_box(self) -> int:
+        """NPUs per box (every box has as many)."""
         return len(self.boxes[0])
 
     @property
     def num_boxes(self) -> int:
+        """The number of boxes."""
         return len(self.boxes)
 
     def order(self) -> list[int]:

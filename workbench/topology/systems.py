@@ -32,6 +32,8 @@ def _dgx1_edges(numbering: str, per_nvlink: float, alpha: float, offset: int = 0
 
 
 def dgx1(spec: str, numbering: str, alpha, bandwidth) -> Topology:
+    """DGX-1: 8 GPUs joined by NVLink (``numbering`` ``"sccl"`` or ``"msccl"``); a link's bandwidth is its
+    NVLink count times ``bandwidth`` (B/s per NVLink, 25e9 by default)."""
     a = per_dim(alpha, 1, DEFAULT_ALPHA, "alpha")[0]
     bw = per_dim(bandwidth, 1, 25e9, "bandwidth")[0]
     meta = {"numbering": numbering, "per_nvlink_bandwidth": bw}
@@ -194,6 +196,7 @@ _Z52_RING = [1, 0, 2, 3, 5, 4, 6, 7]  # docs/methods/sccl.md section 7.2: guesse
 
 
 def z52(spec: str, alpha, bandwidth) -> Topology:
+    """Gigabyte Z52: 8 GPUs on one bidirectional ring, in a guessed labelling, uniform alpha and bandwidth."""
     a = per_dim(alpha, 1, DEFAULT_ALPHA, "alpha")[0]
     bw = per_dim(bandwidth, 1, DEFAULT_BANDWIDTH, "bandwidth")[0]
     edges = Edges()
