@@ -27,6 +27,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
+from workbench import row_keys as R  # noqa: E402
+
 __all__ = ["write_figures", "finish_axes"]
 
 MARKERS = "os^Dv<>pP*hX"
@@ -120,17 +122,19 @@ def pareto(rows: list[dict[str, Any]], path: Path) -> bool:
     return True
 
 
-def steps_vs_bandwidth(rows: list[dict[str, Any]], path: Path) -> bool:
+def steps_vs_bandwidth(rows: list[dict[str, Any]], path: Path, chunk_facts: dict[str, str]) -> bool:
     """Latency cost S vs bandwidth cost R/C of every algorithm found, per collective; the
-    non-dominated points (SCCL's Pareto frontier) joined by a line."""
+    non-dominated points (a Pareto frontier) joined by a line. ``chunk_facts``: by formulation
+    label, the row fact that counts an algorithm's chunks C (``formulation_facts``)."""
     points: dict[str, set[tuple[int, float]]] = {}
     for row in rows:
-        if not _ok(row):
+        chunks = chunk_facts.get(row.get(R.FORMULATION))
+        if not _ok(row) or chunks is None:
             continue
-        entries = row.get("algorithms") or [row.get("algorithm_meta") or {}]
+        entries = row.get(R.ALGORITHMS) or [row.get(R.ALGORITHM_META) or {}]
         for entry in entries:
-            if entry.get("steps") and entry.get("rounds") and entry.get("sccl_chunks"):
-                points.setdefault(row["collective"], set()).add((entry["steps"], entry["rounds"] / entry["sccl_chunks"]))
+            if entry.get(R.STEPS) and entry.get(R.ROUNDS) and entry.get(chunks):
+                points.setdefault(row[R.COLLECTIVE], set()).add((entry[R.STEPS], entry[R.ROUNDS] / entry[chunks]))
     if not points:
         return False
     fig, ax = plt.subplots(figsize=(6.5, 4.5))
@@ -275,15 +279,32 @@ def write_figures(folder: Path, experiment, rows: list[dict[str, Any]], table=No
         written.append(figures / "pareto.png")
     if efficiency(schedule, figures / "efficiency.png"):
         written.append(figures / "efficiency.png")
-    if steps_vs_bandwidth(schedule, figures / "steps_vs_bandwidth.png"):
+    if steps_vs_bandwidth(schedule, figures / "steps_vs_bandwidth.png", formulation_facts(experiment, R.CHUNKS_ROLE)):
         written.append(figures / "steps_vs_bandwidth.png")
     written += time_by_size(schedule, figures / "by_size")
     written += efficiency_by_npus(schedule, figures / "by_npus")
     return written
 
 
+def formulation_facts(experiment, role: str) -> dict[str, str]:
+    """By formulation label, the row fact each of the experiment's formulations gives ``role`` in
+    its ``row_facts`` (a formulation that cannot be loaded declares none)."""
+    from workbench.registry import FormulationError, resolve_formulation
+
+    found = {}
+    for spec in experiment.formulations:
+        try:
+            declared = getattr(resolve_formulation(spec.name, experiment.base_dir), "row_facts", None)
+        except FormulationError:
+            continue
+        for key, given in (declared.items() if isinstance(declared, dict) else ()):
+            if given == role:
+                found[spec.label] = key
+    return found
+
+
 def _heatmap_row(rows: list[dict[str, Any]], experiment) -> dict[str, Any] | None:
-    wanted = experiment.table.get("normalise_by") or (experiment.formulations[0]["label"] if experiment.formulations else None)
+    wanted = experiment.table.get("normalise_by") or (experiment.formulations[0].label if experiment.formulations else None)
     candidates = [r for r in rows if _ok(r) and r.get("link_utilisation") and r["formulation"] == wanted]
     if not candidates:
         candidates = [r for r in rows if _ok(r) and r.get("link_utilisation")]

@@ -13,6 +13,7 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Any
 
+from workbench import row_keys as R
 from workbench.config.checks import DESIGN_METRICS
 from workbench.config.experiment import Experiment
 from workbench.units import format_size, format_time
@@ -133,7 +134,7 @@ def _formulation_rows_table(rows: list[dict[str, Any]], experiment: Experiment) 
     row_labels: list[str] = []
     groups: list[str] = []
     for f in experiment.formulations:
-        name, _, group = f["label"].partition(" @ ")
+        name, _, group = f.label.partition(" @ ")
         if name not in row_labels:
             row_labels.append(name)
         if group not in groups:
@@ -146,8 +147,8 @@ def _formulation_rows_table(rows: list[dict[str, Any]], experiment: Experiment) 
         if r.get("kind", "schedule") == "schedule":
             by_label.setdefault(r["formulation"], []).append(r)
     for f in experiment.formulations:
-        name, _, group = f["label"].partition(" @ ")
-        group_rows = by_label.get(f["label"], [])
+        name, _, group = f.label.partition(" @ ")
+        group_rows = by_label.get(f.label, [])
         for metric in metrics:
             column = f"{group} {metric}".strip()
             cell = table.cell(name, column)
@@ -181,7 +182,7 @@ def _formulation_rows_table(rows: list[dict[str, Any]], experiment: Experiment) 
 def _design_table(rows: list[dict[str, Any]], experiment: Experiment) -> Table:
     """One row per design cell; names "label @ group" get mean and max rows per group."""
     metrics = experiment.table["metrics"]
-    names = [d["name"] for d in experiment.designs]
+    names = [d.name for d in experiment.designs]
     table = Table(experiment.description or experiment.name, "design metrics", None, list(names), list(metrics),
                   time_valued=False)
     by_name = {r["design"]: r for r in rows if r.get("kind") == "design"}
@@ -245,7 +246,7 @@ def build_table(rows: list[dict[str, Any]], experiment: Experiment) -> Table:
     seen = {_row_label(r, key, varying) for r in schedule_rows}
     row_labels = [label for label in order if label in seen or _paper_has_row(experiment, label)]
     row_labels += sorted(seen - set(row_labels))
-    columns = [f["label"] for f in experiment.formulations]
+    columns = [f.label for f in experiment.formulations]
     extras = [EXTRA_LABELS[e] for e in spec.get("extra_columns", [])]
     normaliser = spec.get("normalise_by")
     shown = columns + extras
@@ -334,8 +335,8 @@ def _expected_rows(experiment: Experiment, key: str, varying: list[str]) -> list
     import itertools
 
     choices = {
-        "topology": [{"topology": t["label"]} for t in experiment.topologies],
-        "collective": [{"collective": c["kind"], "root": c.get("root")} for c in experiment.collectives],
+        "topology": [{R.TOPOLOGY: t.label} for t in experiment.topologies],
+        "collective": [{R.COLLECTIVE: c.kind, R.ROOT: c.root} for c in experiment.collectives],
         "size": [{"size_bytes": s} for s in experiment.sizes],
         "chunks": [{"chunks": c} for c in experiment.chunks],
         "seed": [{"seed": s} for s in experiment.seeds],

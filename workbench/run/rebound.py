@@ -37,7 +37,7 @@ def _refreshed(row: dict[str, Any], cell, design_rows: dict[str, dict[str, Any]]
 
     if not isinstance(row.get("bounds"), dict):  # a row without an evaluation (an error) has none
         return None
-    if cell.topology.get("from"):  # a design's bandwidths, as the run gave them to the cell
+    if cell.topology.design:  # a design's bandwidths, as the run gave them to the cell
         try:
             cell = replace(cell, topology=resolve_design_topology(cell.topology, design_rows))
         except RuntimeError:
