@@ -126,6 +126,7 @@ class DesignCell:
 
 @dataclass
 class Experiment:
+    """A checked experiment config: its grid as typed specs, its evaluation, paper values and table."""
     name: str
     description: str
     path: Path | None
@@ -189,6 +190,7 @@ class Experiment:
 
 def parse_experiment(data: Any, source: str = "experiment", quick: bool = False,
                      base_dir: Path | None = None, check_files: bool = True) -> Experiment:
+    """Check a loaded config (``source`` names it in errors) and return its ``Experiment``; raises ``ConfigError``."""
     check = Checker(source, read_files=check_files)
     if not isinstance(data, dict):
         raise ConfigError(f"{source}: expected a mapping at the top level, got {kind_of(data)}")

@@ -173,6 +173,7 @@ def _formulation_params(request: CellRequest) -> dict[str, Any]:
 
 
 def child_run_schedule(request: CellRequest, send: Send) -> dict[str, Any]:
+    """A schedule cell in its process: build the problem, synthesize, verify and simulate; the row fields."""
     from workbench.registry import resolve_formulation
     from workbench.yardstick import model_optimal_of, settle_status
 
@@ -202,7 +203,7 @@ def child_run_schedule(request: CellRequest, send: Send) -> dict[str, Any]:
         except InvalidAlgorithm as exc:
             fields.update(status="error", message=f"invalid algorithm: {exc}")
         if request.evaluation.save_algorithms and request.algorithm_path:
-            _save_into(fields, result.algorithms, request, fields["status"], seconds)
+            _save_into(fields, result.algorithms, request, fields[R.STATUS], seconds)
     return fields
 
 
@@ -223,7 +224,7 @@ def child_evaluate(request: CellRequest, send: Send) -> dict[str, Any]:
         return {"status": "error", "message": f"the incumbent is invalid: {exc}"}
     if request.evaluation.save_algorithms and request.algorithm_path:
         _save_into(fields, [request.algorithm], request, "timeout", request.time_limit)
-    fields.pop("status", None)
+    fields.pop(R.STATUS, None)
     return fields
 
 
@@ -288,12 +289,13 @@ def _save_into(fields: dict[str, Any], algorithms: list, request: CellRequest, s
     from workbench.files import OutputError
 
     try:
-        fields["algorithm_files"] = save_algorithms(algorithms, request, status, seconds)
+        fields[R.ALGORITHM_FILES] = save_algorithms(algorithms, request, status, seconds)
     except OutputError as exc:
-        fields["output_error"] = str(exc)
+        fields[R.OUTPUT_ERROR] = str(exc)
 
 
 def child_run_design(request: CellRequest, send: Send) -> dict[str, Any]:
+    """A design cell in its process: the design formulation's bandwidths, time and cost as row fields."""
     from workbench.registry import DesignProblem, resolve_formulation
 
     cell = request.cell

@@ -34,6 +34,7 @@ __all__ = ["ResultStore", "execute", "run_experiment", "evaluate_algorithms", "s
 
 # ============================================================================ running an experiment
 class RunSummary:
+    """What a run did: its folder, how many cells in all, ran, skipped, and whether it was interrupted."""
     def __init__(self, folder: Path, total: int, ran: int, skipped: int, interrupted: bool) -> None:
         self.folder, self.total, self.ran, self.skipped, self.interrupted = folder, total, ran, skipped, interrupted
 
@@ -188,6 +189,7 @@ class _Executor:
         return execute(request, self.stop, on_event=lambda kind: progress.event(cell_id, kind))
 
     def shutdown(self) -> None:
+        """Stop the local threads or close the Dask client."""
         if self.pool is not None:
             self.pool.shutdown(wait=True, cancel_futures=True)
         if self.client is not None:
