@@ -291,7 +291,7 @@ def test_an_experiment_config_refuses_a_huge_cluster_in_one_line():
     with pytest.raises(ConfigError, match=re.escape("grid.topologies[0]") + ".*colour"):
         parse_experiment({"name": "bad", "grid": {"topologies": ["rails:4x8,colour=3"], **grid}}, "bad.yaml")
     experiment = parse_experiment({"name": "ok", "grid": {"topologies": ["rails:4x8", "fattree:4"], **grid}}, "ok.yaml")
-    assert [t["label"] for t in experiment.topologies] == ["rails:4x8", "fattree:4"]
+    assert [t.label for t in experiment.topologies] == ["rails:4x8", "fattree:4"]
 
 
 # ------------------------------------------------------------------ listing and docs

@@ -27,6 +27,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
+from workbench import row_keys as R  # noqa: E402
+
 __all__ = ["write_figures", "finish_axes"]
 
 MARKERS = "os^Dv<>pP*hX"
@@ -50,14 +52,15 @@ def finish_axes(fig, ax, path: Path, xlabel: str, ylabel: str, title: str, log_x
 
 
 def _ok(row: dict[str, Any]) -> bool:
-    return row.get("status") in ("optimal", "feasible", "timeout") and row.get("collective_time") is not None
+    return row.get(R.STATUS) in ("optimal", "feasible", "timeout") and row.get(R.COLLECTIVE_TIME) is not None
 
 
 def synthesis_vs_time(rows: list[dict[str, Any]], path: Path) -> bool:
+    """Synthesis time against the simulated collective time, one series per formulation."""
     points: dict[str, list[tuple[float, float]]] = {}
     for row in rows:
-        if _ok(row) and row.get("synthesis_seconds"):
-            points.setdefault(row["formulation"], []).append((row["synthesis_seconds"], row["collective_time"]))
+        if _ok(row) and row.get(R.SYNTHESIS_SECONDS):
+            points.setdefault(row[R.FORMULATION], []).append((row[R.SYNTHESIS_SECONDS], row[R.COLLECTIVE_TIME]))
     if not points:
         return False
     fig, ax = plt.subplots(figsize=(6, 4.5))
@@ -70,10 +73,11 @@ def synthesis_vs_time(rows: list[dict[str, Any]], path: Path) -> bool:
 
 
 def scaling(rows: list[dict[str, Any]], path: Path) -> bool:
+    """Synthesis time against the NPU count, one line per formulation."""
     series: dict[str, dict[int, list[float]]] = {}
     for row in rows:
-        if row.get("synthesis_seconds") is not None and row.get("npus"):
-            series.setdefault(row["formulation"], {}).setdefault(row["npus"], []).append(row["synthesis_seconds"])
+        if row.get(R.SYNTHESIS_SECONDS) is not None and row.get(R.NPUS):
+            series.setdefault(row[R.FORMULATION], {}).setdefault(row[R.NPUS], []).append(row[R.SYNTHESIS_SECONDS])
     if not series or all(len(v) < 2 for v in series.values()):
         return False
     fig, ax = plt.subplots(figsize=(6, 4.5))
@@ -86,7 +90,8 @@ def scaling(rows: list[dict[str, Any]], path: Path) -> bool:
 
 
 def link_heatmap(row: dict[str, Any], path: Path) -> bool:
-    links = row.get("link_utilisation")
+    """The utilisation of every link of one row's schedule, as a source-by-destination map."""
+    links = row.get(R.LINK_UTILISATION)
     if not links:
         return False
     size = 1 + max(max(s, d) for s, d, _ in links)
@@ -106,31 +111,34 @@ def link_heatmap(row: dict[str, Any], path: Path) -> bool:
 
 
 def pareto(rows: list[dict[str, Any]], path: Path) -> bool:
-    fronts = [r for r in rows if len(r.get("algorithms") or []) > 1]
+    """The collective time of each point of every Pareto front a row holds."""
+    fronts = [r for r in rows if len(r.get(R.ALGORITHMS) or []) > 1]
     if not fronts:
         return False
     fig, ax = plt.subplots(figsize=(6, 4.5))
     for i, row in enumerate(fronts[:12]):
-        entries = row["algorithms"]
-        xs = [e.get("steps") if e.get("steps") is not None else j for j, e in enumerate(entries)]
-        ys = [e["collective_time"] * 1e3 for e in entries]
+        entries = row[R.ALGORITHMS]
+        xs = [e.get(R.STEPS) if e.get(R.STEPS) is not None else j for j, e in enumerate(entries)]
+        ys = [e[R.COLLECTIVE_TIME] * 1e3 for e in entries]
         ax.plot(xs, ys, marker=MARKERS[i % len(MARKERS)], label=f"{row['formulation']} {row['topology']}")
     finish_axes(fig, ax, path, "frontier point (steps where known)", "collective time (ms, simulated)",
                 "Pareto fronts", log_x=None, log_y=False, legend_size=7)
     return True
 
 
-def steps_vs_bandwidth(rows: list[dict[str, Any]], path: Path) -> bool:
+def steps_vs_bandwidth(rows: list[dict[str, Any]], path: Path, chunk_facts: dict[str, str]) -> bool:
     """Latency cost S vs bandwidth cost R/C of every algorithm found, per collective; the
-    non-dominated points (SCCL's Pareto frontier) joined by a line."""
+    non-dominated points (a Pareto frontier) joined by a line. ``chunk_facts``: by formulation
+    label, the row fact that counts an algorithm's chunks C (``formulation_facts``)."""
     points: dict[str, set[tuple[int, float]]] = {}
     for row in rows:
-        if not _ok(row):
+        chunks = chunk_facts.get(row.get(R.FORMULATION))
+        if not _ok(row) or chunks is None:
             continue
-        entries = row.get("algorithms") or [row.get("algorithm_meta") or {}]
+        entries = row.get(R.ALGORITHMS) or [row.get(R.ALGORITHM_META) or {}]
         for entry in entries:
-            if entry.get("steps") and entry.get("rounds") and entry.get("sccl_chunks"):
-                points.setdefault(row["collective"], set()).add((entry["steps"], entry["rounds"] / entry["sccl_chunks"]))
+            if entry.get(R.STEPS) and entry.get(R.ROUNDS) and entry.get(chunks):
+                points.setdefault(row[R.COLLECTIVE], set()).add((entry[R.STEPS], entry[R.ROUNDS] / entry[chunks]))
     if not points:
         return False
     fig, ax = plt.subplots(figsize=(6.5, 4.5))
@@ -150,11 +158,11 @@ def efficiency(rows: list[dict[str, Any]], path: Path) -> bool:
     points: dict[str, dict[str, list[float]]] = {}
     topologies: list[str] = []
     for row in rows:
-        if _ok(row) and row.get("efficiency") is not None:
-            label = str(row.get("topology"))
+        if _ok(row) and row.get(R.EFFICIENCY) is not None:
+            label = str(row.get(R.TOPOLOGY))
             if label not in topologies:
                 topologies.append(label)
-            points.setdefault(row["formulation"], {}).setdefault(label, []).append(row["efficiency"])
+            points.setdefault(row[R.FORMULATION], {}).setdefault(label, []).append(row[R.EFFICIENCY])
     if len(topologies) < 2:
         return False
     fig, ax = plt.subplots(figsize=(max(6.0, 0.55 * len(topologies) + 2), 4.8))
@@ -179,16 +187,16 @@ def efficiency(rows: list[dict[str, Any]], path: Path) -> bool:
 
 def time_by_size(rows: list[dict[str, Any]], folder: Path) -> list[Path]:
     """Per topology, collective time against size: a line per formulation and the bound (dashed)."""
-    sizes = {r.get("size_bytes") for r in rows if _ok(r)}
+    sizes = {r.get(R.SIZE_BYTES) for r in rows if _ok(r)}
     if len(sizes) < 3:
         return []
     by_topology: dict[str, dict[str, dict[str, dict[float, float]]]] = {}  # topology -> collective -> line
     for row in rows:
         if not _ok(row):
             continue
-        lines = by_topology.setdefault(str(row["topology"]), {}).setdefault(str(row["collective"]), {})
-        size = float(row["size_bytes"])
-        for label, value in ((row["formulation"], row["collective_time"]), ("bound", row.get("bound"))):
+        lines = by_topology.setdefault(str(row[R.TOPOLOGY]), {}).setdefault(str(row[R.COLLECTIVE]), {})
+        size = float(row[R.SIZE_BYTES])
+        for label, value in ((row[R.FORMULATION], row[R.COLLECTIVE_TIME]), ("bound", row.get(R.BOUND))):
             if value:  # the fastest of a formulation's seeds and parameters at that size
                 line = lines.setdefault(label, {})
                 line[size] = min(line.get(size, math.inf), value)
@@ -227,12 +235,12 @@ def efficiency_by_npus(rows: list[dict[str, Any]], folder: Path) -> list[Path]:
     non-blocking fabrics and dashed on oversubscribed ones (``over=`` in the topology's spec)."""
     panels: dict[tuple[str, float], dict[str, dict[int, float]]] = {}
     for row in rows:
-        if not _ok(row) or row.get("efficiency") is None or not row.get("npus"):
+        if not _ok(row) or row.get(R.EFFICIENCY) is None or not row.get(R.NPUS):
             continue
-        over = re.search(r"over\s*=\s*([\d.]+)", str(row.get("topology_source", "")), re.IGNORECASE)
-        label = row["formulation"] + (" (oversubscribed)" if over and float(over.group(1)) > 1 else "")
-        line = panels.setdefault((str(row["collective"]), float(row["size_bytes"])), {}).setdefault(label, {})
-        line[int(row["npus"])] = max(line.get(int(row["npus"]), 0.0), row["efficiency"])
+        over = re.search(r"over\s*=\s*([\d.]+)", str(row.get(R.TOPOLOGY_SOURCE, "")), re.IGNORECASE)
+        label = row[R.FORMULATION] + (" (oversubscribed)" if over and float(over.group(1)) > 1 else "")
+        line = panels.setdefault((str(row[R.COLLECTIVE]), float(row[R.SIZE_BYTES])), {}).setdefault(label, {})
+        line[int(row[R.NPUS])] = max(line.get(int(row[R.NPUS]), 0.0), row[R.EFFICIENCY])
     panels = {key: lines for key, lines in panels.items() if any(len(line) >= 2 for line in lines.values())}
     if not panels:
         return []
@@ -260,10 +268,11 @@ def _file_name(label: str) -> str:
 
 
 def write_figures(folder: Path, experiment, rows: list[dict[str, Any]], table=None) -> list[Path]:
+    """Write the run's figures into ``folder/figures``; the files written."""
     figures = Path(folder) / "figures"
     figures.mkdir(parents=True, exist_ok=True)
     written = []
-    schedule = [r for r in rows if r.get("kind", "schedule") == "schedule"]
+    schedule = [r for r in rows if r.get(R.KIND, "schedule") == "schedule"]
     if synthesis_vs_time(schedule, figures / "synthesis_vs_time.png"):
         written.append(figures / "synthesis_vs_time.png")
     if scaling(schedule, figures / "scaling.png"):
@@ -275,18 +284,35 @@ def write_figures(folder: Path, experiment, rows: list[dict[str, Any]], table=No
         written.append(figures / "pareto.png")
     if efficiency(schedule, figures / "efficiency.png"):
         written.append(figures / "efficiency.png")
-    if steps_vs_bandwidth(schedule, figures / "steps_vs_bandwidth.png"):
+    if steps_vs_bandwidth(schedule, figures / "steps_vs_bandwidth.png", formulation_facts(experiment, R.CHUNKS_ROLE)):
         written.append(figures / "steps_vs_bandwidth.png")
     written += time_by_size(schedule, figures / "by_size")
     written += efficiency_by_npus(schedule, figures / "by_npus")
     return written
 
 
+def formulation_facts(experiment, role: str) -> dict[str, str]:
+    """By formulation label, the row fact each of the experiment's formulations gives ``role`` in
+    its ``row_facts`` (a formulation that cannot be loaded declares none)."""
+    from workbench.registry import FormulationError, resolve_formulation
+
+    found = {}
+    for spec in experiment.formulations:
+        try:
+            declared = getattr(resolve_formulation(spec.name, experiment.base_dir), "row_facts", None)
+        except FormulationError:
+            continue
+        for key, given in (declared.items() if isinstance(declared, dict) else ()):
+            if given == role:
+                found[spec.label] = key
+    return found
+
+
 def _heatmap_row(rows: list[dict[str, Any]], experiment) -> dict[str, Any] | None:
-    wanted = experiment.table.get("normalise_by") or (experiment.formulations[0]["label"] if experiment.formulations else None)
-    candidates = [r for r in rows if _ok(r) and r.get("link_utilisation") and r["formulation"] == wanted]
+    wanted = experiment.table.get("normalise_by") or (experiment.formulations[0].label if experiment.formulations else None)
+    candidates = [r for r in rows if _ok(r) and r.get(R.LINK_UTILISATION) and r[R.FORMULATION] == wanted]
     if not candidates:
-        candidates = [r for r in rows if _ok(r) and r.get("link_utilisation")]
+        candidates = [r for r in rows if _ok(r) and r.get(R.LINK_UTILISATION)]
     if not candidates:
         return None
-    return max(candidates, key=lambda r: (r.get("npus") or 0, r.get("size_bytes") or 0))
+    return max(candidates, key=lambda r: (r.get(R.NPUS) or 0, r.get(R.SIZE_BYTES) or 0))

@@ -13,6 +13,7 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Any
 
+from workbench import row_keys as R
 from workbench.config.checks import DESIGN_METRICS
 from workbench.config.experiment import Experiment
 from workbench.units import format_size, format_time
@@ -88,10 +89,10 @@ class Table:
 def _row_label(row: dict[str, Any], key: str, varying: list[str]) -> str:
     def value_of(name: str) -> str:
         if name == "size":
-            return format_size(row["size_bytes"])
+            return format_size(row[R.SIZE_BYTES])
         if name == "collective":
-            root = row.get("root")
-            return row["collective"] + (f"(root {root})" if root is not None else "")
+            root = row.get(R.ROOT)
+            return row[R.COLLECTIVE] + (f"(root {root})" if root is not None else "")
         return str(row.get(name))
 
     parts = [value_of(key)] + [value_of(name) for name in varying if name != key]
@@ -112,7 +113,7 @@ def _varying(experiment: Experiment) -> list[str]:
 
 
 def _optimality(row: dict[str, Any]) -> str:
-    meta = row.get("algorithm_meta") or {}
+    meta = row.get(R.ALGORITHM_META) or {}
     marks = [name for name, key in (("latency", "latency_optimal"), ("bandwidth", "bandwidth_optimal")) if meta.get(key)]
     return "both" if len(marks) == 2 else (marks[0] if marks else "")
 
@@ -120,7 +121,7 @@ def _optimality(row: dict[str, Any]) -> str:
 def _metric(row: dict[str, Any], metric: str) -> Any:
     """A row field, or ``stats.<key>``: a formulation's own statistic (e.g. TACCL's per-stage seconds)."""
     if metric.startswith("stats."):
-        return (row.get("stats") or {}).get(metric[6:])
+        return (row.get(R.STATS) or {}).get(metric[6:])
     return row.get(metric)
 
 
@@ -133,7 +134,7 @@ def _formulation_rows_table(rows: list[dict[str, Any]], experiment: Experiment) 
     row_labels: list[str] = []
     groups: list[str] = []
     for f in experiment.formulations:
-        name, _, group = f["label"].partition(" @ ")
+        name, _, group = f.label.partition(" @ ")
         if name not in row_labels:
             row_labels.append(name)
         if group not in groups:
@@ -143,11 +144,11 @@ def _formulation_rows_table(rows: list[dict[str, Any]], experiment: Experiment) 
                   time_valued=True)
     by_label: dict[str, list[dict[str, Any]]] = {}
     for r in rows:
-        if r.get("kind", "schedule") == "schedule":
-            by_label.setdefault(r["formulation"], []).append(r)
+        if r.get(R.KIND, "schedule") == "schedule":
+            by_label.setdefault(r[R.FORMULATION], []).append(r)
     for f in experiment.formulations:
-        name, _, group = f["label"].partition(" @ ")
-        group_rows = by_label.get(f["label"], [])
+        name, _, group = f.label.partition(" @ ")
+        group_rows = by_label.get(f.label, [])
         for metric in metrics:
             column = f"{group} {metric}".strip()
             cell = table.cell(name, column)
@@ -170,7 +171,7 @@ def _formulation_rows_table(rows: list[dict[str, Any]], experiment: Experiment) 
                     table.text[(name, column)] = "-"  # not reported by this formulation
                 # a bound belongs to the problem, not to how the search ended
                 cell.status = "derived" if metric == "bound" else ",".join(
-                    sorted({g.get("status", "?") for g in group_rows}))
+                    sorted({g.get(R.STATUS, "?") for g in group_rows}))
     for entry in experiment.paper.get("values", []):
         cell = table.cell(entry["row"], entry["column"])
         if entry.get("value") is not None:
@@ -181,10 +182,10 @@ def _formulation_rows_table(rows: list[dict[str, Any]], experiment: Experiment) 
 def _design_table(rows: list[dict[str, Any]], experiment: Experiment) -> Table:
     """One row per design cell; names "label @ group" get mean and max rows per group."""
     metrics = experiment.table["metrics"]
-    names = [d["name"] for d in experiment.designs]
+    names = [d.name for d in experiment.designs]
     table = Table(experiment.description or experiment.name, "design metrics", None, list(names), list(metrics),
                   time_valued=False)
-    by_name = {r["design"]: r for r in rows if r.get("kind") == "design"}
+    by_name = {r[R.DESIGN]: r for r in rows if r.get(R.KIND) == "design"}
     groups: dict[str, list[str]] = {}
     for name in names:
         groups.setdefault(name.partition(" @ ")[2], []).append(name)
@@ -195,17 +196,17 @@ def _design_table(rows: list[dict[str, Any]], experiment: Experiment) -> Table:
                 table.text[(name, metric)] = "not run"
                 continue
             cell.runs = 1
-            stats = row.get("stats") or {}
+            stats = row.get(R.STATS) or {}
             if metric == "status":
-                table.text[(name, metric)] = row.get("status", "?")
+                table.text[(name, metric)] = row.get(R.STATUS, "?")
             elif metric == "bandwidth":
-                table.text[(name, metric)] = ", ".join(f"{b / 1e9:.2f}" for b in row.get("bandwidths") or [])
+                table.text[(name, metric)] = ", ".join(f"{b / 1e9:.2f}" for b in row.get(R.BANDWIDTHS) or [])
             elif metric == "time":
-                table.text[(name, metric)] = format_time(row["design_time"]) if row.get("design_time") else "-"
+                table.text[(name, metric)] = format_time(row[R.DESIGN_TIME]) if row.get(R.DESIGN_TIME) else "-"
             elif metric == "cost":
-                table.text[(name, metric)] = f"${row['cost']:,.0f}" if row.get("cost") is not None else "-"
+                table.text[(name, metric)] = f"${row['cost']:,.0f}" if row.get(R.COST) is not None else "-"
             elif metric == "synthesis_seconds":
-                cell.ours = row.get("synthesis_seconds")
+                cell.ours = row.get(R.SYNTHESIS_SECONDS)
             else:
                 cell.ours = stats.get(metric)
     for group, members in groups.items():
@@ -232,6 +233,7 @@ def _design_table(rows: list[dict[str, Any]], experiment: Experiment) -> Table:
 
 
 def build_table(rows: list[dict[str, Any]], experiment: Experiment) -> Table:
+    """The table of an experiment's rows as its ``table:`` section asks (rows, columns, value, normalisation)."""
     spec = experiment.table
     if spec["rows"] == "design":
         return _design_table(rows, experiment)
@@ -240,12 +242,12 @@ def build_table(rows: list[dict[str, Any]], experiment: Experiment) -> Table:
     key = spec["rows"]
     value_name = spec["value"]
     varying = [v for v in _varying(experiment) if v != key]
-    schedule_rows = [r for r in rows if r.get("kind", "schedule") == "schedule"]
+    schedule_rows = [r for r in rows if r.get(R.KIND, "schedule") == "schedule"]
     order = _expected_rows(experiment, key, varying)
     seen = {_row_label(r, key, varying) for r in schedule_rows}
     row_labels = [label for label in order if label in seen or _paper_has_row(experiment, label)]
     row_labels += sorted(seen - set(row_labels))
-    columns = [f["label"] for f in experiment.formulations]
+    columns = [f.label for f in experiment.formulations]
     extras = [EXTRA_LABELS[e] for e in spec.get("extra_columns", [])]
     normaliser = spec.get("normalise_by")
     shown = columns + extras
@@ -255,23 +257,23 @@ def build_table(rows: list[dict[str, Any]], experiment: Experiment) -> Table:
                   time_valued=value_name in ("collective_time", "synthesis_seconds", "claimed_time"))
     grouped: dict[tuple[str, str], list[dict[str, Any]]] = {}
     for r in schedule_rows:
-        grouped.setdefault((_row_label(r, key, varying), r["formulation"]), []).append(r)
+        grouped.setdefault((_row_label(r, key, varying), r[R.FORMULATION]), []).append(r)
     for (row_label, column), group in grouped.items():
         cell = table.cell(row_label, column)
         cell.runs = len(group)
-        values = [g[value_name] for g in group if g.get("status") in OK_STATUSES and g.get(value_name) is not None]
-        synth = [g["synthesis_seconds"] for g in group if g.get("synthesis_seconds") is not None]
+        values = [g[value_name] for g in group if g.get(R.STATUS) in OK_STATUSES and g.get(value_name) is not None]
+        synth = [g[R.SYNTHESIS_SECONDS] for g in group if g.get(R.SYNTHESIS_SECONDS) is not None]
         cell.ours = statistics.median(values) if values else None
         cell.synthesis = statistics.median(synth) if synth else None
-        statuses = sorted({g.get("status", "?") for g in group})
+        statuses = sorted({g.get(R.STATUS, "?") for g in group})
         cell.status = ",".join(statuses)
     for extra_key, label in zip(spec.get("extra_columns", []), extras):
         source = normaliser or (columns[0] if columns else None)
         for row_label in row_labels:
             group = grouped.get((row_label, source), [])
             if extra_key == "claimed":
-                values = [g["claimed_time"] / g["collective_time"] for g in group
-                          if g.get("claimed_time") is not None and g.get("collective_time")]
+                values = [g[R.CLAIMED_TIME] / g[R.COLLECTIVE_TIME] for g in group
+                          if g.get(R.CLAIMED_TIME) is not None and g.get(R.COLLECTIVE_TIME)]
             else:
                 values = [g.get(extra_key) for g in group if g.get(extra_key) is not None]
             if extra_key in ("ideal", "bound", "ideal_dims", "achievable"):
@@ -296,7 +298,7 @@ def build_table(rows: list[dict[str, Any]], experiment: Experiment) -> Table:
     from workbench.report_bounds import label_bound_columns, model_notes
 
     label_bound_columns(table, spec, grouped, normaliser or (columns[0] if columns else None),
-                        column=EXTRA_LABELS["bound"], renames=EXACT_LABELS,
+                        column=EXTRA_LABELS[R.BOUND], renames=EXACT_LABELS,
                         fmt=lambda value, column: _fmt(value, table, column))
     model_notes(table, grouped)
     for entry in experiment.paper.get("values", []):
@@ -334,8 +336,8 @@ def _expected_rows(experiment: Experiment, key: str, varying: list[str]) -> list
     import itertools
 
     choices = {
-        "topology": [{"topology": t["label"]} for t in experiment.topologies],
-        "collective": [{"collective": c["kind"], "root": c.get("root")} for c in experiment.collectives],
+        "topology": [{R.TOPOLOGY: t.label} for t in experiment.topologies],
+        "collective": [{R.COLLECTIVE: c.kind, R.ROOT: c.root} for c in experiment.collectives],
         "size": [{"size_bytes": s} for s in experiment.sizes],
         "chunks": [{"chunks": c} for c in experiment.chunks],
         "seed": [{"seed": s} for s in experiment.seeds],
@@ -351,12 +353,12 @@ def _expected_rows(experiment: Experiment, key: str, varying: list[str]) -> list
 
 
 # ------------------------------------------------------------------------------- rendering
-_RATIO_COLUMNS = (EXTRA_LABELS["ideal_efficiency"], EXTRA_LABELS["efficiency"],
-                  EXTRA_LABELS["ideal_dims_efficiency"], EXACT_LABELS[EXTRA_LABELS["efficiency"]])
+_RATIO_COLUMNS = (EXTRA_LABELS[R.IDEAL_EFFICIENCY], EXTRA_LABELS[R.EFFICIENCY],
+                  EXTRA_LABELS[R.IDEAL_DIMS_EFFICIENCY], EXACT_LABELS[EXTRA_LABELS[R.EFFICIENCY]])
 
 
-_TIME_COLUMNS = (EXTRA_LABELS["bound"], EXACT_LABELS[EXTRA_LABELS["bound"]], EXTRA_LABELS["achievable"],
-                 EXTRA_LABELS["ideal"], EXTRA_LABELS["ideal_dims"])
+_TIME_COLUMNS = (EXTRA_LABELS[R.BOUND], EXACT_LABELS[EXTRA_LABELS[R.BOUND]], EXTRA_LABELS[R.ACHIEVABLE],
+                 EXTRA_LABELS[R.IDEAL], EXTRA_LABELS[R.IDEAL_DIMS])
 
 
 def _fmt(value: float | None, table: Table, column: str | None = None) -> str:
@@ -383,6 +385,7 @@ def _fmt_ms(seconds: float | None) -> str:
 
 
 def render_markdown(table: Table, experiment: Experiment, show_synthesis: bool | None = None) -> str:
+    """table.md's text: the title, the table with paper values beside ours, and its notes."""
     show_synthesis = experiment.table.get("show_synthesis", False) if show_synthesis is None else show_synthesis
     has_paper = any(c.paper is not None for c in table.cells.values())
     paper_columns = {column for (_, column), c in table.cells.items() if c.paper is not None}
@@ -444,6 +447,7 @@ def render_markdown(table: Table, experiment: Experiment, show_synthesis: bool |
 
 
 def render_csv(table: Table) -> str:
+    """table.csv's text: one line per table row, ours and the paper's value per column."""
     buffer = io.StringIO()
     writer = csv.writer(buffer)
     writer.writerow(["row", "column", "ours", "paper", "ratio", "synthesis_seconds", "paper_synthesis_ms", "status",

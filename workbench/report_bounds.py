@@ -17,6 +17,7 @@ from typing import Any, Callable, Mapping
 
 from workbench.bounds import TIGHT
 from workbench.yardstick import OPTIMAL_WITHIN, SIMULATED
+from workbench import row_keys as R
 
 __all__ = ["status_text", "label_bound_columns", "model_notes"]
 
@@ -29,8 +30,8 @@ Format = Callable[[float, str], str]  # (value, column) -> the text a table prin
 def status_text(row: dict[str, Any]) -> str:
     """A row's status with the formulation's own word beside it where that says more:
     ``feasible (optimal in forestcoll-throughput)``, ``feasible (solver: optimal)``."""
-    status = str(row.get("status", "?"))
-    model, solver = row.get("model_optimal"), row.get("solver_status")
+    status = str(row.get(R.STATUS, "?"))
+    model, solver = row.get(R.MODEL_OPTIMAL), row.get(R.SOLVER_STATUS)
     if model:
         return f"{status} (optimal in {model})"
     if solver and solver != status:
@@ -40,8 +41,8 @@ def status_text(row: dict[str, Any]) -> str:
 
 def _fastest(grouped: Grouped, row_label: str) -> float | None:
     """The fastest simulated schedule of one problem, over every formulation of the row."""
-    times = [g["collective_time"] for (label, _), group in grouped.items() if label == row_label for g in group
-             if g.get("status") in SIMULATED and g.get("collective_time") is not None]
+    times = [g[R.COLLECTIVE_TIME] for (label, _), group in grouped.items() if label == row_label for g in group
+             if g.get(R.STATUS) in SIMULATED and g.get(R.COLLECTIVE_TIME) is not None]
     return min(times) if times else None
 
 
@@ -55,7 +56,7 @@ def label_bound_columns(table: Any, spec: dict[str, Any], grouped: Grouped, sour
         return
     proven, open_rows, stale = [], [], []
     for row_label in table.rows:
-        bound = next((g["bound"] for g in grouped.get((row_label, source), []) if g.get("bound") is not None), None)
+        bound = next((g[R.BOUND] for g in grouped.get((row_label, source), []) if g.get(R.BOUND) is not None), None)
         fastest = _fastest(grouped, row_label)
         if bound is None or fastest is None:
             continue
@@ -106,7 +107,7 @@ def _write_intervals(table: Any, column: str, proven: list[str], open_rows: list
 
 def _kind_notes(table: Any, grouped: Grouped, source: str | None, extras: list[str]) -> None:
     """What the bounds of these problems are made of (from the rows' ``bounds``)."""
-    parts = [g.get("bounds") or {} for (row, column), group in grouped.items() if column == source for g in group[:1]]
+    parts = [g.get(R.BOUNDS) or {} for (row, column), group in grouped.items() if column == source for g in group[:1]]
     if any(p.get("optimum") is not None for p in parts):
         table.notes.append("The bound's bandwidth term is the exact throughput optimum (max-flow over all cuts), "
                            "plus its cut's alpha; what alpha and finite chunks add above it only a schedule shows")
@@ -127,11 +128,11 @@ def model_notes(table: Any, grouped: Grouped) -> None:
         by_column.setdefault(column, []).extend(group)
     for column in table.columns:
         rows = by_column.get(column, [])
-        claimed = [r for r in rows if r.get("model_optimal") or r.get("solver_status") == "optimal"]
+        claimed = [r for r in rows if r.get(R.MODEL_OPTIMAL) or r.get(R.SOLVER_STATUS) == "optimal"]
         if not claimed:
             continue
-        models = sorted({str(r["model_optimal"]) for r in claimed if r.get("model_optimal")})
+        models = sorted({str(r[R.MODEL_OPTIMAL]) for r in claimed if r.get(R.MODEL_OPTIMAL)})
         where = f" in its own model ({', '.join(models)})" if models else ""
-        met = sum(1 for r in rows if r.get("status") == "optimal")
+        met = sum(1 for r in rows if r.get(R.STATUS) == "optimal")
         table.notes.append(f"{column}: the formulation proved optimality{where} on {len(claimed)} of {len(rows)} "
                            f"runs; {met} are within {OPTIMAL_WITHIN:.0%} of the bound (status optimal)")

@@ -11,6 +11,7 @@ import os
 import threading
 from pathlib import Path
 from typing import Any
+from workbench import row_keys as R
 
 __all__ = ["ResultStore"]
 
@@ -56,13 +57,14 @@ class ResultStore:
                 row = json.loads(line)
             except (ValueError, RecursionError):  # not JSON, an overlong integer, nesting beyond the parser
                 row = None
-            if isinstance(row, dict) and isinstance(row.get("cell_id"), str):
+            if isinstance(row, dict) and isinstance(row.get(R.CELL_ID), str):
                 rows.append(row)
             else:
                 self.skipped.append(number)
         return rows
 
     def append(self, row: dict[str, Any]) -> None:
+        """Append one row to rows.jsonl (flushed and synced, so a finished cell survives a crash)."""
         if self.read_only:
             raise RuntimeError(f"{self.path}: opened read-only")
         line = (json.dumps(row, default=_json_default, allow_nan=True) + "\n").encode()

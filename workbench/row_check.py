@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from workbench.config.checks import DESIGN_METRICS
+from workbench import row_keys as R
 
 __all__ = ["row_problem", "ROW_NUMBERS", "ROW_TEXTS"]
 
@@ -38,7 +39,7 @@ def row_problem(row: dict[str, Any], metrics: Sequence[str] = ()) -> str | None:
     ``metrics``: the table's metrics, whose ``stats`` entries a design table computes with."""
     from workbench.safe_load import shorten
 
-    kind = row.get("kind", "schedule")
+    kind = row.get(R.KIND, "schedule")
     if kind not in ROW_TEXTS:
         return f"kind: expected 'schedule' or 'design', got {shorten(kind)}"
     for key in ROW_TEXTS[kind]:
@@ -48,18 +49,18 @@ def row_problem(row: dict[str, Any], metrics: Sequence[str] = ()) -> str | None:
     for key in ROW_NUMBERS:
         if row.get(key) is not None and not _is_number(row[key]):
             return f"{key}: expected a number, got {shorten(row[key])}"
-    if row.get("root") is not None and (isinstance(row["root"], bool) or not isinstance(row["root"], int)):
+    if row.get(R.ROOT) is not None and (isinstance(row[R.ROOT], bool) or not isinstance(row[R.ROOT], int)):
         return f"root: expected an integer, got {shorten(row['root'])}"
-    if row.get("bound_exact") is not None and not isinstance(row["bound_exact"], bool):
+    if row.get(R.BOUND_EXACT) is not None and not isinstance(row[R.BOUND_EXACT], bool):
         return f"bound_exact: expected true or false, got {shorten(row['bound_exact'])}"
     for key in ("stats", "algorithm_meta"):
         if row.get(key) is not None and not isinstance(row[key], dict):
             return f"{key}: expected a mapping, got {shorten(row[key])}"
-    bandwidths = row.get("bandwidths")
+    bandwidths = row.get(R.BANDWIDTHS)
     if bandwidths is not None and not (isinstance(bandwidths, list) and all(map(_is_number, bandwidths))):
         return f"bandwidths: expected a list of numbers, got {shorten(bandwidths)}"
     if kind == "design":
-        stats = row.get("stats") or {}
+        stats = row.get(R.STATS) or {}
         for metric in metrics:
             if metric not in DESIGN_METRICS and stats.get(metric) is not None and not _is_number(stats[metric]):
                 return f"stats.{metric}: expected a number, got {shorten(stats[metric])}"

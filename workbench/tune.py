@@ -22,6 +22,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from typing import Any
+from workbench import row_keys as R
 
 __all__ = ["Bucket", "buckets", "parse_range", "RangeError", "SOLVER_FORMULATIONS", "fast_formulations"]
 
@@ -101,8 +102,8 @@ def summary_row(bucket: Bucket, winner: str | None, fields: dict[str, Any] | Non
                 files: list[str], note: str = "") -> dict[str, Any]:
     """One line of the bundle's summary (``summary.json`` / ``summary.md``)."""
     fields = fields or {}
-    time = fields.get("collective_time")
+    time = fields.get(R.COLLECTIVE_TIME)
     return {"bucket": bucket.index, "min_bytes": bucket.low, "max_bytes": bucket.high, "size": bucket.size,
-            "winner": winner, "collective_time": time, "bound": fields.get("bound"),
-            "efficiency": fields.get("efficiency"), "ring_time": ring,
+            "winner": winner, "collective_time": time, "bound": fields.get(R.BOUND),
+            "efficiency": fields.get(R.EFFICIENCY), "ring_time": ring,
             "vs_ring": (ring / time) if (ring and time) else None, "files": files, "note": note}

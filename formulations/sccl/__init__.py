@@ -86,6 +86,7 @@ class Sccl:
 
     name = "sccl"
     kind = "schedule"
+    row_facts = {"sccl_chunks": "chunks"}  # C, kept in the rows; a plot's bandwidth cost is rounds / C
     parameters = (
         Parameter("mode", ("str",), "instance", "one (C,S,R) instance, the fewest steps, or the Pareto frontier",
                   choices=("instance", "least-steps", "pareto")),

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from workbench.cli.common import UsageError
 from workbench.units import format_time
+from workbench import row_keys as R
 
 __all__ = ["cmd_run"]
 
@@ -62,7 +63,7 @@ def _unfinished_fresh_run(runs: Path, prefix: str, config_text: str, experiment)
         snapshot = folder / "config.yaml"
         if not snapshot.is_file() or snapshot.read_text() != config_text:
             continue
-        done = {r.get("cell_id") for r in ResultStore(folder, read_only=True).rows()}  # none yet: empty
+        done = {r.get(R.CELL_ID) for r in ResultStore(folder, read_only=True).rows()}  # none yet: empty
         if wanted - done:
             return folder
     return None
@@ -79,6 +80,7 @@ def _check_results_dir(results_dir: str) -> None:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    """``workbench run``: run an experiment config into its run folder and write the report."""
     from workbench.config.experiment import load_experiment
     from workbench.files import check_output_folder
     from workbench.run.lock import RunLock, RunLockError
@@ -147,8 +149,8 @@ def _expected_time(reference: Path, experiment, jobs: int) -> str:
     if not (reference / "rows.jsonl").exists():
         return "expected run time: unknown (no reference results to estimate from)"
     wanted = experiment.cell_ids()
-    seconds = [r.get("wall_seconds") or 0.0 for r in ResultStore(reference, read_only=True).rows()
-               if r.get("cell_id") in wanted]
+    seconds = [r.get(R.WALL_SECONDS) or 0.0 for r in ResultStore(reference, read_only=True).rows()
+               if r.get(R.CELL_ID) in wanted]
     if not seconds:
         return "expected run time: unknown (the reference run has none of these cells)"
     estimate = sum(seconds) / max(1, min(jobs, len(seconds))) + 5

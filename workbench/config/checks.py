@@ -177,13 +177,12 @@ def parse_topology(check: Checker, entry: Any, path: str, base_dir: Path | None,
         topo["overhead"] = per_dim(check, entry["overhead"], f"{path}.overhead", parse_time, "duration like '1us'")
     label = entry.get("label") or topo.get("spec") or topo.get("file") or f"from {topo.get('from')}"
     topo["label"] = str(label)
-    if "spec" in topo or "file" in topo:
-        topo["_size"] = check_builds(check, topo, path)
-    return topo
+    return topo  # a spec or file is built by check_builds, which gives its size
 
 
-def check_builds(check: Checker, topo: dict, path: str) -> int:
-    """Build the topology once now, so a bad spec fails at load time, not in a worker; its NPU count."""
+def check_builds(check: Checker, topo: dict, path: str) -> tuple[int, int, int]:
+    """Build the topology once now, so a bad spec fails at load time, not in a worker; its size
+    (NPUs, nodes, links)."""
     from workbench.topology.builders import load_topology
     from workbench.topology import TopologyError
 

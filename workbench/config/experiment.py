@@ -43,83 +43,101 @@ from pathlib import Path
 from typing import Any
 
 from workbench.config.checks import (EVAL_KEYS, GRID_KEYS, TABLE_VALUES, TOP_KEYS, Checker, ConfigError,
-                                     apply_quick, check_cells, check_params, check_repeats, check_roots, check_sizes,
+                                     apply_quick, check_builds, check_cells, check_params, check_repeats, check_roots, check_sizes,
                                      data_paths, kind_of, parse_collective, parse_formulation, parse_paper, parse_table,
                                      parse_topology)
 from workbench.config.evaluation import Evaluation
+from workbench.config.specs import CollectiveSpec, DesignSpec, FormulationSpec, TopologySpec
 from workbench.simulate import LINK_MODELS, ORDERS, SWITCH_MODELS
 
 __all__ = ["ConfigError", "Experiment", "Cell", "DesignCell", "load_experiment", "parse_experiment",
            "TABLE_VALUES"]
 
-@dataclass
+@dataclass(frozen=True)
 class Cell:
-    """One schedule run: everything a worker needs (pickled to the cell with its request)."""
+    """One schedule run: everything a worker needs (pickled to the cell with its request).
+
+    Mappings given for ``topology``, ``collective`` or ``formulation`` (``workbench synth``,
+    ``workbench tune``) are turned into their specs."""
 
     experiment: str
-    topology: dict[str, Any]  # {label, spec|file|doc, alpha, bandwidth} or {label, from, builder, expand}
-    collective: dict[str, Any]  # {kind, root}
+    topology: TopologySpec
+    collective: CollectiveSpec
     size_bytes: float
     chunks: int
-    formulation: dict[str, Any]  # {name, label, params}
+    formulation: FormulationSpec
     seed: int
     time_limit: float
     evaluation: Evaluation
 
+    def __post_init__(self) -> None:
+        if not isinstance(self.topology, TopologySpec):
+            object.__setattr__(self, "topology", TopologySpec.from_dict(self.topology))
+        object.__setattr__(self, "collective", CollectiveSpec.from_dict(self.collective))
+        object.__setattr__(self, "formulation", FormulationSpec.from_dict(self.formulation))
+
     @property
     def key(self) -> dict[str, Any]:
-        return {"topology": self.topology.get("label"), "collective": self.collective, "size_bytes": self.size_bytes,
-                "chunks": self.chunks, "formulation": self.formulation["label"],
-                "params": self.formulation.get("params", {}), "seed": self.seed}
+        """What the cell id hashes: the grid point as the config wrote it."""
+        return {"topology": self.topology.label, "collective": self.collective.to_dict(),
+                "size_bytes": self.size_bytes, "chunks": self.chunks, "formulation": self.formulation.label,
+                "params": self.formulation.params, "seed": self.seed}
 
     @property
     def cell_id(self) -> str:
+        """``label:hash`` of the cell's key (stable across runs: a run resumes by it)."""
         digest = hashlib.sha1(json.dumps(self.key, sort_keys=True, default=str).encode()).hexdigest()[:12]
-        return f"{self.formulation['label']}:{digest}"
+        return f"{self.formulation.label}:{digest}"
 
     def describe(self) -> str:
+        """One line naming the cell, for progress output."""
         from workbench.units import format_size
 
-        coll = self.collective["kind"] + (f"(root {self.collective['root']})" if self.collective.get("root") is not None else "")
-        return (f"{self.topology.get('label')} {coll} {format_size(self.size_bytes)} k={self.chunks} "
-                f"{self.formulation['label']} seed {self.seed}")
+        root = self.collective.root
+        coll = self.collective.kind + (f"(root {root})" if root is not None else "")
+        return (f"{self.topology.label} {coll} {format_size(self.size_bytes)} k={self.chunks} "
+                f"{self.formulation.label} seed {self.seed}")
 
 
-
-@dataclass
+@dataclass(frozen=True)
 class DesignCell:
     """One design run (LIBRA-like); its result can become a topology for schedule cells."""
 
     experiment: str
     name: str
-    formulation: dict[str, Any]
+    formulation: FormulationSpec
     problem: dict[str, Any]
     seed: int
     time_limit: float
     key_problem: dict[str, Any] | None = None  # the problem as the id names it (data paths canonical)
 
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "formulation", FormulationSpec.from_dict(self.formulation))
+
     @property
     def cell_id(self) -> str:
+        """``design:name:hash`` of the design, its formulation, problem (as the id names it) and seed."""
         problem = self.problem if self.key_problem is None else self.key_problem
-        key = {"design": self.name, "formulation": self.formulation, "problem": problem, "seed": self.seed}
+        key = {"design": self.name, "formulation": self.formulation.to_dict(), "problem": problem,
+               "seed": self.seed}
         digest = hashlib.sha1(json.dumps(key, sort_keys=True, default=str).encode()).hexdigest()[:12]
         return f"design:{self.name}:{digest}"
 
 
-
 @dataclass
 class Experiment:
+    """A checked experiment config: its grid as typed specs, its evaluation, paper values and table."""
     name: str
     description: str
     path: Path | None
     time_limit: float
     seeds: list[int]
-    topologies: list[dict[str, Any]]
-    collectives: list[dict[str, Any]]
+    topologies: list[TopologySpec]
+    collectives: list[CollectiveSpec]
     sizes: list[float]
     chunks: list[int]
-    formulations: list[dict[str, Any]]
-    designs: list[dict[str, Any]]
+    formulations: list[FormulationSpec]
+    designs: list[DesignSpec]
     evaluation: Evaluation
     paper: dict[str, Any]
     table: dict[str, Any]
@@ -136,20 +154,20 @@ class Experiment:
         result = []
         for topology, collective, size, chunks, formulation, seed in itertools.product(
                 self.topologies, self.collectives, self.sizes, self.chunks, self.formulations, self.seeds):
-            own_collectives = formulation.get("collectives")
-            own_chunks = formulation.get("chunks")
+            own_collectives = formulation.collectives
+            own_chunks = formulation.chunks
             if own_collectives is not None and collective != self.collectives[0]:
                 continue
             if own_chunks is not None and chunks != self.chunks[0]:
                 continue
-            if "seeds" in formulation and seed not in formulation["seeds"]:
+            if formulation.seeds is not None and seed not in formulation.seeds:
                 continue
-            if "topologies" in formulation and topology.get("label") not in formulation["topologies"]:
+            if formulation.topologies is not None and topology.label not in formulation.topologies:
                 continue
-            own_sizes = formulation.get("sizes")
+            own_sizes = formulation.sizes
             if own_sizes is not None and size != self.sizes[0]:
                 continue
-            limit = formulation.get("params", {}).get("time_limit", self.time_limit)
+            limit = formulation.params.get("time_limit", self.time_limit)
             for this_collective in own_collectives or [collective]:
                 for this_chunks in own_chunks or [chunks]:
                     for this_size in own_sizes or [size]:
@@ -164,15 +182,15 @@ class Experiment:
     def design_cells(self) -> list[DesignCell]:
         """Design cells run on the problem with data paths resolved against the config's folder;
         their ids name the paths relative to the project folder (see ``workbench.config.checks.data_paths``)."""
-        return [DesignCell(self.name, d["name"], {"name": d["formulation"], "label": d["formulation"],
-                                                 "params": d.get("params", {})},
-                           d.get("_run_problem", d.get("problem", {})), self.seeds[0],
-                           d.get("time_limit", self.time_limit), d.get("_key_problem"))
+        return [DesignCell(self.name, d.name, FormulationSpec(d.formulation, d.formulation, d.params),
+                           d.problem if d.run_problem is None else d.run_problem, self.seeds[0],
+                           self.time_limit if d.time_limit is None else d.time_limit, d.key_problem)
                 for d in self.designs]
 
 
 def parse_experiment(data: Any, source: str = "experiment", quick: bool = False,
                      base_dir: Path | None = None, check_files: bool = True) -> Experiment:
+    """Check a loaded config (``source`` names it in errors) and return its ``Experiment``; raises ``ConfigError``."""
     check = Checker(source, read_files=check_files)
     if not isinstance(data, dict):
         raise ConfigError(f"{source}: expected a mapping at the top level, got {kind_of(data)}")
@@ -188,7 +206,7 @@ def parse_experiment(data: Any, source: str = "experiment", quick: bool = False,
         seeds = [check.integer(s, f"seeds[{i}]") for i, s in enumerate(check.seq(data["seeds"], "seeds"))]
     else:
         seeds = list(range(check_repeats(check, data.get("repeats", 1))))  # capped before it is listed
-    designs = []
+    designs: list[DesignSpec] = []
     design_metrics: list[str] = []  # the statistics the design formulations report (their ``metrics``)
     for i, entry in enumerate(check.seq(grid.get("designs", []), "grid.designs", non_empty=False)):
         path = f"grid.designs[{i}]"
@@ -210,17 +228,23 @@ def parse_experiment(data: Any, source: str = "experiment", quick: bool = False,
                                                     f"formulation; a design cell needs a design one (libra)")
         check_params(check, formulation, design["params"], f"{path}.params")
         design_metrics += [str(m) for m in getattr(formulation, "metrics", ())]
+        run_problem = key_problem = None
         if base_dir is not None:
-            design["_run_problem"], design["_key_problem"] = data_paths(check, design["problem"], f"{path}.problem",
-                                                                         Path(base_dir), check_files)
-        designs.append(design)
-    design_names = {d["name"] for d in designs}
+            run_problem, key_problem = data_paths(check, design["problem"], f"{path}.problem", Path(base_dir),
+                                                  check_files)
+        designs.append(DesignSpec(design["name"], design["formulation"], design["problem"], design["params"],
+                                  design.get("time_limit"), run_problem, key_problem))
+    design_names = {d.name for d in designs}
     design_only = bool(designs) and "formulations" not in grid
     if design_only:  # a design study: no schedule cells
         topologies, collectives, sizes, chunks, formulations = [], [], [], [1], []
+        built: dict[str, Any] = {}
     else:
-        topologies = [parse_topology(check, e, f"grid.topologies[{i}]", base_dir, design_names)
-                      for i, e in enumerate(check.seq(check.required(grid, "topologies", "grid"), "grid.topologies"))]
+        topologies, built = [], {}  # built: each spec or file topology's size, by label
+        for i, e in enumerate(check.seq(check.required(grid, "topologies", "grid"), "grid.topologies")):
+            topologies.append(parse_topology(check, e, f"grid.topologies[{i}]", base_dir, design_names))
+            if "spec" in topologies[-1] or "file" in topologies[-1]:  # built now, so a bad one fails at load
+                built[topologies[-1]["label"]] = check_builds(check, topologies[-1], f"grid.topologies[{i}]")
         collectives = [parse_collective(check, e, f"grid.collectives[{i}]")
                        for i, e in enumerate(check.seq(check.required(grid, "collectives", "grid"),
                                                        "grid.collectives"))]
@@ -231,7 +255,6 @@ def parse_experiment(data: Any, source: str = "experiment", quick: bool = False,
         formulations = [parse_formulation(check, e, f"grid.formulations[{i}]", base_dir)
                         for i, e in enumerate(check.seq(check.required(grid, "formulations", "grid"),
                                                         "grid.formulations"))]
-    built = {t["label"]: t.pop("_size") for t in topologies if "_size" in t}
     npus = {label: size[0] for label, size in built.items()}
     check_roots(check, collectives, "grid.collectives", topologies, npus)
     for i, f in enumerate(formulations):
@@ -265,8 +288,11 @@ def parse_experiment(data: Any, source: str = "experiment", quick: bool = False,
     paper = parse_paper(check, data.get("paper"))
     table = parse_table(check, data.get("table"), formulations, design_metrics)
     return Experiment(name, str(data.get("description", "")), Path(source) if source else None, time_limit, seeds,
-                      topologies, collectives, sizes, chunks, formulations, designs, evaluation, paper, table, data,
-                      None if base_dir is None else Path(base_dir))
+                      [TopologySpec.from_dict(t, built.get(t["label"])) for t in topologies],
+                      [CollectiveSpec.from_dict(c) for c in collectives], sizes, chunks,
+                      [FormulationSpec.from_dict(f) for f in formulations], designs,
+                      evaluation, paper, table, data, None if base_dir is None else Path(base_dir))
+
 
 
 def load_experiment(path: str | Path, quick: bool = False) -> Experiment:

@@ -7,10 +7,13 @@ incumbent of a cell it had to kill).
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from workbench.config.evaluation import Evaluation
+from workbench.config.specs import TopologySpec
+from workbench import row_keys as R
 from workbench.run.request import CellRequest
 
 if TYPE_CHECKING:
@@ -20,7 +23,7 @@ if TYPE_CHECKING:
 
 __all__ = ["solver_time_limit", "build_topology", "build_problem", "resolve_design_topology", "evaluate_algorithms",
            "child_run_schedule", "child_run_design", "child_evaluate", "remaining_limit", "save_algorithms",
-           "provenance", "problem_fields", "Send"]
+           "provenance", "problem_fields", "formulation_facts", "Send"]
 
 Send = Callable[[str, Any], None]
 
@@ -36,30 +39,29 @@ def solver_time_limit(cell_limit: float) -> float:
 
 
 # ============================================================================ building a cell's problem
-def build_topology(topology: dict[str, Any]):
+def build_topology(topology: TopologySpec | dict[str, Any]) -> "Topology":
+    """Build a cell's topology from its spec (its document, builder spec or file)."""
     from workbench.topology.builders import load_topology
     from workbench.topology import topology_from_dict
 
-    if "doc" in topology:
-        return topology_from_dict(topology["doc"], topology.get("label", "topology"))
-    source = topology.get("spec") or topology.get("file")
-    return load_topology(source, topology.get("alpha"), topology.get("bandwidth"), topology.get("overhead"))
+    topology = topology if isinstance(topology, TopologySpec) else TopologySpec.from_dict(topology)
+    if topology.doc is not None:
+        return topology_from_dict(topology.doc, topology.label)
+    return load_topology(topology.spec or topology.file, topology.alpha, topology.bandwidth, topology.overhead)
 
 
-def resolve_design_topology(topology: dict[str, Any], design_rows: dict[str, dict[str, Any]]) -> dict[str, Any]:
+def resolve_design_topology(topology: TopologySpec, design_rows: dict[str, dict[str, Any]]) -> TopologySpec:
     """Turn ``{from: design, builder, expand}`` into a buildable topology with the design's bandwidths."""
     from workbench.topology.builders import expand_per_npu
 
-    row = design_rows.get(topology["from"])
-    if row is None or row.get("status") not in ("optimal", "feasible") or not row.get("bandwidths"):
-        status = row.get("status") if row else "not run"
-        raise RuntimeError(f"design cell {topology['from']!r} has no bandwidths (status {status})")
-    bandwidths = [float(b) for b in row["bandwidths"]]
-    if topology["expand"] == "per-npu":
-        bandwidths = expand_per_npu(topology["builder"], bandwidths)
-    resolved = dict(topology)
-    resolved.update(spec=topology["builder"], bandwidth=bandwidths)
-    return resolved
+    row = design_rows.get(topology.design)
+    if row is None or row.get(R.STATUS) not in ("optimal", "feasible") or not row.get(R.BANDWIDTHS):
+        status = row.get(R.STATUS) if row else "not run"
+        raise RuntimeError(f"design cell {topology.design!r} has no bandwidths (status {status})")
+    bandwidths = [float(b) for b in row[R.BANDWIDTHS]]
+    if topology.expand == "per-npu":
+        bandwidths = expand_per_npu(topology.builder, bandwidths)
+    return replace(topology, spec=topology.builder, bandwidth=bandwidths)
 
 
 def build_problem(cell: "Cell", topology: "Topology | None" = None) -> "Problem":
@@ -69,19 +71,19 @@ def build_problem(cell: "Cell", topology: "Topology | None" = None) -> "Problem"
 
     topology = topology if topology is not None else build_topology(cell.topology)
     spec = cell.collective
-    if spec["kind"] == "custom":
+    if spec.kind == "custom":
         from workbench.collective import custom_collective
 
-        collective = custom_collective(spec["ranks"], spec["pre"], spec["post"], spec.get("combining", False))
+        collective = custom_collective(spec.ranks, spec.pre, spec.post, spec.combining)
     else:
-        collective = make_collective(spec["kind"], topology.num_npus, cell.chunks, spec.get("root"))
+        collective = make_collective(spec.kind, topology.num_npus, cell.chunks, spec.root)
     collective.check_reachable(topology)
     return Problem(topology, collective, cell.size_bytes)
 
 
 # ============================================================================ evaluation (shared)
 def evaluate_algorithms(algorithms: list, problem, evaluation: Evaluation,
-                        run_folder: str | None = None) -> dict[str, Any]:
+                        run_folder: str | None = None, row_facts: Sequence[str] = ()) -> dict[str, Any]:
     """Verify and simulate every algorithm; the headline is the fastest simulated one.
 
     The bounds are the problem's (``problem_bounds``: topology, collective, size), the same for
@@ -89,7 +91,8 @@ def evaluate_algorithms(algorithms: list, problem, evaluation: Evaluation,
     sizes). ``default_collective_time`` (the fastest in the default model, which the status rule
     reads) is added when the evaluation's model is another. With a ``run_folder`` the bounds are
     read from (or kept in) its cache (``workbench.run.bounds_cache``). Raises ``InvalidAlgorithm``
-    for an algorithm that does not implement the collective.
+    for an algorithm that does not implement the collective. ``row_facts``: the meta keys of the
+    formulation's own facts the rows carry (``formulation_facts``), after the common ones.
     """
     from workbench.bounds import tacos_ideal
     from workbench.run.bounds_cache import cached_problem_bounds
@@ -97,6 +100,8 @@ def evaluate_algorithms(algorithms: list, problem, evaluation: Evaluation,
     from workbench.verify import verify
 
     options = evaluation.simulation
+    own = [k for k in row_facts if k not in R.ENTRY_FACTS + R.OPTIMALITY_FACTS]
+    entry_facts = R.ENTRY_FACTS + tuple(own)
     entries = []
     best = None  # (algorithm, entry, its simulation in the evaluation model, in the default model)
     default_best = None  # the fastest time in the default model
@@ -105,10 +110,10 @@ def evaluate_algorithms(algorithms: list, problem, evaluation: Evaluation,
         result = default if options == default.options else simulate(algorithm, **options)
         if default_best is None or default.collective_time < default_best:
             default_best = default.collective_time
-        entry = {"claimed_time": algorithm.meta.get("claimed_time"), "claim_model": algorithm.meta.get("claim_model"),
-                 "collective_time": result.collective_time,
-                 "algbw": result.algbw / 1e9, "busbw": result.busbw / 1e9, "transfers": algorithm.total_transfers,
-                 **{k: algorithm.meta.get(k) for k in ("label", "steps", "rounds", "sccl_chunks")}}
+        entry = {R.CLAIMED_TIME: algorithm.meta.get(R.CLAIMED_TIME), R.CLAIM_MODEL: algorithm.meta.get(R.CLAIM_MODEL),
+                 R.COLLECTIVE_TIME: result.collective_time,
+                 R.ALGBW: result.algbw / 1e9, R.BUSBW: result.busbw / 1e9, R.TRANSFERS: algorithm.total_transfers,
+                 **{k: algorithm.meta.get(k) for k in entry_facts}}
         entries.append(entry)
         if best is None or result.collective_time < best[2].collective_time:
             best = (algorithm, entry, result, default)
@@ -118,34 +123,38 @@ def evaluate_algorithms(algorithms: list, problem, evaluation: Evaluation,
     if best is not None:
         bounds.schedule_time = best[2].collective_time  # meeting the bound proves it the optimum
     ideal_dims = tacos_ideal(topology, collective, problem.size_bytes, "dimensions") if collective.num_ranks > 1 else None
-    fields: dict[str, Any] = {"bound": bounds.best, "bound_exact": bounds.exact, "achievable": bounds.achievable,
-                              "ideal": bounds.ideal, "ideal_dims": ideal_dims, "bounds": bounds.to_dict()}
+    fields: dict[str, Any] = {R.BOUND: bounds.best, R.BOUND_EXACT: bounds.exact, R.ACHIEVABLE: bounds.achievable,
+                              R.IDEAL: bounds.ideal, R.IDEAL_DIMS: ideal_dims, R.BOUNDS: bounds.to_dict()}
     if best is None:
         return fields
     algorithm, entry, result, default = best
-    fields.update({k: entry[k] for k in ("claimed_time", "claim_model", "collective_time", "algbw", "busbw",
-                                         "transfers")})
-    fields["claim_simulated"] = _claim_simulated(algorithm, entry["claim_model"], options, result, default)
-    fields["algorithm_meta"] = {k: algorithm.meta[k] for k in ("label", "steps", "rounds", "sccl_chunks",
-                                                               "latency_optimal", "bandwidth_optimal",
-                                                               "model_optimal")
+    fields.update({k: entry[k] for k in (R.CLAIMED_TIME, R.CLAIM_MODEL, R.COLLECTIVE_TIME, R.ALGBW, R.BUSBW,
+                                         R.TRANSFERS)})
+    fields[R.CLAIM_SIMULATED] = _claim_simulated(algorithm, entry[R.CLAIM_MODEL], options, result, default)
+    fields[R.ALGORITHM_META] = {k: algorithm.meta[k] for k in entry_facts + R.OPTIMALITY_FACTS
                                 if k in algorithm.meta}
     if options != DEFAULT_MODEL:
-        fields["default_collective_time"] = default_best
-    fields["efficiency"] = bounds.efficiency(result.collective_time)
-    fields["ideal_efficiency"] = (bounds.ideal / result.collective_time) if bounds.ideal else None
-    fields["ideal_dims_efficiency"] = (ideal_dims / result.collective_time) if ideal_dims else None
+        fields[R.DEFAULT_COLLECTIVE_TIME] = default_best
+    fields[R.EFFICIENCY] = bounds.efficiency(result.collective_time)
+    fields[R.IDEAL_EFFICIENCY] = (bounds.ideal / result.collective_time) if bounds.ideal else None
+    fields[R.IDEAL_DIMS_EFFICIENCY] = (ideal_dims / result.collective_time) if ideal_dims else None
     if len(entries) > 1:
-        fields["algorithms"] = entries
+        fields[R.ALGORITHMS] = entries
     if len(topology.links) <= 20_000:
-        fields["link_utilisation"] = [[l.src, l.dst, round(float(u), 6)]
+        fields[R.LINK_UTILISATION] = [[l.src, l.dst, round(float(u), 6)]
                                       for l, u in zip(topology.links, result.link_utilisation())]
     return fields
 
 
 def problem_fields(problem) -> dict[str, Any]:
-    return {"npus": problem.topology.num_npus, "links": len(problem.topology.links),
-            "chunk_bytes": problem.chunk_bytes}
+    """The row fields that describe the built problem: NPUs, links, bytes per chunk."""
+    return {R.NPUS: problem.topology.num_npus, R.LINKS: len(problem.topology.links),
+            R.CHUNK_BYTES: problem.chunk_bytes}
+
+
+def formulation_facts(formulation: Any) -> tuple[str, ...]:
+    """The meta keys of a formulation's own algorithm facts the rows carry (its ``row_facts``)."""
+    return tuple(getattr(formulation, "row_facts", ()) or ())
 
 
 # ============================================================================ child side
@@ -160,16 +169,17 @@ def remaining_limit(request: CellRequest) -> float:
 
 
 def _formulation_params(request: CellRequest) -> dict[str, Any]:
-    return {k: v for k, v in request.cell.formulation.get("params", {}).items() if k != "time_limit"}
+    return {k: v for k, v in request.cell.formulation.params.items() if k != "time_limit"}
 
 
 def child_run_schedule(request: CellRequest, send: Send) -> dict[str, Any]:
+    """A schedule cell in its process: build the problem, synthesize, verify and simulate; the row fields."""
     from workbench.registry import resolve_formulation
     from workbench.yardstick import model_optimal_of, settle_status
 
     cell = request.cell
     problem = build_problem(cell, request.topology)
-    formulation = resolve_formulation(cell.formulation["name"], request.formulation_dir)
+    formulation = resolve_formulation(cell.formulation.name, request.formulation_dir)
     send("ready", None)
     started = time.perf_counter()
     result = formulation.synthesize(problem, time_limit=solver_time_limit(remaining_limit(request)), seed=cell.seed,
@@ -187,12 +197,13 @@ def child_run_schedule(request: CellRequest, send: Send) -> dict[str, Any]:
         from workbench.verify import InvalidAlgorithm
 
         try:
-            fields.update(evaluate_algorithms(result.algorithms, problem, request.evaluation, request.run_folder))
+            fields.update(evaluate_algorithms(result.algorithms, problem, request.evaluation, request.run_folder,
+                                              formulation_facts(formulation)))
             settle_status(fields)  # before the files are stamped, so they record the same status
         except InvalidAlgorithm as exc:
             fields.update(status="error", message=f"invalid algorithm: {exc}")
         if request.evaluation.save_algorithms and request.algorithm_path:
-            _save_into(fields, result.algorithms, request, fields["status"], seconds)
+            _save_into(fields, result.algorithms, request, fields[R.STATUS], seconds)
     return fields
 
 
@@ -200,16 +211,20 @@ def child_evaluate(request: CellRequest, send: Send) -> dict[str, Any]:
     """Verify and simulate a timed-out cell's incumbent (in its own process, under the evaluation limit)."""
     from workbench.verify import InvalidAlgorithm
 
+    from workbench.registry import resolve_formulation
+
     problem = build_problem(request.cell, request.topology)
+    facts = formulation_facts(resolve_formulation(request.cell.formulation.name, request.formulation_dir))
     send("ready", None)
     fields = dict(problem_fields(problem))
     try:
-        fields.update(evaluate_algorithms([request.algorithm], problem, request.evaluation, request.run_folder))
+        fields.update(evaluate_algorithms([request.algorithm], problem, request.evaluation, request.run_folder,
+                                          facts))
     except InvalidAlgorithm as exc:
         return {"status": "error", "message": f"the incumbent is invalid: {exc}"}
     if request.evaluation.save_algorithms and request.algorithm_path:
         _save_into(fields, [request.algorithm], request, "timeout", request.time_limit)
-    fields.pop("status", None)
+    fields.pop(R.STATUS, None)
     return fields
 
 
@@ -221,7 +236,7 @@ def provenance(request: CellRequest, status: str, seconds: float) -> dict[str, A
     from workbench.parameters import declared_parameters
     from workbench.registry import resolve_formulation
 
-    name = request.cell.formulation["name"]
+    name = request.cell.formulation.name
     given = _formulation_params(request)
     declared = declared_parameters(resolve_formulation(name, request.formulation_dir)) or ()
     params = {**{p.name: p.default for p in declared}, **given}
@@ -274,16 +289,17 @@ def _save_into(fields: dict[str, Any], algorithms: list, request: CellRequest, s
     from workbench.files import OutputError
 
     try:
-        fields["algorithm_files"] = save_algorithms(algorithms, request, status, seconds)
+        fields[R.ALGORITHM_FILES] = save_algorithms(algorithms, request, status, seconds)
     except OutputError as exc:
-        fields["output_error"] = str(exc)
+        fields[R.OUTPUT_ERROR] = str(exc)
 
 
 def child_run_design(request: CellRequest, send: Send) -> dict[str, Any]:
+    """A design cell in its process: the design formulation's bandwidths, time and cost as row fields."""
     from workbench.registry import DesignProblem, resolve_formulation
 
     cell = request.cell
-    formulation = resolve_formulation(cell.formulation["name"], request.formulation_dir)
+    formulation = resolve_formulation(cell.formulation.name, request.formulation_dir)
     problem_data = dict(cell.problem)
     problem = DesignProblem(dimensions=problem_data.pop("dimensions", []),
                             workloads=problem_data.pop("workloads", []),

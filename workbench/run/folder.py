@@ -14,6 +14,7 @@ from typing import Any
 from workbench.config.experiment import Experiment, parse_experiment
 from workbench.report import ReportError, TableCell, build_table, format_value, render_csv, render_markdown
 from workbench.row_check import row_problem
+from workbench import row_keys as R
 
 __all__ = ["load_run", "render_report", "write_report", "compare_runs"]
 
@@ -69,7 +70,7 @@ def _current_rows(experiment: Experiment, rows: list[dict[str, Any]]) -> list[di
         ids = experiment.cell_ids()
     except Exception:  # a snapshot that cannot expand its grid: show everything rather than nothing
         return rows
-    current = [r for r in rows if r.get("cell_id") in ids]
+    current = [r for r in rows if r.get(R.CELL_ID) in ids]
     return current if current or not rows else rows
 
 

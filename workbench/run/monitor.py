@@ -24,6 +24,7 @@ from typing import Any, Callable
 from workbench.run.request import CellRequest
 from workbench.run.wire import LIFELINE_ENV
 from workbench.safe_path import safe_sys_path
+from workbench import row_keys as R
 
 __all__ = ["execute", "prestart", "environment_info", "GRACE_SECONDS", "LIFELINE_ENV", "STARTUP_LIMIT"]
 
@@ -54,7 +55,7 @@ def environment_info() -> dict[str, Any]:
                                     timeout=10, cwd=Path(__file__).resolve().parent).stdout.strip() or None
         except (OSError, subprocess.SubprocessError):
             pass
-        _ENVIRONMENT = {"versions": versions, "git_commit": commit, "host": socket.gethostname()}
+        _ENVIRONMENT = {R.VERSIONS: versions, R.GIT_COMMIT: commit, R.HOST: socket.gethostname()}
     return _ENVIRONMENT
 
 
@@ -272,9 +273,9 @@ def execute(request: CellRequest, stop: threading.Event | None = None,
                 break
             elif kind == "error":
                 message = payload["message"] if isinstance(payload, dict) else str(payload)
-                fields = {"status": "error", "message": message}
+                fields = {R.STATUS: "error", R.MESSAGE: message}
                 if phase == "synthesis":
-                    fields["synthesis_seconds"] = time.monotonic() - synthesis_started
+                    fields[R.SYNTHESIS_SECONDS] = time.monotonic() - synthesis_started
                 break
             elif kind == "eof":
                 code = child.process.wait()
@@ -285,35 +286,35 @@ def execute(request: CellRequest, stop: threading.Event | None = None,
                 else:
                     why = f"cell process exited with code {code} without a result"
                 tail = child.stderr_tail()
-                fields = {"status": "error", "message": why + (f": {tail}" if tail else "")}
+                fields = {R.STATUS: "error", R.MESSAGE: why + (f": {tail}" if tail else "")}
                 break
     finally:
         child.close()
-    fields.setdefault("message", "")
-    fields["wall_seconds"] = time.time() - started
-    fields["finished_at"] = time.strftime("%Y-%m-%dT%H:%M:%S")
+    fields.setdefault(R.MESSAGE, "")
+    fields[R.WALL_SECONDS] = time.time() - started
+    fields[R.FINISHED_AT] = time.strftime("%Y-%m-%dT%H:%M:%S")
     return fields
 
 
 def _overrun(phase: str, limit: float, evaluation_limit: float, incumbent, request: CellRequest,
              stop: threading.Event | None) -> dict[str, Any]:
     if phase == "startup":
-        return {"status": "error", "message": f"the cell process did not start within {STARTUP_LIMIT:.0f} s"}
+        return {R.STATUS: "error", R.MESSAGE: f"the cell process did not start within {STARTUP_LIMIT:.0f} s"}
     if phase == "evaluation":
-        return {"status": "error", "message": f"verifying and simulating exceeded {evaluation_limit:g} s"}
-    fields: dict[str, Any] = {"status": "timeout", "synthesis_seconds": limit,
-                              "message": f"killed at the cell's time limit ({limit:g} s)"}
+        return {R.STATUS: "error", R.MESSAGE: f"verifying and simulating exceeded {evaluation_limit:g} s"}
+    fields: dict[str, Any] = {R.STATUS: "timeout", R.SYNTHESIS_SECONDS: limit,
+                              R.MESSAGE: f"killed at the cell's time limit ({limit:g} s)"}
     if incumbent is None or request.kind != "schedule":
-        fields["message"] += "; no incumbent was reported"
+        fields[R.MESSAGE] += "; no incumbent was reported"
         return fields
     # the incumbent is verified and simulated in a child of its own, under the evaluation limit
     evaluated = execute(request.to_evaluate(incumbent), stop) or {}
-    if evaluated.get("status") == "error":
-        fields["message"] += f"; the incumbent was not evaluated: {evaluated.get('message', '')}"
+    if evaluated.get(R.STATUS) == "error":
+        fields[R.MESSAGE] += f"; the incumbent was not evaluated: {evaluated.get('message', '')}"
         return fields
-    evaluated.pop("wall_seconds", None)
-    evaluated.pop("finished_at", None)
-    evaluated.pop("message", None)
+    evaluated.pop(R.WALL_SECONDS, None)
+    evaluated.pop(R.FINISHED_AT, None)
+    evaluated.pop(R.MESSAGE, None)
     fields.update(evaluated)
-    fields["message"] += "; best incumbent attached"
+    fields[R.MESSAGE] += "; best incumbent attached"
     return fields

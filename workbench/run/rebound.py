@@ -22,6 +22,7 @@ from typing import Any
 
 from workbench.bounds import Bounds
 from workbench.yardstick import settle_status
+from workbench import row_keys as R
 
 __all__ = ["rebound_run"]
 
@@ -35,9 +36,9 @@ def _refreshed(row: dict[str, Any], cell, design_rows: dict[str, dict[str, Any]]
     from workbench.run.bounds_cache import cache_key, cached_problem_bounds
     from workbench.run.evaluate import BOUND_OPTIONS, build_problem, resolve_design_topology
 
-    if not isinstance(row.get("bounds"), dict):  # a row without an evaluation (an error) has none
+    if not isinstance(row.get(R.BOUNDS), dict):  # a row without an evaluation (an error) has none
         return None
-    if cell.topology.get("from"):  # a design's bandwidths, as the run gave them to the cell
+    if cell.topology.design:  # a design's bandwidths, as the run gave them to the cell
         try:
             cell = replace(cell, topology=resolve_design_topology(cell.topology, design_rows))
         except RuntimeError:
@@ -49,11 +50,11 @@ def _refreshed(row: dict[str, Any], cell, design_rows: dict[str, dict[str, Any]]
         solved[key] = cached_problem_bounds(problem.topology, problem.collective, problem.size_bytes, folder,
                                             refresh=True, **options)
     bounds = replace(solved[key], notes=dict(solved[key].notes))
-    bounds.schedule_time = row.get("collective_time")  # the row's schedule meeting the bound proves it
-    update = {"bound": bounds.best, "bound_exact": bounds.exact, "achievable": bounds.achievable,
-              "bounds": {**bounds.to_dict(), "refreshed": True}}
-    if row.get("collective_time"):
-        update["efficiency"] = bounds.efficiency(row["collective_time"])
+    bounds.schedule_time = row.get(R.COLLECTIVE_TIME)  # the row's schedule meeting the bound proves it
+    update = {R.BOUND: bounds.best, R.BOUND_EXACT: bounds.exact, R.ACHIEVABLE: bounds.achievable,
+              R.BOUNDS: {**bounds.to_dict(), "refreshed": True}}
+    if row.get(R.COLLECTIVE_TIME):
+        update[R.EFFICIENCY] = bounds.efficiency(row[R.COLLECTIVE_TIME])
     fresh = {**row, **update}
     settle_status(fresh)
     return fresh
@@ -85,13 +86,13 @@ def _rebound_locked(folder: Path, progress: bool) -> tuple[int, int]:
     experiment, _ = load_run(folder)
     cells = {c.cell_id: c for c in experiment.cells()}
     rows = ResultStore(folder, read_only=True).rows()  # read under the lock; rewritten whole below
-    design_rows = {r["design"]: r for r in rows if r.get("kind") == "design"}
+    design_rows = {r[R.DESIGN]: r for r in rows if r.get(R.KIND) == "design"}
     refreshed = kept = 0
     out = []
     solved: dict[str, Bounds] = {}
     for index, row in enumerate(rows):
-        cell = cells.get(row.get("cell_id"))
-        schedule = cell is not None and row.get("kind", "schedule") == "schedule"
+        cell = cells.get(row.get(R.CELL_ID))
+        schedule = cell is not None and row.get(R.KIND, "schedule") == "schedule"
         new = _refreshed(row, cell, design_rows, folder, solved) if schedule else None
         if new is None:
             kept += 1

@@ -24,6 +24,8 @@ from workbench.run.evaluate import (build_problem, build_topology, evaluate_algo
 from workbench.config.experiment import Cell, DesignCell, Experiment
 from workbench.results import ResultStore
 from workbench.run.request import CellRequest
+from workbench.run.row import Row, design_head, schedule_head
+from workbench import row_keys as R
 
 __all__ = ["ResultStore", "execute", "run_experiment", "evaluate_algorithms", "solver_time_limit",
            "environment_info", "RunSummary", "build_topology", "build_problem"]
@@ -32,30 +34,19 @@ __all__ = ["ResultStore", "execute", "run_experiment", "evaluate_algorithms", "s
 
 # ============================================================================ running an experiment
 class RunSummary:
+    """What a run did: its folder, how many cells in all, ran, skipped, and whether it was interrupted."""
     def __init__(self, folder: Path, total: int, ran: int, skipped: int, interrupted: bool) -> None:
         self.folder, self.total, self.ran, self.skipped, self.interrupted = folder, total, ran, skipped, interrupted
 
 
 def _schedule_row(cell: Cell, fields: dict[str, Any]) -> dict[str, Any]:
-    row = {"cell_id": cell.cell_id, "experiment": cell.experiment, "kind": "schedule",
-           "topology": cell.topology.get("label"),
-           "topology_source": cell.topology.get("spec") or cell.topology.get("file") or cell.topology.get("from"),
-           "collective": cell.collective["kind"], "root": cell.collective.get("root"),
-           "size_bytes": cell.size_bytes, "chunks": cell.chunks, "formulation": cell.formulation["label"],
-           "formulation_name": cell.formulation["name"], "params": cell.formulation.get("params", {}),
-           "seed": cell.seed, "time_limit": cell.time_limit}
-    row.update(fields)
-    row.update(environment_info())
-    return row
+    """A schedule cell's row: its identity, then its fields, then the environment."""
+    return Row(schedule_head(cell), fields, environment_info()).to_dict()
 
 
 def _design_row(cell: DesignCell, fields: dict[str, Any]) -> dict[str, Any]:
-    row = {"cell_id": cell.cell_id, "experiment": cell.experiment, "kind": "design", "design": cell.name,
-           "formulation": cell.formulation["label"], "formulation_name": cell.formulation["name"],
-           "params": cell.formulation.get("params", {}), "seed": cell.seed, "time_limit": cell.time_limit}
-    row.update(fields)
-    row.update(environment_info())
-    return row
+    """A design cell's row: its identity, then its fields, then the environment."""
+    return Row(design_head(cell), fields, environment_info()).to_dict()
 
 
 def run_experiment(
@@ -70,7 +61,7 @@ def run_experiment(
     """Run every unfinished cell of ``experiment`` into ``folder`` (rows.jsonl), designs first."""
     store = ResultStore(folder)
     existing = store.rows()
-    finished = {r["cell_id"] for r in existing if not (retry_errors and r.get("status") == "error")}
+    finished = {r[R.CELL_ID] for r in existing if not (retry_errors and r.get(R.STATUS) == "error")}
     designs = experiment.design_cells()
     cells = experiment.cells()
     todo_designs = [d for d in designs if d.cell_id not in finished]
@@ -94,15 +85,15 @@ def run_experiment(
             store.append(row)
             progress.update(f"design {design.name}", row, design.cell_id)
             ran += 1
-        design_rows = {r["design"]: r for r in store.rows() if r.get("kind") == "design"}
+        design_rows = {r[R.DESIGN]: r for r in store.rows() if r.get(R.KIND) == "design"}
         requests = []
         for cell in todo_cells:
             runnable = cell
-            if "from" in cell.topology:
+            if cell.topology.design is not None:
                 try:
                     runnable = replace(cell, topology=resolve_design_topology(cell.topology, design_rows))
                 except RuntimeError as exc:
-                    row = _schedule_row(cell, {"status": "error", "message": str(exc)})
+                    row = _schedule_row(cell, {R.STATUS: "error", R.MESSAGE: str(exc)})
                     store.append(row)
                     progress.update(cell.describe(), row, cell.cell_id)
                     ran += 1
@@ -198,6 +189,7 @@ class _Executor:
         return execute(request, self.stop, on_event=lambda kind: progress.event(cell_id, kind))
 
     def shutdown(self) -> None:
+        """Stop the local threads or close the Dask client."""
         if self.pool is not None:
             self.pool.shutdown(wait=True, cancel_futures=True)
         if self.client is not None:
