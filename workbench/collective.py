@@ -52,6 +52,7 @@ class Collective:
 
     @property
     def num_chunks(self) -> int:
+        """All chunks of the collective (global chunk ids are 0 to ``num_chunks - 1``)."""
         return len(self.pre)
 
     def chunk_bytes(self, size_bytes: float) -> float:
@@ -63,6 +64,7 @@ class Collective:
         return chunk_bytes * self.size_divisor()
 
     def size_divisor(self) -> int:
+        """Chunks an nccl-tests size is split into: k for broadcast and reduce, every chunk for custom, else n*k."""
         if self.kind in ("broadcast", "reduce"):
             return self.chunks_per_rank
         if self.kind == "custom":
@@ -125,6 +127,7 @@ class Collective:
                     )
 
     def to_dict(self, size_bytes: float | None = None) -> dict[str, Any]:
+        """The algorithm-file form (read by ``collective_from_dict``); pre/post as [chunk, sorted ranks]."""
         return {
             "kind": self.kind,
             "ranks": self.num_ranks,
@@ -137,6 +140,7 @@ class Collective:
         }
 
     def describe(self) -> str:
+        """One line for messages: kind, ranks, chunks per rank, root and the total of chunks."""
         root = f", root {self.root}" if self.root is not None else ""
         return f"{self.kind} over {self.num_ranks} ranks, {self.chunks_per_rank} chunk(s) per rank{root}, {self.num_chunks} chunks"
 

@@ -45,6 +45,7 @@ class TableCell:
 
     @property
     def ratio(self) -> float | None:
+        """Our value over the paper's; None without both or when the paper's is 0."""
         if self.ours is None or self.paper in (None, 0):
             return None
         return self.ours / self.paper
@@ -63,9 +64,11 @@ class Table:
     text: dict[tuple[str, str], str] = field(default_factory=dict)
 
     def cell(self, row: str, column: str) -> TableCell:
+        """The cell at (row, column), created empty when absent."""
         return self.cells.setdefault((row, column), TableCell())
 
     def rename_column(self, old: str, new: str) -> None:
+        """Rename column ``old`` to ``new``, cells and texts with it; nothing when there is no ``old``."""
         if old not in self.columns:
             return
         self.columns[self.columns.index(old)] = new
@@ -75,6 +78,7 @@ class Table:
             self.text[(row, new)] = self.text.pop((row, column))
 
     def geomean(self, column: str, which: str) -> float | None:
+        """Geometric mean of a column's positive values, ours (``which`` 'ours') or the paper's; None if none."""
         values = []
         for row in self.rows:
             cell = self.cells.get((row, column))

@@ -118,6 +118,8 @@ def _terminated(signum: int, frame: Any) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run the ``workbench`` command line on ``argv`` (default ``sys.argv[1:]``); the exit code: the
+    command's own, 2 for bad input, 5 for an unexpected error, 130 when interrupted."""
     import signal
     import threading
 

@@ -21,6 +21,7 @@ class UsageError(Exception):
 
 class Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # one line, exit 2, no usage dump
+        """Raise ``UsageError`` with ``message`` instead of printing the usage and exiting."""
         raise UsageError(f"{self.prog}: {message}")
 
 
@@ -34,6 +35,8 @@ def _comma_list(text: str | None, parse, what: str) -> list[float] | None:
 
 
 def add_topology_arguments(parser: argparse.ArgumentParser, required: bool = False) -> None:
+    """Add ``--topology`` (builder spec or file) and the per-dimension ``--alpha``, ``--bandwidth`` and
+    ``--overhead``."""
     parser.add_argument("--topology", required=required,
                         help="builder spec (e.g. ring:8, md:R2,F4,S8, dgx1) or a .yaml/.json topology file")
     parser.add_argument("--alpha", help="link latency per dimension, comma separated (e.g. 0.5us or 0.5us,1us)")
@@ -73,5 +76,6 @@ def uniform_overhead(topology: Topology, overhead: str | None) -> Topology:
 
 
 def at_least_two(ranks: int, topology: str) -> None:
+    """Raise ``UsageError`` when the ``--topology`` given as ``topology`` has fewer than 2 ranks."""
     if ranks < 2:
         raise UsageError(f"--topology {topology}: a collective needs at least 2 ranks, this one has {ranks}")

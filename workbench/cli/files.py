@@ -66,6 +66,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def register_formulations(sub: argparse._SubParsersAction) -> None:
+    """Add ``formulations`` (list them, or one's parameters) to the ``workbench`` parser."""
     p = sub.add_parser("formulations", help="list the registered formulations, or one's parameters")
     p.add_argument("name", nargs="?", help="show this formulation's parameters")
     p.set_defaults(func=_cmd_formulations)

@@ -12,6 +12,8 @@ __all__ = ["cmd_export", "cmd_interpret", "cmd_import"]
 
 
 def cmd_export(args: argparse.Namespace) -> int:
+    """``workbench export``: write a verified algorithm file as MSCCL XML or an MSCCL++ plan, written
+    only once the interpreter ran it without a race; exit 1 for an invalid algorithm."""
     from pathlib import Path
 
     from workbench.msccl import MscclError, export_xml, interpret
@@ -104,6 +106,8 @@ def cmd_interpret(args: argparse.Namespace) -> int:
 
 
 def cmd_import(args: argparse.Namespace) -> int:
+    """``workbench import``: read MSCCL XML as an algorithm on ``--topology`` for ``--size`` and save it
+    as an algorithm file (.json)."""
     from workbench.files import check_output_file
     from workbench.msccl import MscclError, import_xml
 

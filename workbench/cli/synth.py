@@ -175,6 +175,8 @@ def _solver_note(fields: dict[str, Any]) -> str:
 
 
 def cmd_synth(args: argparse.Namespace) -> int:
+    """``workbench synth``: run one schedule formulation in a cell process and write its algorithm
+    file; exit 0 optimal or feasible, 3 infeasible, 4 timeout, 5 error."""
     from workbench.run.monitor import prestart
 
     child = prestart()  # its interpreter and imports overlap the checks below

@@ -107,6 +107,8 @@ def _markdown(rows: list[dict[str, Any]], title: str) -> str:
 
 
 def cmd_tune(args: argparse.Namespace) -> int:
+    """``workbench tune``: per size bucket, time every candidate and write the fastest one that lowers
+    as MSCCL XML and an MSCCL++ plan, with ``summary.json``/``.md``; exit 1 when a bucket has none."""
     from workbench.collective import make_collective
     from workbench.files import check_output_folder, write_output
     from workbench.tune import RangeError, buckets, parse_range, summary_row

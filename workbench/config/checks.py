@@ -45,9 +45,11 @@ class Checker:
         self.read_files = read_files  # False: files the config names are not read (a report on an old run)
 
     def fail(self, path: str, expected: str) -> ConfigError:
+        """The ``ConfigError`` to raise for ``path``: file, key path and what was expected."""
         return ConfigError(f"{self.source}: {path}: {expected}")
 
     def mapping(self, value: Any, path: str, allowed: set[str] | None = None) -> dict:
+        """``value`` when it is a mapping whose keys are all in ``allowed`` (if given)."""
         if not isinstance(value, dict):
             raise self.fail(path, f"expected a mapping, got {kind_of(value)}")
         if allowed is not None:
@@ -63,6 +65,7 @@ class Checker:
         return {} if value is None else self.mapping(value, path, allowed)
 
     def seq(self, value: Any, path: str, non_empty: bool = True) -> list:
+        """``value`` as a list (one item becomes a list of one); empty is an error when ``non_empty``."""
         if not isinstance(value, list):
             value = [value]
         if non_empty and not value:
@@ -70,11 +73,13 @@ class Checker:
         return value
 
     def required(self, mapping: dict, key: str, path: str) -> Any:
+        """``mapping[key]``; a missing key is an error at ``path.key``."""
         if key not in mapping:
             raise self.fail(f"{path}.{key}" if path else key, "missing required key")
         return mapping[key]
 
     def duration(self, value: Any, path: str) -> float:
+        """A positive duration such as '30s', in seconds."""
         try:
             seconds = parse_time(value)
         except UnitError:
@@ -84,6 +89,7 @@ class Checker:
         return seconds
 
     def size(self, value: Any, path: str) -> float:
+        """A positive size such as '1GiB' or '64KB', in bytes."""
         try:
             nbytes = parse_size(value)
         except UnitError:
@@ -93,11 +99,13 @@ class Checker:
         return nbytes
 
     def integer(self, value: Any, path: str, minimum: int = 0) -> int:
+        """An integer (not a boolean) of at least ``minimum``."""
         if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
             raise self.fail(path, f"expected an integer >= {minimum}, got {value!r}")
         return value
 
     def string(self, value: Any, path: str) -> str:
+        """A string that is not blank."""
         if not isinstance(value, str) or not value.strip():
             raise self.fail(path, f"expected a non-empty string, got {value!r}")
         return value
@@ -123,11 +131,13 @@ class Checker:
 
 
 def kind_of(value: Any) -> str:
+    """What ``value`` is, for messages: 'a mapping', 'a list', 'a string', 'nothing' or its type name."""
     return {dict: "a mapping", list: "a list", str: "a string", type(None): "nothing"}.get(type(value),
                                                                                         type(value).__name__)
 
 
 def per_dim(check: Checker, value: Any, path: str, parse, what: str) -> list[float] | None:
+    """A per-dimension value (one item or a list), each item read by ``parse``; None when absent."""
     if value is None:
         return None
     values = value if isinstance(value, list) else [value]
@@ -142,6 +152,8 @@ def per_dim(check: Checker, value: Any, path: str, parse, what: str) -> list[flo
 
 
 def parse_topology(check: Checker, entry: Any, path: str, base_dir: Path | None, designs: set[str]) -> dict:
+    """One ``grid.topologies`` entry (exactly one of spec, file, from) as a dict with its label and link
+    values; a relative file is looked up in ``base_dir`` first, ``from`` must name one of ``designs``."""
     if isinstance(entry, str):
         entry = {"spec": entry}
     check.mapping(entry, path, {"spec", "file", "alpha", "bandwidth", "overhead", "label", "from", "builder",
@@ -266,6 +278,7 @@ def check_roots(check: Checker, collectives: list[dict], path: str, topologies: 
 
 
 def parse_collective(check: Checker, entry: Any, path: str) -> dict:
+    """One ``grid.collectives`` entry as {kind, root}; the kind lower-cased without '-' or '_' (custom is refused)."""
     if isinstance(entry, str):
         entry = {"kind": entry}
     check.mapping(entry, path, {"kind", "root"})
@@ -366,6 +379,8 @@ WARNED: set[str] = set()
 
 
 def parse_paper(check: Checker, value: Any) -> dict:
+    """The ``paper`` section: the published values to compare with, their unit and whether they are
+    normalised; empty defaults when absent."""
     if value is None:
         return {"values": [], "normalised": False, "unit": "s", "source": ""}
     check.mapping(value, "paper", {"values", "normalised", "source", "unit", "notes"})
@@ -432,6 +447,8 @@ def parse_table(check: Checker, value: Any, formulations: list[dict], design_met
 
 
 def apply_quick(check: Checker, data: dict) -> dict:
+    """A copy of the config ``data`` with ``quick`` applied: its sizes, chunks, time limit, seeds and
+    repeats replace the grid's, and its topology, formulation and collective labels select grid entries."""
     quick = check.optional_mapping(data.get("quick"), "quick",
                           {"sizes", "chunks", "time_limit", "topologies", "formulations", "collectives", "seeds",
                            "repeats"})

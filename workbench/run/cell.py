@@ -69,6 +69,8 @@ def _preload() -> None:
 
 
 def main() -> int:
+    """Run the one request read from stdin, answering on the original stdout (see the module
+    docstring); 0, or 1 after sending an error."""
     _watch_parent()
     channel = os.fdopen(os.dup(1), "wb")
     os.dup2(2, 1)  # prints from formulations go to stderr

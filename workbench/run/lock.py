@@ -76,6 +76,8 @@ class RunLock:
         self.held = False
 
     def acquire(self) -> None:
+        """Create ``.lock`` naming this host, PID and start time, taking over a stale one; ``RunLockError``
+        when a live process holds it."""
         me = {"host": socket.gethostname(), "pid": os.getpid(), "started": time.strftime("%Y-%m-%d %H:%M:%S")}
         for _ in range(3):
             try:
@@ -105,6 +107,7 @@ class RunLock:
         return holder if isinstance(holder, dict) else None
 
     def release(self) -> None:
+        """Give the lock up if this process took it (the file is removed only while it names this PID)."""
         if self.held:
             holder = self._holder()
             if holder is not None and holder.get("pid") == os.getpid():

@@ -26,6 +26,7 @@ _HEARTBEAT_LOG = 60.0
 
 
 def duration(seconds: float) -> str:
+    """Seconds as short text: '42s', '3m05s', '2h07m' (rounded; negative as 0)."""
     seconds = int(round(max(seconds, 0.0)))
     if seconds < 60:
         return f"{seconds}s"
@@ -59,6 +60,7 @@ class Progress:
 
     # ------------------------------------------------------------------ events
     def start(self, key: Any, description: str) -> None:
+        """Cell ``key`` started; ``description`` names it in the lines written."""
         with self._lock:
             self.running[key] = {"description": description, "since": time.monotonic(), "incumbents": 0,
                                  "stage": "starting"}
@@ -109,11 +111,13 @@ class Progress:
             self._flush()
 
     def note(self, text: str) -> None:
+        """Write ``text`` on a line of its own (below the bar on a terminal)."""
         with self._lock:
             self.stream.write(("\n" if self.tty else "") + text + "\n")
             self._flush()
 
     def close(self) -> None:
+        """Stop the heartbeat."""
         self._closed.set()
 
     # ------------------------------------------------------------------ estimates

@@ -49,10 +49,12 @@ class CellRequest:
 
     @property
     def time_limit(self) -> float:
+        """The cell's time limit, in seconds."""
         return float(self.cell.time_limit)
 
     @property
     def evaluation(self) -> Evaluation:
+        """The cell's evaluation settings (the defaults for a cell without any, e.g. a design cell)."""
         return getattr(self.cell, "evaluation", None) or Evaluation()
 
     def to_evaluate(self, incumbent: "Algorithm") -> "CellRequest":

@@ -12,6 +12,7 @@ __all__ = ["send", "read_message", "LIFELINE_ENV"]
 
 
 def send(stream: BinaryIO, kind: str, payload: Any) -> None:
+    """Write one ``(kind, payload)`` message (8-byte little-endian length, then the pickle) and flush."""
     data = pickle.dumps((kind, payload), protocol=pickle.HIGHEST_PROTOCOL)
     stream.write(struct.pack("<Q", len(data)))
     stream.write(data)
@@ -19,6 +20,7 @@ def send(stream: BinaryIO, kind: str, payload: Any) -> None:
 
 
 def read_message(stream: BinaryIO) -> tuple[str, Any] | None:
+    """The next ``(kind, payload)`` message, or None at the end of the stream or on a cut-short one."""
     header = stream.read(8)
     if len(header) < 8:
         return None
