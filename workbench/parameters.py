@@ -213,9 +213,11 @@ class Options:
     @classmethod
     def resolve(cls, options: "Options | None", params: Mapping[str, Any], owner: str) -> "Options":
         """What ``synthesize`` works with: the ``options`` the runner built, or (a direct call with
-        keyword params) the same built here by ``from_params``; never both."""
+        keyword params) the same built here by ``from_params``; never both. The declarations' own
+        ``check`` is the floor's, run where a config or ``--set`` is read: a direct call meets what
+        the formulation's own reading of a value raises (a sketch's ``SketchError``), as it always did."""
         if options is None:
-            return cls.from_params(params, owner=owner)
+            return cls.from_params(params, owner=owner, read_files=False)
         if params:
             raise ParameterError(f"{owner}: pass options= or keyword params, not both (got {sorted(params)})")
         if not isinstance(options, cls):
