@@ -42,11 +42,12 @@ after the schedule is built and not counted in the synthesis seconds.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 from workbench.algorithm import Algorithm
 from workbench.closed_form import ClosedForm, UnsupportedCollective, require_kind
 from workbench.collective import Collective
-from workbench.parameters import Parameter
+from workbench.parameters import Options, option
 from workbench.registry import Problem
 from workbench.schedule import ScheduleBuilder
 from workbench.topology.structure import boxes_and_rails
@@ -311,10 +312,17 @@ def _dimensions(topology, n: int) -> tuple[list[int], list[int]]:
 
 
 # ---------------------------------------------------------------------------------------- formulations
+@dataclass(frozen=True)
+class RingOptions(Options):
+    """The ring's one choice."""
+
+    bidirectional: bool = option(True, "two rings, one each way, half the data each")
+
+
 class Ring(ClosedForm):
     name = "ring"
     builder = staticmethod(ring_schedule)
-    parameters = (Parameter("bidirectional", ("bool",), True, "two rings, one each way, half the data each"),)
+    options = RingOptions
 
 
 class Direct(ClosedForm):

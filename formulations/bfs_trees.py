@@ -33,13 +33,14 @@ after the trees are built and not counted in the synthesis seconds.
 from __future__ import annotations
 
 import random
+from dataclasses import dataclass
 
 from workbench.algorithm import Algorithm
 from workbench.closed_form import ClosedForm, UnsupportedCollective
 from workbench.collective import Collective
 from workbench.duality import by_duality
 from workbench.graphs import Bfs, bfs
-from workbench.parameters import Parameter
+from workbench.parameters import Options, option
 from workbench.registry import Problem
 from workbench.schedule import DeliveryChain
 from workbench.topology import Topology
@@ -92,7 +93,7 @@ def _gather_like(topology: Topology, collective: Collective, chunk_bytes: float,
 
 
 def _synthesize(topology: Topology, collective: Collective, chunk_bytes: float, seed: int,
-                switches: str = "route") -> Algorithm:
+                switches: str) -> Algorithm:
     if collective.combining and collective.kind not in ("reducescatter", "reduce", "allreduce"):
         raise ValueError("bfs-trees handles combining collectives only as reduce-scatter, reduce or all-reduce")
     multicast = switches == "multicast" and topology.num_switches > 0
@@ -103,12 +104,20 @@ def _synthesize(topology: Topology, collective: Collective, chunk_bytes: float, 
                       lambda view, gather, size: _gather_like(view, gather, size, seed, multicast))
 
 
+@dataclass(frozen=True)
+class BfsTreesOptions(Options):
+    """Whether switches route the tree edges or copy (multicast) in them."""
+
+    switches: str = option("route", "route tree edges through switches, or multicast in them",
+                           choices=("route", "multicast"))
+
+
 class BfsTrees(ClosedForm):
     """Shortest-path-tree schedules (see the module docstring)."""
 
     name = "bfs-trees"
-    parameters = (Parameter("switches", ("str",), "route", "route tree edges through switches, or multicast in them",
-                            choices=("route", "multicast")),)
+    options = BfsTreesOptions
 
-    def build(self, problem: Problem, seed: int, switches: str = "route") -> Algorithm:
-        return _synthesize(problem.topology, problem.collective, problem.chunk_bytes, seed, switches)
+    def build(self, problem: Problem, seed: int, options: BfsTreesOptions) -> Algorithm:
+        """The trees, each searched node's neighbours in an order drawn from ``seed``."""
+        return _synthesize(problem.topology, problem.collective, problem.chunk_bytes, seed, options.switches)

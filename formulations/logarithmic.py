@@ -35,11 +35,13 @@ Claimed time: the schedule's own time in the simulator's default model (``workbe
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from workbench.algorithm import Algorithm
 from workbench.closed_form import ClosedForm, UnsupportedCollective, require_kind
 from workbench.collective import Collective
 from workbench.duality import by_duality
-from workbench.parameters import Parameter
+from workbench.parameters import Options, option
 from workbench.registry import Problem
 from workbench.schedule import DeliveryChain
 from workbench.topology import Topology
@@ -138,8 +140,14 @@ class Bruck(ClosedForm):
     builder = staticmethod(bruck_schedule)
 
 
+@dataclass(frozen=True)
+class PatOptions(Options):
+    """PAT's message aggregation."""
+
+    aggregation: int = option(0, "most ranks' blocks in one message (the paper's R_agg); 0: unbounded", minimum=0)
+
+
 class Pat(ClosedForm):
     name = "pat"
     builder = staticmethod(pat_schedule)
-    parameters = (Parameter("aggregation", ("int",), 0,
-                            "most ranks' blocks in one message (the paper's R_agg); 0: unbounded", minimum=0),)
+    options = PatOptions

@@ -51,13 +51,14 @@ paths per pair and the LP seconds.
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from typing import Any, Callable
 
 from workbench.algorithm import Algorithm
 from workbench.collective import Collective
 from workbench.deadline import Deadline
 from workbench.flow_routes import Routes, RoutesError, flow_routes
-from workbench.parameters import Parameter
+from workbench.parameters import Options, option
 from workbench.registry import Problem, SynthesisResult
 from workbench.schedule import DeliveryChain, claim_listing
 from workbench.topology import Topology
@@ -120,20 +121,27 @@ def build_schedule(topology: Topology, collective: Collective, chunk_bytes: floa
     return chain.build(topology, collective, chunk_bytes)
 
 
+@dataclass(frozen=True)
+class MultipathOptions(Options):
+    """How finely each rank pair's data is cut over its paths."""
+
+    chunks: int | str = option("auto", "pieces per rank pair ('auto': the fastest of "
+                               f"{', '.join(map(str, CHOICES))} by simulation)", choices=("auto",), minimum=1)
+
+
 class Multipath:
     """Multipath schedules from the flow LP's paths (module docstring)."""
 
     name = "multipath"
     kind = "schedule"
-    parameters = (Parameter("chunks", ("int", "str"), "auto", "pieces per rank pair ('auto': the fastest of "
-                            f"{', '.join(map(str, CHOICES))} by simulation)", choices=("auto",), minimum=1),)
+    options = MultipathOptions
 
     def synthesize(self, problem: Problem, *, time_limit: float, seed: int,
-                   on_incumbent: Callable[[Algorithm], None] | None = None, **params: Any) -> SynthesisResult:
-        unknown = sorted(set(params) - {p.name for p in self.parameters})
-        if unknown:
-            raise ValueError(f"{self.name}: unknown parameters {unknown}")
-        chunks = params.get("chunks", "auto")
+                   on_incumbent: Callable[[Algorithm], None] | None = None, options: MultipathOptions | None = None,
+                   **params: Any) -> SynthesisResult:
+        """The fastest of the chunkings tried (module docstring); ``options`` as the runner built
+        them, or keyword params checked against the same declaration."""
+        chunks = MultipathOptions.resolve(options, params, self.name).chunks
         started = time.perf_counter()
         deadline = Deadline(time_limit)
         base = problem.with_chunks(1 if chunks == "auto" else int(chunks))

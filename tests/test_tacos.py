@@ -176,7 +176,7 @@ def test_bad_parameters():
     problem = Problem(build("ring:4"), make_collective("allgather", 4), 4e6)
     with pytest.raises(ValueError, match="replacement"):
         Tacos().synthesize(problem, time_limit=10, seed=0, replacement="sometimes")
-    with pytest.raises(ValueError, match="unknown parameters"):
+    with pytest.raises(ValueError, match="tacos has no parameter 'chunkiness'"):
         Tacos().synthesize(problem, time_limit=10, seed=0, chunkiness=3)
 
 

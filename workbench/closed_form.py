@@ -18,7 +18,7 @@ from typing import Any, Callable
 
 from workbench.algorithm import Algorithm
 from workbench.collective import Collective
-from workbench.parameters import Parameter
+from workbench.parameters import Options
 from workbench.registry import Problem, SynthesisResult
 from workbench.schedule import claim_listing
 
@@ -36,22 +36,25 @@ def require_kind(collective: Collective, name: str, defined: tuple[str, ...]) ->
 
 
 class ClosedForm:
-    """Base of rule-built formulations: subclasses set ``name``, ``builder`` and ``parameters`` (or
-    override ``build`` where the seed matters)."""
+    """Base of rule-built formulations: subclasses set ``name``, ``builder`` and, where the rule
+    takes parameters, ``options`` (an ``Options`` dataclass; the base declares none), or override
+    ``build`` where the seed matters."""
 
     name = ""
     kind = "schedule"
     builder: Callable[..., Algorithm]
-    parameters: tuple[Parameter, ...] = ()
+    options: type[Options] = Options
 
     def synthesize(self, problem: Problem, *, time_limit: float, seed: int,
-                   on_incumbent: Callable[[Algorithm], None] | None = None, **params: Any) -> SynthesisResult:
-        unknown = sorted(set(params) - {p.name for p in self.parameters})
-        if unknown:
-            raise ValueError(f"{self.name}: unknown parameters {unknown}")
+                   on_incumbent: Callable[[Algorithm], None] | None = None, options: Options | None = None,
+                   **params: Any) -> SynthesisResult:
+        """The rule's schedule as a ``feasible`` result, or an ``error`` one where the rule does
+        not cover the problem (module docstring). ``options``: as built by the runner; a direct
+        call may give keyword params instead (checked against the same declaration)."""
+        resolved = self.options.resolve(options, params, self.name)
         started = time.perf_counter()
         try:
-            algorithm = self.build(problem, seed, **params)
+            algorithm = self.build(problem, seed, resolved)
         except UnsupportedCollective as exc:
             return SynthesisResult([], "error", time.perf_counter() - started, message=str(exc))
         # below 256 MB the listing that simulates faster, planned or settled (claim_listing); the
@@ -63,6 +66,7 @@ class ClosedForm:
             on_incumbent(algorithm)
         return SynthesisResult([algorithm], "feasible", seconds, {"transfers": len(algorithm.transfers)})
 
-    def build(self, problem: Problem, seed: int, **params: Any) -> Algorithm:
-        """The schedule; a rule that draws from the seed (tie breaks) overrides this."""
-        return type(self).builder(problem, **params)
+    def build(self, problem: Problem, seed: int, options: Options) -> Algorithm:
+        """The schedule: the builder given the options as keywords; a rule that draws from the
+        seed (tie breaks) overrides this."""
+        return type(self).builder(problem, **options.as_dict())

@@ -1,9 +1,17 @@
 """Formulations and how they are found.
 
-A formulation is any object with ``name``, ``kind`` (``"schedule"`` or ``"design"``) and
-``synthesize(problem, *, time_limit, seed, on_incumbent=None, **params)``. Schedule formulations
-take a ``Problem`` and return a ``SynthesisResult``; design formulations (LIBRA) take a
-``DesignProblem`` and return a ``DesignResult``. A design formulation may name, in ``metrics``, the
+The stable surface a formulation (ours or a researcher's plug-in) is written against:
+
+* ``Formulation``: any object with ``name``, ``kind`` (``"schedule"`` or ``"design"``) and
+  ``synthesize(problem, *, time_limit, seed, on_incumbent=None, **params)``; ``on_incumbent``
+  receives each better algorithm as it is found (kept if a time limit then ends the run);
+* ``Problem`` (topology, collective, nccl-tests size) in, ``SynthesisResult`` (algorithms, status,
+  seconds, stats, claimed times, message) out; design formulations (LIBRA) take a
+  ``DesignProblem`` and return a ``DesignResult``;
+* the options object (``workbench.parameters``): a formulation that names an ``Options`` dataclass
+  in its ``options`` attribute gets its params checked, defaulted, described and stamped by the
+  floor, and is called with ``options=`` (that object) instead of keyword params; one without it
+  gets the params as keywords, as they were written. A design formulation may name, in ``metrics``, the
 numeric keys of ``DesignResult.stats`` that a design table can show beside the common status,
 bandwidth, time and cost (``table.metrics``; grouped rows get their mean and max).
 
@@ -80,9 +88,11 @@ class Problem:
 
     @property
     def chunk_bytes(self) -> float:
+        """Bytes per chunk: the size cut as the collective's chunking says."""
         return self.collective.chunk_bytes(self.size_bytes)
 
     def describe(self) -> str:
+        """One line naming the collective, the size and the topology."""
         return f"{self.collective.describe()} of {self.size_bytes:g} B on {self.topology.name}"
 
     def with_chunks(self, k: int) -> "Problem":
@@ -143,6 +153,9 @@ class DesignResult:
 
 @runtime_checkable
 class Formulation(Protocol):
+    """What the runner calls (module docstring). A formulation with an ``options`` declaration
+    receives ``options=`` and no other params; ``time_limit`` is in seconds."""
+
     name: str
     kind: Literal["schedule", "design"]
 
@@ -266,6 +279,7 @@ def refresh() -> None:
 
 
 def available_formulations() -> list[str]:
+    """The registered names, entry points of ``workbench.formulations`` included, sorted."""
     _discover()
     return sorted(_REGISTRY)
 
@@ -336,6 +350,8 @@ def _load_one(name: str) -> None:
 
 
 def get_formulation(name: str) -> Formulation:
+    """The formulation registered (or installed as an entry point) under ``name``; ``FormulationError``
+    names the available ones when there is none, or why a broken plug-in failed to load."""
     _load_one(name)
     if name in _REGISTRY:
         return _REGISTRY[name]

@@ -84,42 +84,28 @@ plan's or its list-scheduled one, whichever simulates faster
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
+from formulations.forestcoll.options import PACKINGS, SPLITTINGS, ForestCollOptions
 from workbench.lazy import forward_attributes
-from workbench.parameters import Parameter
 
-__all__ = ["ForestColl", "PACKINGS", "SPLITTINGS"]
-
-PACKINGS = ("auto", "symmetric", "levels", "fifo")
-SPLITTINGS = ("auto", "greedy", "spread", "bulk", "symmetric")
-
+__all__ = ["ForestColl", "ForestCollOptions", "PACKINGS", "SPLITTINGS"]
 
 class ForestColl:
     """Throughput-optimal spanning-tree packing (see the module docstring)."""
 
     name = "forestcoll"
     kind = "schedule"
-    parameters = (
-        Parameter("pieces", ("int", "none", "str"), None, "P: pipeline pieces per tree-unit ('auto': 64 x height)",
-                  choices=("auto",), minimum=1),
-        Parameter("k", ("int", "str"), "auto", "trees per root ('auto': the optimal k)", choices=("auto",), minimum=1),
-        Parameter("max_transfers", ("int",), 4_000_000, "refuse schedules with more transfers (default: 4 million "
-                  "written out, 96 million in a period's expansion)", minimum=1),
-        Parameter("splitting", ("str",), "auto", "edge splitting: pair by pair (greedy, spread), a switch at a "
-                  "time (bulk) or a switch orbit at a time (symmetric)", choices=SPLITTINGS),
-        Parameter("packing", ("str",), "auto", "arborescence growth: symmetric (tori, rings, clusters), levels, fifo",
-                  choices=PACKINGS),
-        Parameter("cut_through", ("bool", "str"), "auto", "tree edges through switches as one routed transfer",
-                  choices=("auto", "true", "false")),
-        Parameter("periodic", ("bool", "str"), "auto", "write one period and its repeat count "
-                  "(workbench.algorithm/3; 'auto': from 200,000 transfers)", choices=("auto", "true", "false")),
-    )
+    options = ForestCollOptions
 
-    def synthesize(self, problem: Any, **options: Any) -> Any:
+    def synthesize(self, problem: Any, *, time_limit: float, seed: int, on_incumbent: Callable | None = None,
+                   options: ForestCollOptions | None = None, **params: Any) -> Any:
+        """The packed forest's pipelined schedule (module docstring); ``options`` as the runner built
+        them, or keyword params checked against the same declaration."""
         from formulations.forestcoll.synthesis import synthesize
 
-        return synthesize(self, problem, **options)
+        return synthesize(self, problem, time_limit=time_limit, seed=seed, on_incumbent=on_incumbent,
+                          options=ForestCollOptions.resolve(options, params, self.name))
 
 
 __getattr__ = forward_attributes("formulations.forestcoll.synthesis")  # the implementation's names, on first use

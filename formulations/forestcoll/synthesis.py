@@ -27,7 +27,7 @@ from .schedule import (EdgePlan, SharedEdge, emit_schedule, pipeline_height, pla
                        transfers_per_batch)
 from .slots import LARGE_ROUND, loose_links, round_slots, slot_order
 from .stagger import stagger_switch_visits
-from . import PACKINGS, SPLITTINGS  # declared with the parameters, in the package
+from .options import PACKINGS, SPLITTINGS, ForestCollOptions
 from .sizing import fastest_depth
 from .splitting import SplitResult, split_switches
 from .bulk_splitting import split_in_bulk, switch_pairs
@@ -35,7 +35,6 @@ from .symmetric_splitting import SymmetricSplitFailed, split_by_translations
 
 __all__ = ["synthesize", "Forest", "build_forest"]
 
-_PARAMS = ("pieces", "k", "max_transfers", "splitting", "packing", "cut_through", "periodic")
 # "auto" writes a periodic schedule (workbench.algorithm/3) from this many transfers on: below it the
 # listing written out is small and reads as before
 _PERIODIC_FROM = 200_000
@@ -237,40 +236,11 @@ def _pack(num_npus: int, table, split: SplitResult, supply: list[int], packing: 
     return trees, flows, "fifo" if packing == "fifo" else "levels"
 
 
-def _check_params(params: dict[str, Any]) -> tuple[int | None, int | str, int]:
-    unknown = sorted(set(params) - set(_PARAMS))
-    if unknown:
-        raise ValueError(f"forestcoll: unknown parameter(s) {unknown} (known: {', '.join(_PARAMS)})")
-    pieces = params.get("pieces")
-    if pieces in (None, "auto"):
-        pieces = None
-    else:
-        pieces = int(pieces)
-        if pieces < 1:
-            raise ValueError(f"forestcoll: pieces must be >= 1, got {pieces}")
-    k = params.get("k", "auto")
-    if k != "auto":
-        k = int(k)
-        if k < 1:
-            raise ValueError(f"forestcoll: k must be 'auto' or a positive integer, got {k}")
-    max_transfers = int(params.get("max_transfers", 4_000_000))
-    if max_transfers < 1:
-        raise ValueError("forestcoll: max_transfers must be positive")
-    return pieces, k, max_transfers
-
-
-def _flag(value: Any, name: str = "cut_through") -> bool | str:
-    if isinstance(value, str):
-        if value.lower() not in ("auto", "true", "false", "1", "0", "yes", "no"):
-            raise ValueError(f"forestcoll: {name} must be auto, true or false, got {value!r}")
-        return "auto" if value.lower() == "auto" else value.lower() in ("true", "1", "yes")
-    return bool(value)
-
-
 def synthesize(formulation: Any, problem: Problem, *, time_limit: float, seed: int,
-               on_incumbent: Callable[[Algorithm], None] | None = None, **params: Any) -> SynthesisResult:
-    """A forest per phase of ``problem``, pipelined; below 256 MB, unpinned, other tree choices are tried too."""
-    pieces, k, max_transfers = _check_params(params)
+               on_incumbent: Callable[[Algorithm], None] | None, options: ForestCollOptions) -> SynthesisResult:
+    """A forest per phase of ``problem``, pipelined; below 256 MB, unpinned, other tree choices are tried too
+    (``ForestColl.synthesize`` with its options resolved)."""
+    pieces, k, max_transfers = options.depth, options.trees, int(options.max_transfers)
     deadline = Deadline(time_limit if time_limit and time_limit > 0 else None)  # <= 0: no limit
     collective = problem.collective
     kind = collective.kind
@@ -283,23 +253,23 @@ def synthesize(formulation: Any, problem: Problem, *, time_limit: float, seed: i
         raise ValueError(f"forestcoll: the collective must span every NPU ({topology.num_npus}), got {n} ranks")
     # hop by hop serves every link at its own pace (1.01x T* on NVSwitch/IB fabrics against 1.14x
     # cut-through) but needs a transfer per hop, so fewer pieces fit the budget; "auto" weighs the two
-    cut_through = _flag(params.get("cut_through", "auto"))
-    periodic = _flag(params.get("periodic", "auto"), "periodic")
+    cut_through = options.cut_through_flag
+    periodic = options.periodic_flag
     if periodic is True and kind not in ("allgather", "broadcast"):
         raise ValueError(f"forestcoll: periodic=true covers all-gather and broadcast, not {kind} (a reduction "
                          f"is the reversed forest, written out)")
     if periodic is True and pieces is None and adapts_to_size(topology, problem.size_bytes):
         raise ValueError("forestcoll: periodic=true below 256 MB needs pieces pinned (the depth chosen by size "
                          "is weighed on schedules written out)")
-    packing = params.get("packing", "auto")
+    packing = options.packing
     may_repeat = (kind in ("allgather", "broadcast") and periodic is not False
                   and (pieces is not None or not adapts_to_size(topology, problem.size_bytes)))
-    widened = may_repeat and "max_transfers" not in params
+    widened = may_repeat and not options.is_given("max_transfers")
     if widened:
         max_transfers = PERIODIC_BUDGET  # counts the expansion of a period, which is never written out
 
     def forests_of(k_choice: int | str, packing_choice: str) -> dict[str, Forest]:
-        return _forests(problem, k_choice, packing_choice, seed, deadline, params.get("splitting", "auto"),
+        return _forests(problem, k_choice, packing_choice, seed, deadline, options.splitting,
                         max_transfers, cut_through)
 
     try:

@@ -35,9 +35,10 @@ design is solved, so listing formulations and building the command line stay che
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable
 
-from workbench.parameters import Parameter
+from workbench.parameters import Options, option
 
 if TYPE_CHECKING:
     from workbench.registry import DesignProblem, DesignResult
@@ -45,24 +46,30 @@ if TYPE_CHECKING:
 __all__ = ["Libra", "LibraModel", "build_model"]
 
 
+@dataclass(frozen=True)
+class LibraOptions(Options):
+    """Which solver designs the network."""
+
+    backend: str = option("highs", "HiGHS LP recipe or scipy's smooth form", choices=("highs", "scipy"))
+
+
 class Libra:
     """LIBRA's PerfOpt / PerfPerCost network design (see the module docstring)."""
 
     name = "libra"
     kind = "design"
-    parameters = (
-        Parameter("backend", ("str",), "highs", "HiGHS LP recipe or scipy's smooth form", choices=("highs", "scipy")),
-    )
+    options = LibraOptions
     # statistics of the result a design table may show (``table.metrics``), each a ratio to EqualBW
     metrics = ("speedup", "perf_per_cost_gain", "bandwidth_vs_equal")
 
     def synthesize(self, problem: DesignProblem, *, time_limit: float, seed: int,
-                   on_incumbent: Callable | None = None, backend: str = "highs", **params: Any) -> DesignResult:
-        if params:
-            raise ValueError(f"libra: unknown parameters {sorted(params)}")
+                   on_incumbent: Callable | None = None, options: LibraOptions | None = None,
+                   **params: Any) -> DesignResult:
+        """The design (module docstring); ``options`` as the runner built them, or keyword params
+        checked against the same declaration."""
         from formulations.libra.optimize import design
 
-        return design(problem, time_limit, backend)
+        return design(problem, time_limit, LibraOptions.resolve(options, params, self.name).backend)
 
 
 def __getattr__(name: str) -> Any:

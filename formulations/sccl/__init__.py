@@ -50,35 +50,12 @@ the simulated time (``workbench.yardstick``).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
+from formulations.sccl.options import ScclOptions, check_groups
 from workbench.lazy import forward_attributes
-from workbench.parameters import Parameter
 
-__all__ = ["Sccl", "check_groups"]
-
-
-def check_groups(groups: Any) -> None:
-    """``ValueError`` naming the first entry of ``groups`` that is not ``[[[src, dst], ...], b]``
-    (integer nodes, a whole number of chunks per round b >= 0); None passes. Checked with the
-    parameters, so a malformed ``--set groups=...`` is one line before anything runs."""
-    if groups is None:
-        return
-    if not isinstance(groups, (list, tuple)):
-        raise ValueError(f"expected a list of [[[src, dst], ...], bandwidth], got {type(groups).__name__}")
-
-    def integer(value: Any) -> bool:
-        return isinstance(value, int) and not isinstance(value, bool)
-
-    for i, entry in enumerate(groups):
-        if not (isinstance(entry, (list, tuple)) and len(entry) == 2 and isinstance(entry[0], (list, tuple))):
-            raise ValueError(f"[{i}]: expected [[[src, dst], ...], bandwidth], got {str(entry)[:60]}")
-        pairs, b = entry
-        for j, pair in enumerate(pairs):
-            if not (isinstance(pair, (list, tuple)) and len(pair) == 2 and all(map(integer, pair))):
-                raise ValueError(f"[{i}][0][{j}]: expected [src, dst] (two node ids), got {str(pair)[:60]}")
-        if not (integer(b) and b >= 0):
-            raise ValueError(f"[{i}][1]: expected a whole number of chunks per round >= 0, got {str(b)[:60]}")
+__all__ = ["Sccl", "ScclOptions", "check_groups"]
 
 
 class Sccl:
@@ -87,25 +64,16 @@ class Sccl:
     name = "sccl"
     kind = "schedule"
     row_facts = {"sccl_chunks": "chunks"}  # C, kept in the rows; a plot's bandwidth cost is rounds / C
-    parameters = (
-        Parameter("mode", ("str",), "instance", "one (C,S,R) instance, the fewest steps, or the Pareto frontier",
-                  choices=("instance", "least-steps", "pareto")),
-        Parameter("steps", ("int", "none"), None, "S: synchronous steps (instance mode)", minimum=1),
-        Parameter("rounds", ("int", "none"), None, "R: rounds, bandwidth units over all steps", minimum=1),
-        Parameter("k", ("int",), 0, "extra rounds beyond the step count searched (least-steps, pareto)", minimum=0),
-        Parameter("backend", ("str",), "race", "race (CP-SAT and z3-auto in two processes, the first answer "
-                  "wins), z3 (QF_LIA, the paper's), z3-auto or cpsat", choices=("race", "z3", "z3-auto", "cpsat")),
-        Parameter("max_steps", ("int", "none"), None, "largest step count searched", minimum=1),
-        Parameter("max_chunks", ("int",), 64, "largest chunk count searched (pareto)", minimum=1),
-        Parameter("groups", ("list", "none"), None, "extra bandwidth groups: [[[src, dst], ...], bandwidth]",
-                  check=check_groups),
-        Parameter("call_limit", ("float", "none"), None, "seconds per solver call", minimum=0),
-    )
+    options = ScclOptions
 
-    def synthesize(self, problem: Any, **options: Any) -> Any:
+    def synthesize(self, problem: Any, *, time_limit: float, seed: int, on_incumbent: Callable | None = None,
+                   options: ScclOptions | None = None, **params: Any) -> Any:
+        """The instance, least-steps or Pareto search (module docstring); ``options`` as the runner
+        built them, or keyword params checked against the same declaration."""
         from formulations.sccl.synthesis import synthesize
 
-        return synthesize(self, problem, **options)
+        return synthesize(self, problem, time_limit=time_limit, seed=seed, on_incumbent=on_incumbent,
+                          options=ScclOptions.resolve(options, params, self.name))
 
 
 __getattr__ = forward_attributes("formulations.sccl.synthesis")  # the implementation's names, on first use

@@ -15,6 +15,7 @@ from workbench.bounds import lp_seconds_within
 from workbench.solvers import smt_status
 from workbench.topology import Topology
 
+from .options import ScclOptions
 from .race import race_instance
 from .instance import (InstanceResult, _collective_for, _sccl_chunks, bandwidth_bound, bandwidth_groups,
                        solve_instance, step_bound)
@@ -28,35 +29,26 @@ _NATIVE = ("allgather", "broadcast", "gather", "scatter", "alltoall")
 
 
 def synthesize(formulation: Any, problem: Problem, *, time_limit: float, seed: int,
-               on_incumbent: Callable[[Algorithm], None] | None = None, mode: str = "instance",
-               steps: int | None = None, rounds: int | None = None, k: int = 0, backend: str = "race",
-               max_steps: int | None = None, max_chunks: int = 64, groups: list | None = None,
-               call_limit: float | None = None, **params: Any) -> SynthesisResult:
-    """SCCL for ``problem``: ``mode`` "instance" solves the given (steps, rounds), "least-steps" finds
-    the fewest steps, "pareto" the steps/bandwidth frontier up to ``max_steps`` and ``max_chunks``."""
-    if params:
-        raise ValueError(f"sccl: unknown parameters {sorted(params)}")
+               on_incumbent: Callable[[Algorithm], None] | None, options: ScclOptions) -> SynthesisResult:
+    """SCCL for ``problem``: mode "instance" solves the given (steps, rounds), "least-steps" finds the
+    fewest steps, "pareto" the steps/bandwidth frontier up to ``max_steps`` and ``max_chunks``."""
     deadline = Deadline(time_limit)
     kind = problem.collective.kind
     if kind not in _NATIVE + tuple(_DUALS) + ("allreduce",):
         raise ValueError(f"sccl: {kind} is not supported")
-    search = _Search(problem, groups, backend, seed, deadline, on_incumbent, call_limit)
-    if mode == "instance":
-        if steps is None or rounds is None:
-            raise ValueError("sccl: mode 'instance' needs steps and rounds (e.g. --set steps=3 --set rounds=7)")
+    search = _Search(problem, options.groups, options.backend, seed, deadline, on_incumbent, options.call_limit)
+    if options.mode == "instance":  # steps and rounds are given (ScclOptions.validate)
         outcome = search.instance(problem.collective.chunks_per_rank if kind != "alltoall"
-                                  else _sccl_chunks(problem.collective), steps, rounds)
-    elif mode == "least-steps":
+                                  else _sccl_chunks(problem.collective), options.steps, options.rounds)
+    elif options.mode == "least-steps":
         outcome = search.least_steps(_sccl_chunks(problem.collective) if kind == "alltoall"
-                                     else problem.collective.chunks_per_rank, k, max_steps)
-    elif mode == "pareto":
-        outcome = search.pareto(k, max_steps, max_chunks)
+                                     else problem.collective.chunks_per_rank, options.k, options.max_steps)
     else:
-        raise ValueError(f"sccl: mode must be instance, least-steps or pareto, got {mode!r}")
+        outcome = search.pareto(options.k, options.max_steps, options.max_chunks)
     status, algorithms, message, stats = outcome
     seconds = deadline.elapsed()
     for algorithm in algorithms:
-        algorithm.meta.update(backend=backend,
+        algorithm.meta.update(backend=options.backend,
                               label=f"(C,S,R)=({algorithm.meta['sccl_chunks']},{algorithm.meta['steps']},"
                                     f"{algorithm.meta['rounds']})")
         if status == "optimal":  # proven in the (C, S, R) step model; the floor judges the simulated time

@@ -42,22 +42,12 @@ in ``stats``).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
+from formulations.taccl.options import HEURISTICS, TacclOptions
 from workbench.lazy import forward_attributes
-from workbench.parameters import Parameter
 
-__all__ = ["Taccl", "HEURISTICS"]
-
-
-def _check_sketch(value: Any) -> None:
-    """Read the sketch a parameter names (``SketchError``, a ValueError, naming the file and field),
-    so a path that is not a sketch is refused with the parameters, before a cell runs."""
-    from formulations.taccl.sketch import load_sketch
-
-    load_sketch(value)
-
-HEURISTICS = ("auto", "h10", "h14", "h15", "paper")  # contiguity/ordering heuristics (ordering.py)
+__all__ = ["Taccl", "TacclOptions", "HEURISTICS"]
 
 
 class Taccl:
@@ -65,22 +55,16 @@ class Taccl:
 
     name = "taccl"
     kind = "schedule"
-    parameters = (
-        Parameter("sketch", ("str", "dict", "none"), None, "a shipped sketch name, a sketch file or a mapping",
-                  check=_check_sketch),
-        Parameter("stage_time_limit", ("duration", "none"), None, "limit per MILP stage (default: a share of the total)"),
-        Parameter("backend", ("str",), "highs", "MILP solver", choices=("highs", "cbc")),
-        Parameter("heuristic", ("str",), "auto", "contiguity/ordering heuristic", choices=HEURISTICS),
-        Parameter("max_contig", ("int",), 6, "largest number of chunks sent as one contiguous transfer", minimum=1),
-        Parameter("mip_gap", ("float",), 1e-6, "relative MIP gap", minimum=0, maximum=1),
-        Parameter("threads", ("int",), 1, "solver threads", minimum=1),
-        Parameter("serialise_reductions", ("bool",), True, "order reductions into one buffer (runtime-safe)"),
-    )
+    options = TacclOptions
 
-    def synthesize(self, problem: Any, **options: Any) -> Any:
+    def synthesize(self, problem: Any, *, time_limit: float, seed: int, on_incumbent: Callable | None = None,
+                   options: TacclOptions | None = None, **params: Any) -> Any:
+        """Routing, ordering and contiguity under the sketch (module docstring); ``options`` as the
+        runner built them, or keyword params checked against the same declaration."""
         from formulations.taccl.synthesis import synthesize
 
-        return synthesize(self, problem, **options)
+        return synthesize(self, problem, time_limit=time_limit, seed=seed, on_incumbent=on_incumbent,
+                          options=TacclOptions.resolve(options, params, self.name))
 
 
 __getattr__ = forward_attributes("formulations.taccl.synthesis")  # the implementation's names, on first use

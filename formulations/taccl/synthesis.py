@@ -7,6 +7,7 @@ import time
 from typing import Any, Callable
 
 from formulations.taccl.logical import LogicalTopology, build_logical
+from formulations.taccl.options import TacclOptions
 from formulations.taccl.ordering import order_edges, pick_heuristic
 from formulations.taccl.routing import solve_routing
 from formulations.taccl.scheduling import Schedule, solve_schedule
@@ -33,29 +34,24 @@ def _stage_seconds(deadline: Deadline, share: float, options: dict) -> float:
 
 
 def synthesize(formulation: Any, problem: Problem, *, time_limit: float, seed: int,
-               on_incumbent: Callable[[Algorithm], None] | None = None, sketch: Any = None,
-               stage_time_limit: float | None = None, backend: str = "highs", heuristic: str = "auto",
-               max_contig: int = 6, mip_gap: float = 1e-6, threads: int = 1,
-               serialise_reductions: bool = True, **unknown: Any) -> SynthesisResult:
-    """TACCL for ``problem`` under ``sketch``: routing, ordering and contiguity stages, each with a share
+               on_incumbent: Callable[[Algorithm], None] | None, options: TacclOptions) -> SynthesisResult:
+    """TACCL for ``problem`` under its sketch: routing, ordering and contiguity stages, each with a share
     of the time limit (a combining collective through its dual gather)."""
-    if unknown:
-        raise ValueError(f"taccl: unknown parameter(s) {', '.join(sorted(unknown))} (known: sketch, "
-                         "stage_time_limit, backend, heuristic, max_contig, mip_gap, threads, serialise_reductions)")
     deadline = Deadline(time_limit)
-    sk = load_sketch(sketch)
+    sk = load_sketch(options.sketch)
     topology = problem.topology
     collective = _sketch_collective(problem.collective, sk)
     chunk_bytes = collective.chunk_bytes(problem.size_bytes)
-    options = dict(backend=backend, heuristic=heuristic, max_contig=max_contig, mip_gap=mip_gap,
-                   threads=threads, seed=seed, serialise_reductions=serialise_reductions,
-                   stage_time_limit=_seconds(stage_time_limit))
+    # what the stages read: the solver settings, the seed and the stage cap in seconds
+    settings = dict(backend=options.backend, heuristic=options.heuristic, max_contig=options.max_contig,
+                    mip_gap=options.mip_gap, threads=options.threads, seed=seed,
+                    serialise_reductions=options.serialise_reductions, stage_time_limit=options.stage_seconds)
     stages: list[dict[str, Any]] = []
     if collective.kind in _FORWARD:
-        algorithm, info = _forward(topology, collective, chunk_bytes, sk, deadline, stages, options, share=1.0)
+        algorithm, info = _forward(topology, collective, chunk_bytes, sk, deadline, stages, settings, share=1.0)
         claimed = info["makespan"]
     elif collective.kind in _COMBINING:
-        algorithm, claimed, info = _combining(topology, collective, chunk_bytes, sk, deadline, stages, options)
+        algorithm, claimed, info = _combining(topology, collective, chunk_bytes, sk, deadline, stages, settings)
     else:
         raise ValueError(f"taccl does not synthesise {collective.kind}")
     seconds = deadline.elapsed()
@@ -88,16 +84,6 @@ def _sketch_collective(collective: Collective, sketch: Sketch) -> Collective:
     if collective.kind == "custom":
         raise SketchError(f"sketch {sketch.source}: field hyperparameters.input_chunkup: cannot re-chunk a custom collective")
     return make_collective(collective.kind, collective.num_ranks, k, collective.root)
-
-
-def _seconds(value: Any) -> float | None:
-    if value is None:
-        return None
-    if isinstance(value, (int, float)):
-        return float(value)
-    from workbench.units import parse_time
-
-    return parse_time(str(value))
 
 
 # --------------------------------------------------------------------------- pipelines

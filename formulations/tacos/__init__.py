@@ -64,6 +64,7 @@ evaluate.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Callable
 
 from formulations.tacos.engines import ENGINES, choose_engine, greedy_all_gather
@@ -76,7 +77,7 @@ from workbench.algorithm import Algorithm
 from workbench.collective import Collective
 from workbench.deadline import Deadline
 from workbench.duality import Phase, by_duality_phases
-from workbench.parameters import Parameter
+from workbench.parameters import Options, option
 from workbench.registry import Problem, SynthesisResult
 from workbench.schedule import adapts_to_size, claim_in_model, claim_listing
 from workbench.topology import Topology
@@ -85,40 +86,44 @@ from workbench.topology.logical import unwind
 __all__ = ["Tacos", "greedy_all_gather", "MatchResult", "to_algorithm", "choose_engine"]
 
 
+@dataclass(frozen=True)
+class TacosOptions(Options):
+    """TACOS's search: restarts, the switch view, duplicate arrivals, the engine and the chunking."""
+
+    restarts: int = option(1, "independent randomised runs; the best is kept", minimum=1)
+    switch_degree: int | str = option(1, "links a switch serves at once per matching step",
+                                      choices=("full", "max"), minimum=1)
+    replacement: str = option("causal", "what a duplicate arrival is relabelled to (spec A5)",
+                              choices=REPLACEMENT_MODES)
+    engine: str = option("auto", "matching engine: compiled (numba) or python; same schedules", choices=ENGINES)
+    chunks: str = option("auto", "auto: below 256 MB, the fastest of 1, 2, 4, 8 chunks per NPU where the problem "
+                         "has one (from 256 MB on leaf-spine tiers: 1, 2; sizing); given: the problem's",
+                         choices=("auto", "given"))
+
+    @property
+    def degree(self) -> int | None:
+        """The switch degree as a number, None for every link at once ("full", "max")."""
+        return None if self.switch_degree in ("full", "max") else int(self.switch_degree)
+
+
 class Tacos:
     """TACOS greedy synthesizer (see the module docstring)."""
 
     name = "tacos"
     kind = "schedule"
-    parameters = (
-        Parameter("restarts", ("int",), 1, "independent randomised runs; the best is kept", minimum=1),
-        Parameter("switch_degree", ("int", "str"), 1, "links a switch serves at once per matching step",
-                  choices=("full", "max"), minimum=1),
-        Parameter("replacement", ("str",), "causal", "what a duplicate arrival is relabelled to (spec A5)",
-                  choices=REPLACEMENT_MODES),
-        Parameter("engine", ("str",), "auto", "matching engine: compiled (numba) or python; same schedules",
-                  choices=ENGINES),
-        Parameter("chunks", ("str",), "auto", "auto: below 256 MB, the fastest of 1, 2, 4, 8 chunks per NPU "
-                  "where the problem has one (from 256 MB on leaf-spine tiers: 1, 2; sizing); given: the problem's",
-                  choices=("auto", "given")),
-    )
+    options = TacosOptions
 
     def synthesize(self, problem: Problem, *, time_limit: float, seed: int,
-                   on_incumbent: Callable[[Algorithm], None] | None = None, restarts: int = 1,
-                   switch_degree: int | str = 1, replacement: str = "causal", engine: str = "auto",
-                   chunks: str = "auto", **params: Any) -> SynthesisResult:
-        if params:
-            raise ValueError(f"tacos: unknown parameters {sorted(params)} "
-                             "(restarts, switch_degree, replacement, engine, chunks)")
-        if chunks not in ("auto", "given"):
-            raise ValueError(f"tacos: chunks must be auto or given, got {chunks!r}")
-        options = dict(seed=seed, restarts=restarts, switch_degree=switch_degree, replacement=replacement,
-                       engine=engine)
-        choices = chunk_choices(problem, chunks)
+                   on_incumbent: Callable[[Algorithm], None] | None = None, options: TacosOptions | None = None,
+                   **params: Any) -> SynthesisResult:
+        """The best of the restarts, at the chunking chosen by size (module docstring); ``options``
+        as the runner built them, or keyword params checked against the same declaration."""
+        options = TacosOptions.resolve(options, params, self.name)
+        choices = chunk_choices(problem, options.chunks)
         deadline = Deadline(time_limit)
         if len(choices) == 1:
-            return _listed(self._synthesize(problem, time_limit=time_limit, on_incumbent=on_incumbent, **options),
-                           problem, deadline)
+            return _listed(self._synthesize(problem, time_limit=time_limit, seed=seed, on_incumbent=on_incumbent,
+                                            options=options), problem, deadline)
         fastest: list[float] = []
 
         def improving(algorithm: Algorithm) -> None:  # incumbents across chunkings: only the better ones
@@ -127,7 +132,7 @@ class Tacos:
                 on_incumbent(algorithm)
 
         result, timed = fastest_chunking(problem, choices, deadline, lambda p, limit: self._synthesize(
-            p, time_limit=limit, on_incumbent=improving, **options))
+            p, time_limit=limit, seed=seed, on_incumbent=improving, options=options))
         if result.algorithms:
             result.algorithms[0].meta["time_by_chunks"] = {str(k): t for k, t in timed.items()}
         result = _listed(result, problem, deadline)
@@ -136,21 +141,17 @@ class Tacos:
         return result
 
     def _synthesize(self, problem: Problem, *, time_limit: float | None, seed: int,
-                    on_incumbent: Callable[[Algorithm], None] | None, restarts: int, switch_degree: int | str,
-                    replacement: str, engine: str) -> SynthesisResult:
+                    on_incumbent: Callable[[Algorithm], None] | None, options: TacosOptions) -> SynthesisResult:
         """The greedy on the problem's own chunking (the paper's TACOS)."""
-        if replacement not in REPLACEMENT_MODES:
-            raise ValueError(f"tacos: replacement must be one of {REPLACEMENT_MODES}, got {replacement!r}")
-        if not isinstance(restarts, int) or restarts < 1:
-            raise ValueError(f"tacos: restarts must be a positive integer, got {restarts!r}")
+        restarts, replacement = options.restarts, options.replacement
         deadline = Deadline(time_limit)
-        degree = _degree(switch_degree)
+        degree = options.degree
         collective = problem.collective
         if collective.combining and collective.kind not in ("reducescatter", "reduce", "allreduce"):
             raise ValueError("tacos: a custom combining collective is not supported")
         # one choice for all restarts: loading the compiled engine pays off over their total work
         runs = restarts * (2 if collective.kind == "allreduce" else 1)
-        chosen = choose_engine(engine, runs * deliveries(problem.collective))
+        chosen = choose_engine(options.engine, runs * deliveries(problem.collective))
         best: Algorithm | None = None
         stats: dict[str, Any] = {"restarts_done": 0, "events": 0, "wasted_transfers": 0, "claim_seconds": 0.0}
         status = "feasible"
@@ -226,14 +227,6 @@ def _claim(algorithm: Algorithm) -> float:
     started = time.perf_counter()
     claim_in_model(algorithm)
     return time.perf_counter() - started
-
-
-def _degree(value: int | str) -> int | None:
-    if value in ("full", "max", None):
-        return None
-    if isinstance(value, int) and value >= 1:
-        return value
-    raise ValueError(f"tacos: switch_degree must be a positive integer or 'full', got {value!r}")
 
 
 def _unwound(topology: Topology, degree: int | None) -> Topology:

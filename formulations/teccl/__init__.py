@@ -40,12 +40,14 @@ is the floor's, by the simulated time (``workbench.yardstick``).
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from typing import Any, Callable
 
-from formulations.teccl.epochs import SWITCH_MODELS, EpochGraph, EpochSchedule, Flow, base_epoch, epoch_graph
+from formulations.teccl.epochs import EpochGraph, EpochSchedule, Flow, base_epoch, epoch_graph
 from formulations.teccl.greedy import greedy_schedule
 from formulations.teccl.lp import solve_lp_schedule, to_subchunks
 from formulations.teccl.milp import solve_milp
+from formulations.teccl.options import TecclOptions
 from workbench.algorithm import Algorithm, Transfer
 from workbench.collective import Collective, custom_collective, make_collective
 from workbench.deadline import Deadline
@@ -53,16 +55,11 @@ from workbench.duality import Phase, by_duality_phases
 from workbench.graphs import dijkstra
 from workbench.registry import Problem, SynthesisResult
 from workbench.topology import Topology
-from workbench.parameters import Parameter
 
 __all__ = ["Teccl"]
 
-METHODS = ("auto", "milp", "lp", "astar")
 # the claim's model (meta["claim_model"]): whole epochs of tau, which no simulator model reproduces
 CLAIM_MODEL = "teccl-epochs"
-_KNOWN = ("method", "epoch", "epoch_multiplier", "epochs", "alpha_threshold", "switch_model", "single_beta",
-          "mip_gap", "early_stop", "threads", "objective", "buffer_limit", "epoch_search", "lp_subchunks",
-          "round_epochs", "gamma", "heuristic_effort", "lp_solver")
 
 
 class _NoSchedule(Exception):
@@ -76,35 +73,14 @@ class _NoSchedule(Exception):
 class Teccl:
     name = "teccl"
     kind = "schedule"
-    parameters = (
-        Parameter("method", ("str",), "auto", "MILP, LP (All-to-All) or A*", choices=METHODS),
-        Parameter("epoch", ("str", "float"), "fastest", "epoch: a chunk on the fastest / slowest link, or seconds",
-                  choices=("fastest", "slowest"), minimum=1e-15),
-        Parameter("epoch_multiplier", ("float", "str"), 1.0, "epoch scale; 'auto' follows the authors' runs",
-                  choices=("auto",), minimum=1e-9),
-        Parameter("epochs", ("int", "none"), None, "horizon in epochs (default: searched)", minimum=1),
-        Parameter("alpha_threshold", ("float",), 0.1, "alpha below this share of an epoch is ignored", minimum=0),
-        Parameter("switch_model", ("str",), "copy", "switch semantics", choices=SWITCH_MODELS),
-        Parameter("single_beta", ("bool",), False, "one bandwidth for every link (the paper's simplification)"),
-        Parameter("mip_gap", ("float",), 1e-4, "relative MIP gap", minimum=0, maximum=1),
-        Parameter("early_stop", ("bool",), False, "the paper's early stop (gap 0.3)"),
-        Parameter("threads", ("int",), 1, "solver threads", minimum=1),
-        Parameter("objective", ("str",), "paper", "weights 1/(k+1) (paper) or 1 (code)", choices=("paper", "code")),
-        Parameter("buffer_limit", ("int", "none"), None, "chunks a node may buffer", minimum=0),
-        Parameter("epoch_search", ("str",), "greedy", "horizon search", choices=("greedy", "binary")),
-        Parameter("lp_subchunks", ("int",), 4, "LP: pieces per chunk when rounding", minimum=1),
-        Parameter("round_epochs", ("int", "none"), None, "A*: epochs per round", minimum=1),
-        Parameter("gamma", ("float",), 0.002, "A*: weight of the future cost", minimum=0),
-        Parameter("heuristic_effort", ("float", "none"), None, "HiGHS mip_heuristic_effort", minimum=0, maximum=1),
-        Parameter("lp_solver", ("str",), "ipm", "HiGHS LP method", choices=("ipm", "simplex", "choose", "pdlp")),
-    )
+    options = TecclOptions
 
     def synthesize(self, problem: Problem, *, time_limit: float, seed: int,
-                   on_incumbent: Callable[[Algorithm], None] | None = None, **params: Any) -> SynthesisResult:
-        unknown = sorted(set(params) - set(_KNOWN))
-        if unknown:
-            raise ValueError(f"teccl: unknown parameter(s) {', '.join(unknown)} (known: {', '.join(_KNOWN)})")
-        options = _options(params)
+                   on_incumbent: Callable[[Algorithm], None] | None = None, options: TecclOptions | None = None,
+                   **params: Any) -> SynthesisResult:
+        """The schedule by the chosen method (module docstring); ``options`` as the runner built
+        them, or keyword params checked against the same declaration."""
+        options = TecclOptions.resolve(options, params, self.name)
         collective = problem.collective
         topology = problem.topology
         chunk_bytes = collective.chunk_bytes(problem.size_bytes)
@@ -113,14 +89,14 @@ class Teccl:
             if collective.combining:
                 algorithm, status, stats = _combining(topology, collective, chunk_bytes, options, deadline, seed)
             else:
-                method = options["method"]
+                method = options.method
                 if method == "auto":
                     method = "lp" if _copy_free(collective) else "milp"
                 algorithm, status, stats = _solve(topology, collective, chunk_bytes, method, options, deadline, seed)
         except _NoSchedule as stop:
             return SynthesisResult([], stop.status, deadline.elapsed(), stop.stats, [], stop.message)
         seconds = deadline.elapsed()
-        algorithm.meta["options"] = dict(options)  # as resolved (early_stop sets mip_gap, ...); provenance is the runner's
+        algorithm.meta["options"] = options.recorded()  # as resolved; provenance is the runner's
         if status == "optimal":  # proven in the epoch model; the floor judges the simulated time
             algorithm.meta["model_optimal"] = "teccl-epochs"
         if on_incumbent is not None:
@@ -129,36 +105,16 @@ class Teccl:
                                stats.get("message", ""))
 
 
-def _options(params: dict[str, Any]) -> dict[str, Any]:
-    options = {"method": "auto", "epoch": "fastest", "epoch_multiplier": 1.0, "epochs": None, "alpha_threshold": 0.1,
-               "switch_model": "copy", "single_beta": False, "mip_gap": 1e-4, "early_stop": False, "threads": 1,
-               "objective": "paper", "buffer_limit": None, "epoch_search": "greedy", "lp_subchunks": 4,
-               "round_epochs": None, "gamma": 0.002, "heuristic_effort": None, "lp_solver": "ipm"}
-    options.update(params)
-    if options["method"] not in METHODS:
-        raise ValueError(f"teccl: method must be one of {', '.join(METHODS)}, got {options['method']!r}")
-    if options["early_stop"]:
-        options["mip_gap"] = 0.3  # the paper's "early stop": Gurobi MIPGap 0.3
-    if options["epoch_search"] not in ("greedy", "binary"):
-        raise ValueError(f"teccl: epoch_search must be 'greedy' or 'binary', got {options['epoch_search']!r}")
-    if int(options["lp_subchunks"]) < 1:
-        raise ValueError("teccl: lp_subchunks must be >= 1")
-    for key in ("epochs", "round_epochs"):  # a horizon of no epochs has no variables to index
-        if options[key] is not None and (not str(options[key]).lstrip("-").isdigit() or int(options[key]) < 1):
-            raise ValueError(f"teccl: {key} must be a positive integer, got {options[key]!r}")
-    return options
-
-
 def _copy_free(collective: Collective) -> bool:
     return all(len(post - pre) <= 1 for pre, post in zip(collective.pre, collective.post))
 
 
-def _graph(topology: Topology, chunk_bytes: float, options: dict) -> EpochGraph:
-    multiplier = options["epoch_multiplier"]
+def _graph(topology: Topology, chunk_bytes: float, options: TecclOptions) -> EpochGraph:
+    multiplier = options.epoch_multiplier
     if multiplier == "auto":
-        multiplier = _auto_multiplier(topology, chunk_bytes, options["epoch"])
-    return epoch_graph(topology, chunk_bytes, options["epoch"], float(multiplier),
-                       float(options["alpha_threshold"]), options["switch_model"], bool(options["single_beta"]))
+        multiplier = _auto_multiplier(topology, chunk_bytes, options.epoch)
+    return epoch_graph(topology, chunk_bytes, options.epoch, float(multiplier),
+                       float(options.alpha_threshold), options.switch_model, bool(options.single_beta))
 
 
 def _auto_multiplier(topology: Topology, chunk_bytes: float, epoch: Any) -> float:
@@ -177,7 +133,7 @@ def _auto_multiplier(topology: Topology, chunk_bytes: float, epoch: Any) -> floa
     return multiplier
 
 
-def _solve(topology: Topology, collective: Collective, chunk_bytes: float, method: str, options: dict,
+def _solve(topology: Topology, collective: Collective, chunk_bytes: float, method: str, options: TecclOptions,
            deadline: Deadline, seed: int) -> tuple[Algorithm, str, dict]:
     graph = _graph(topology, chunk_bytes, options)
     if method == "lp":
@@ -186,8 +142,8 @@ def _solve(topology: Topology, collective: Collective, chunk_bytes: float, metho
         from formulations.teccl.astar import solve_astar
 
         schedule = solve_astar(graph, collective, time_limit=deadline.limit(), seed=seed,
-                               round_epochs=options["round_epochs"], gamma=float(options["gamma"]),
-                               threads=int(options["threads"]), mip_gap=float(options["mip_gap"]))
+                               round_epochs=options.round_epochs, gamma=float(options.gamma),
+                               threads=int(options.threads), mip_gap=options.gap)
     else:
         schedule = _milp(graph, collective, options, deadline, seed)
     algorithm = _emit(topology, collective, chunk_bytes, graph, schedule.flows)
@@ -199,19 +155,20 @@ def _solve(topology: Topology, collective: Collective, chunk_bytes: float, metho
     return algorithm, schedule.status, stats
 
 
-def _milp(graph: EpochGraph, collective: Collective, options: dict, deadline: Deadline, seed: int) -> EpochSchedule:
+def _milp(graph: EpochGraph, collective: Collective, options: TecclOptions, deadline: Deadline,
+          seed: int) -> EpochSchedule:
     began = time.perf_counter()
     greedy, greedy_finish = greedy_schedule(graph, collective)
     greedy_seconds = time.perf_counter() - began
-    horizon = int(options["epochs"]) if options["epochs"] else greedy_finish
+    horizon = int(options.epochs) if options.epochs else greedy_finish
     probes: list = []
     start: list[Flow] | None = greedy if horizon >= greedy_finish else None
-    if options["epochs"] is None and options["epoch_search"] == "binary":
+    if options.epochs is None and options.epoch_search == "binary":
         horizon, start = _binary_epochs(graph, collective, greedy, greedy_finish, options, deadline, seed, probes)
     schedule = solve_milp(graph, collective, horizon, time_limit=deadline.limit(floor=0.5),
-                          mip_gap=float(options["mip_gap"]), threads=int(options["threads"]), seed=seed,
-                          objective=options["objective"], buffer_limit=options["buffer_limit"], start=start,
-                          heuristic_effort=options["heuristic_effort"])
+                          mip_gap=options.gap, threads=int(options.threads), seed=seed,
+                          objective=options.objective, buffer_limit=options.buffer_limit, start=start,
+                          heuristic_effort=options.heuristic_effort)
     schedule.stats.update(greedy_epochs=greedy_finish, greedy_seconds=greedy_seconds, probes=probes)
     if not schedule.flows:  # no incumbent from the solver: keep the greedy schedule (feasible by construction)
         if start is None:
@@ -221,8 +178,9 @@ def _milp(graph: EpochGraph, collective: Collective, options: dict, deadline: De
     return schedule
 
 
-def _binary_epochs(graph: EpochGraph, collective: Collective, greedy: list[Flow], greedy_finish: int, options: dict,
-                   deadline: Deadline, seed: int, probes: list) -> tuple[int, list[Flow] | None]:
+def _binary_epochs(graph: EpochGraph, collective: Collective, greedy: list[Flow], greedy_finish: int,
+                   options: TecclOptions, deadline: Deadline, seed: int,
+                   probes: list) -> tuple[int, list[Flow] | None]:
     """Note 5.2: shrink the horizon with first-feasible solves; the best schedule found starts the final solve."""
     best_flows, best = greedy, greedy_finish
     low = _hop_lower_bound(graph, collective)
@@ -230,7 +188,7 @@ def _binary_epochs(graph: EpochGraph, collective: Collective, greedy: list[Flow]
     while best - low > 1 and not search.expired:
         mid = (low + best) // 2
         trial = solve_milp(graph, collective, mid, time_limit=search.limit(cap=60.0, floor=0.5),
-                           mip_gap=0.99, threads=int(options["threads"]), seed=seed, objective="code")
+                           mip_gap=0.99, threads=int(options.threads), seed=seed, objective="code")
         probes.append((mid, trial.status))
         if trial.flows:
             best_flows, best = trial.flows, trial.finish
@@ -257,7 +215,7 @@ def _hop_lower_bound(graph: EpochGraph, collective: Collective) -> int:
     return max(worst - 1, 0)
 
 
-def _lp(topology: Topology, collective: Collective, chunk_bytes: float, graph: EpochGraph, options: dict,
+def _lp(topology: Topology, collective: Collective, chunk_bytes: float, graph: EpochGraph, options: TecclOptions,
         deadline: Deadline) -> tuple[Algorithm, str, dict]:
     if not _copy_free(collective):
         raise ValueError("teccl: the LP needs a copy-free demand (each chunk wanted by one rank, e.g. all-to-all)")
@@ -268,15 +226,15 @@ def _lp(topology: Topology, collective: Collective, chunk_bytes: float, graph: E
             demand[key] = demand.get(key, 0.0) + 1.0
     floor = _lp_lower_bound(topology, collective, chunk_bytes, graph, deadline)  # inside the deadline, before
     result = solve_lp_schedule(graph, demand, time_limit=deadline.limit(),  # what is left of it
-                               horizon=int(options["epochs"]) if options["epochs"] else None,
-                               threads=int(options["threads"]), solver=options["lp_solver"],
+                               horizon=int(options.epochs) if options.epochs else None,
+                               threads=int(options.threads), solver=options.lp_solver,
                                lower_bound_epochs=floor)
     if not result.pieces:
         if result.status == "timeout":
             raise _NoSchedule("timeout", f"the LP found no schedule within the limit ({result.message}; "
                                          f"{result.horizon} epochs)", result.stats)
         raise RuntimeError(f"teccl LP ended {result.status}: {result.message}")
-    q = int(options["lp_subchunks"])
+    q = int(options.lp_subchunks)
     fine, assignment = _finer_collective(collective, q)
     flows: list[tuple[tuple[int, ...], tuple]] = []
     for (s, d), pieces in result.pieces.items():
@@ -376,20 +334,20 @@ def _emit_paths(topology: Topology, collective: Collective, chunk_bytes: float, 
     return Algorithm(topology, collective, chunk_bytes, transfers, {})
 
 
-def _combining(topology: Topology, collective: Collective, chunk_bytes: float, options: dict, deadline: Deadline,
-               seed: int) -> tuple[Algorithm, str, dict]:
+def _combining(topology: Topology, collective: Collective, chunk_bytes: float, options: TecclOptions,
+               deadline: Deadline, seed: int) -> tuple[Algorithm, str, dict]:
     """Reduce-scatter and reduce by duality (the all-gather / broadcast MILP on the reversed
     graph, reversed); all-reduce = reduce-scatter + all-gather, the first half taking half the
     time left (``workbench.duality``)."""
     if collective.kind not in ("reducescatter", "allreduce", "reduce"):
         raise ValueError(f"teccl does not synthesise {collective.kind}")
-    method = "astar" if options["method"] == "astar" else "milp"
-    reverse_options = dict(options, switch_model="hyperedge" if options["switch_model"] == "hyperedge" else "no-copy",
-                           method=method)
+    method = "astar" if options.method == "astar" else "milp"
+    reverse_options = replace(options, switch_model="hyperedge" if options.switch_model == "hyperedge" else "no-copy",
+                              method=method)
     phases: list[tuple[str, dict]] = []
 
     def gather(view: Topology, target: Collective, size: float, phase: Phase) -> Algorithm:
-        phase_options = reverse_options if phase.reversed else dict(options, method=method)
+        phase_options = reverse_options if phase.reversed else replace(options, method=method)
         algorithm, status, stats = _solve(view, target, size, method, phase_options, phase.deadline, seed)
         phases.append((status, stats))
         return algorithm

@@ -174,6 +174,7 @@ def _formulation_params(request: CellRequest) -> dict[str, Any]:
 
 def child_run_schedule(request: CellRequest, send: Send) -> dict[str, Any]:
     """A schedule cell in its process: build the problem, synthesize, verify and simulate; the row fields."""
+    from workbench.parameters import synthesis_keywords
     from workbench.registry import resolve_formulation
     from workbench.yardstick import model_optimal_of, settle_status
 
@@ -184,7 +185,7 @@ def child_run_schedule(request: CellRequest, send: Send) -> dict[str, Any]:
     started = time.perf_counter()
     result = formulation.synthesize(problem, time_limit=solver_time_limit(remaining_limit(request)), seed=cell.seed,
                                     on_incumbent=lambda algorithm: send("incumbent", algorithm),
-                                    **_formulation_params(request))
+                                    **synthesis_keywords(formulation, _formulation_params(request)))
     seconds = time.perf_counter() - started
     summary = {"status": result.status, "synthesis_seconds": seconds, "stats": result.stats,
                "message": result.message, "claimed_times": result.claimed_times}
@@ -296,6 +297,7 @@ def _save_into(fields: dict[str, Any], algorithms: list, request: CellRequest, s
 
 def child_run_design(request: CellRequest, send: Send) -> dict[str, Any]:
     """A design cell in its process: the design formulation's bandwidths, time and cost as row fields."""
+    from workbench.parameters import synthesis_keywords
     from workbench.registry import DesignProblem, resolve_formulation
 
     cell = request.cell
@@ -309,7 +311,7 @@ def child_run_design(request: CellRequest, send: Send) -> dict[str, Any]:
     send("ready", None)
     started = time.perf_counter()
     result = formulation.synthesize(problem, time_limit=solver_time_limit(request.time_limit), seed=cell.seed,
-                                    **_formulation_params(request))
+                                    **synthesis_keywords(formulation, _formulation_params(request)))
     seconds = time.perf_counter() - started
     send("synthesized", {"status": result.status, "synthesis_seconds": seconds})
     return {"status": result.status, "synthesis_seconds": seconds, "bandwidths": list(result.bandwidths),

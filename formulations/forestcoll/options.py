@@ -1,0 +1,59 @@
+"""ForestColl's options: the one declaration of its parameters (``workbench.parameters``)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from workbench.parameters import Options, option
+
+__all__ = ["ForestCollOptions", "PACKINGS", "SPLITTINGS"]
+
+PACKINGS = ("auto", "symmetric", "levels", "fifo")
+SPLITTINGS = ("auto", "greedy", "spread", "bulk", "symmetric")
+
+
+def _flag(value: Any) -> bool | str:
+    """A yes/no option that may be left "auto": "auto", True or False."""
+    if isinstance(value, str):
+        return "auto" if value.lower() == "auto" else value.lower() in ("true", "1", "yes")
+    return bool(value)
+
+
+@dataclass(frozen=True)
+class ForestCollOptions(Options):
+    """ForestColl's pipeline depth, tree count, transfer budget, splitting, packing and listing."""
+
+    pieces: int | None | str = option(None, "P: pipeline pieces per tree-unit ('auto': 64 x height)",
+                                      choices=("auto",), minimum=1)
+    k: int | str = option("auto", "trees per root ('auto': the optimal k)", choices=("auto",), minimum=1)
+    max_transfers: int = option(4_000_000, "refuse schedules with more transfers (default: 4 million written out, "
+                                "96 million in a period's expansion)", minimum=1)
+    splitting: str = option("auto", "edge splitting: pair by pair (greedy, spread), a switch at a time (bulk) or a "
+                            "switch orbit at a time (symmetric)", choices=SPLITTINGS)
+    packing: str = option("auto", "arborescence growth: symmetric (tori, rings, clusters), levels, fifo",
+                          choices=PACKINGS)
+    cut_through: bool | str = option("auto", "tree edges through switches as one routed transfer",
+                                     choices=("auto", "true", "false"))
+    periodic: bool | str = option("auto", "write one period and its repeat count (workbench.algorithm/3; 'auto': "
+                                  "from 200,000 transfers)", choices=("auto", "true", "false"))
+
+    @property
+    def depth(self) -> int | None:
+        """The pinned pipeline depth, None where it is chosen ("auto" or not given)."""
+        return None if self.pieces in (None, "auto") else int(self.pieces)
+
+    @property
+    def trees(self) -> int | str:
+        """``k`` as a number of trees per root, or "auto"."""
+        return self.k if self.k == "auto" else int(self.k)
+
+    @property
+    def cut_through_flag(self) -> bool | str:
+        """``cut_through`` as True, False or "auto"."""
+        return _flag(self.cut_through)
+
+    @property
+    def periodic_flag(self) -> bool | str:
+        """``periodic`` as True, False or "auto"."""
+        return _flag(self.periodic)

@@ -1,0 +1,55 @@
+"""SCCL's options: the one declaration of its parameters (``workbench.parameters``)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from workbench.parameters import Options, option
+
+__all__ = ["ScclOptions", "check_groups"]
+
+
+def check_groups(groups: Any) -> None:
+    """``ValueError`` naming the first entry of ``groups`` that is not ``[[[src, dst], ...], b]``
+    (integer nodes, a whole number of chunks per round b >= 0); None passes. Checked with the
+    parameters, so a malformed ``--set groups=...`` is one line before anything runs."""
+    if groups is None:
+        return
+    if not isinstance(groups, (list, tuple)):
+        raise ValueError(f"expected a list of [[[src, dst], ...], bandwidth], got {type(groups).__name__}")
+
+    def integer(value: Any) -> bool:
+        return isinstance(value, int) and not isinstance(value, bool)
+
+    for i, entry in enumerate(groups):
+        if not (isinstance(entry, (list, tuple)) and len(entry) == 2 and isinstance(entry[0], (list, tuple))):
+            raise ValueError(f"[{i}]: expected [[[src, dst], ...], bandwidth], got {str(entry)[:60]}")
+        pairs, b = entry
+        for j, pair in enumerate(pairs):
+            if not (isinstance(pair, (list, tuple)) and len(pair) == 2 and all(map(integer, pair))):
+                raise ValueError(f"[{i}][0][{j}]: expected [src, dst] (two node ids), got {str(pair)[:60]}")
+        if not (integer(b) and b >= 0):
+            raise ValueError(f"[{i}][1]: expected a whole number of chunks per round >= 0, got {str(b)[:60]}")
+
+
+@dataclass(frozen=True)
+class ScclOptions(Options):
+    """SCCL's search: the mode, its (S, R) or search bounds, the solver and extra bandwidth groups."""
+
+    mode: str = option("instance", "one (C,S,R) instance, the fewest steps, or the Pareto frontier",
+                       choices=("instance", "least-steps", "pareto"))
+    steps: int | None = option(None, "S: synchronous steps (instance mode)", minimum=1)
+    rounds: int | None = option(None, "R: rounds, bandwidth units over all steps", minimum=1)
+    k: int = option(0, "extra rounds beyond the step count searched (least-steps, pareto)", minimum=0)
+    backend: str = option("race", "race (CP-SAT and z3-auto in two processes, the first answer wins), z3 "
+                          "(QF_LIA, the paper's), z3-auto or cpsat", choices=("race", "z3", "z3-auto", "cpsat"))
+    max_steps: int | None = option(None, "largest step count searched", minimum=1)
+    max_chunks: int = option(64, "largest chunk count searched (pareto)", minimum=1)
+    groups: list | None = option(None, "extra bandwidth groups: [[[src, dst], ...], bandwidth]", check=check_groups)
+    call_limit: float | None = option(None, "seconds per solver call", minimum=0)
+
+    def validate(self) -> None:
+        """One instance is named by its steps and rounds together."""
+        if self.mode == "instance" and (self.steps is None or self.rounds is None):
+            raise ValueError("sccl: mode 'instance' needs steps and rounds (e.g. --set steps=3 --set rounds=7)")

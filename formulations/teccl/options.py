@@ -1,0 +1,50 @@
+"""TE-CCL's options: the one declaration of its parameters (``workbench.parameters``)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from formulations.teccl.epochs import SWITCH_MODELS
+from workbench.parameters import Options, option
+
+__all__ = ["TecclOptions", "METHODS"]
+
+METHODS = ("auto", "milp", "lp", "astar")
+EARLY_STOP_GAP = 0.3  # the paper's "early stop": Gurobi MIPGap 0.3
+
+
+@dataclass(frozen=True)
+class TecclOptions(Options):
+    """TE-CCL's method, epoch model, switch semantics and solver settings."""
+
+    method: str = option("auto", "MILP, LP (All-to-All) or A*", choices=METHODS)
+    epoch: str | float = option("fastest", "epoch: a chunk on the fastest / slowest link, or seconds",
+                                choices=("fastest", "slowest"), minimum=1e-15)
+    epoch_multiplier: float | str = option(1.0, "epoch scale; 'auto' follows the authors' runs", choices=("auto",),
+                                           minimum=1e-9)
+    epochs: int | None = option(None, "horizon in epochs (default: searched)", minimum=1)
+    alpha_threshold: float = option(0.1, "alpha below this share of an epoch is ignored", minimum=0)
+    switch_model: str = option("copy", "switch semantics", choices=SWITCH_MODELS)
+    single_beta: bool = option(False, "one bandwidth for every link (the paper's simplification)")
+    mip_gap: float = option(1e-4, "relative MIP gap", minimum=0, maximum=1)
+    early_stop: bool = option(False, "the paper's early stop (gap 0.3)")
+    threads: int = option(1, "solver threads", minimum=1)
+    objective: str = option("paper", "weights 1/(k+1) (paper) or 1 (code)", choices=("paper", "code"))
+    buffer_limit: int | None = option(None, "chunks a node may buffer", minimum=0)
+    epoch_search: str = option("greedy", "horizon search", choices=("greedy", "binary"))
+    lp_subchunks: int = option(4, "LP: pieces per chunk when rounding", minimum=1)
+    round_epochs: int | None = option(None, "A*: epochs per round", minimum=1)
+    gamma: float = option(0.002, "A*: weight of the future cost", minimum=0)
+    heuristic_effort: float | None = option(None, "HiGHS mip_heuristic_effort", minimum=0, maximum=1)
+    lp_solver: str = option("ipm", "HiGHS LP method", choices=("ipm", "simplex", "choose", "pdlp"))
+
+    @property
+    def gap(self) -> float:
+        """The MIP gap the solves use: ``mip_gap``, or the paper's 0.3 under ``early_stop``."""
+        return EARLY_STOP_GAP if self.early_stop else float(self.mip_gap)
+
+    def recorded(self) -> dict[str, Any]:
+        """What an algorithm's ``meta["options"]`` records: every option as resolved (the gap the
+        solves used)."""
+        return dict(self.as_dict(), mip_gap=self.gap)
