@@ -1,6 +1,6 @@
 """Speed of the exact bounds: All-Gather optimum by max-flow (Newton's method) and the All-to-All flow LP.
 
-All-Gather: ``workbench.optimum.allgather_cut_ratio`` on 2D tori, 2D meshes and 3D-RFS from 64 to
+All-Gather: ``workbench.bounds.optimum.allgather_cut_ratio`` on 2D tori, 2D meshes and 3D-RFS from 64 to
 4,096 NPUs (one max-flow per NPU per Newton step, or a single one on tori, whose translations make
 every NPU alike; the start, the best single-NPU cut, is already optimal on these fabrics, so one
 step suffices). Targets (issue "Exact yardsticks"): 1,024 NPUs
@@ -14,9 +14,9 @@ import argparse
 import time
 
 from benchmarks.common import machine, write
-from workbench.collective import make_collective
-from workbench.flow_lp import flow_lp_bound, flow_lp_size
-from workbench.optimum import allgather_cut_ratio
+from workbench.model.collective import make_collective
+from workbench.bounds.flow_lp import flow_lp_bound, flow_lp_size
+from workbench.bounds.optimum import allgather_cut_ratio
 from workbench.topology import build
 
 GiB = 2**30

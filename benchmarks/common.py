@@ -9,7 +9,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from workbench.files import write_atomic
+from workbench.util.files import write_atomic
 from typing import Callable
 
 RESULTS = Path(__file__).resolve().parent.parent / "results" / "bench"

@@ -25,7 +25,7 @@ import numpy as np
 from benchmarks.common import RESULTS, machine, write
 from formulations.forestcoll import build_forest
 from formulations.forestcoll.optimum import Timeout
-from workbench.deadline import Deadline
+from workbench.kit.deadline import Deadline
 from workbench.topology import build
 
 _TORI_2D = ["torus:2x4", "torus:4x4", "torus:8x4", "torus:8x8", "torus:16x8", "torus:16x16", "torus:32x16",
@@ -57,7 +57,7 @@ def measure(spec: str, budget: float, packing: str) -> dict:
 def plot(results: dict[str, list[dict]], path) -> None:
     import matplotlib.pyplot as plt
 
-    from workbench.plots import finish_axes
+    from workbench.reports.plots import finish_axes
 
     fig, ax = plt.subplots(figsize=(6.5, 4.5))
     for marker, (family, rows) in zip("osd^v", results.items()):

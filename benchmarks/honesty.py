@@ -192,7 +192,7 @@ def report(rows: list[dict[str, Any]], broken: dict[str, list[str]]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from workbench.registry import available_formulations, get_formulation
+    from workbench.plugin.registry import available_formulations, get_formulation
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seed", type=int, default=2026)

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from benchmarks.common import machine, write
 from formulations.libra import Libra
-from workbench.registry import DesignProblem
+from workbench.plugin.registry import DesignProblem
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "data" / "libra"

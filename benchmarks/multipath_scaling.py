@@ -26,7 +26,7 @@ from pathlib import Path
 from benchmarks.common import machine, write
 from benchmarks.honesty import leaf_spine, rails
 from workbench.topology import Topology
-from workbench.units import format_time, parse_size
+from workbench.util.units import format_time, parse_size
 
 CASES = [("rails", b) for b in (2, 4, 8, 16)] + [("leafspine", l) for l in (2, 4, 8, 16)]
 

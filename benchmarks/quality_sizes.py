@@ -25,7 +25,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from workbench.units import format_size, format_time
+from workbench.util.units import format_size, format_time
 
 CONFIG = Path("experiments/quality_sizes.yaml")
 FLAG = 1.5  # a best schedule above this many times the bound is listed

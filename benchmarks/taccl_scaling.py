@@ -14,9 +14,9 @@ import time
 
 from benchmarks.common import RESULTS, machine, write
 from formulations.taccl import Taccl
-from workbench.collective import make_collective
-from workbench.registry import Problem
-from workbench.simulate import simulate
+from workbench.model.collective import make_collective
+from workbench.plugin.registry import Problem
+from workbench.checking.simulate import simulate
 from workbench.topology import build
 
 RFS_BW = [200 * 2**30, 100 * 2**30, 50 * 2**30]

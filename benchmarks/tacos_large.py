@@ -23,7 +23,7 @@ import numpy as np
 
 from benchmarks.common import RESULTS, machine, reference_loop, write
 from benchmarks.tacos_scaling import SIDE_BY_SIDE, power_law, slope, topology_of
-from workbench.files import write_atomic
+from workbench.util.files import write_atomic
 
 FAMILIES = {
     "2D mesh": ["mesh:8x8", "mesh:16x16", "mesh:32x32", "mesh:64x64", "mesh:91x90", "mesh:128x128", "mesh:200x200"],
@@ -41,7 +41,7 @@ from benchmarks.common import timed
 from benchmarks.tacos_scaling import load_engines, topology_of, view_of
 from formulations.tacos import greedy_all_gather
 from formulations.tacos.matching import OutOfTime
-from workbench.collective import make_collective
+from workbench.model.collective import make_collective
 spec, budget, large = sys.argv[1], float(sys.argv[2]), int(sys.argv[3])
 load_engines()
 view = view_of(topology_of(spec))
@@ -124,7 +124,7 @@ def plot(store: dict, path) -> None:
     up, the published C++ on 2D meshes up to 1,024 NPUs, the one-hour target and the paper's 40,000."""
     import matplotlib.pyplot as plt
 
-    from workbench.plots import finish_axes
+    from workbench.reports.plots import finish_axes
 
     fig, ax = plt.subplots(figsize=(7, 4.8))
     for family in FAMILIES:

@@ -19,7 +19,7 @@ collective time is shown beside our greedy estimate (``meta["greedy_time"]``, th
 that both compute the same kind of schedule.
 
 Growth: the matching alone ("engine"), and with the algorithm built ("with IR") up to
-``--ir-max`` NPUs; "optimum" is the exact All-Gather optimum (``workbench.optimum``, plus its
+``--ir-max`` NPUs; "optimum" is the exact All-Gather optimum (``workbench.bounds.optimum``, plus its
 cut's alpha). Exponents are least-squares slopes of log(time) against log(NPUs) from 64 NPUs up.
 """
 
@@ -38,9 +38,9 @@ import numpy as np
 from benchmarks.common import RESULTS, machine, reference_loop, write
 from benchmarks.tacos_cpp_build import resolve as resolve_tacos_cpp
 from formulations.tacos import Tacos, greedy_all_gather, to_algorithm
-from workbench.collective import make_collective
-from workbench.optimum import allgather_cut_ratio
-from workbench.registry import Problem
+from workbench.model.collective import make_collective
+from workbench.bounds.optimum import allgather_cut_ratio
+from workbench.plugin.registry import Problem
 from workbench.topology import build
 
 GiB = 2**30
@@ -105,7 +105,7 @@ def side_by_side(spec: str, repeats: int, executable: str | None) -> dict:
 def load_cost(repeats: int = 5) -> float:
     """Seconds a fresh process spends on its first compiled run beyond its second (numba's load)."""
     script = ("import time; from formulations.tacos import greedy_all_gather; "
-              "from workbench.collective import make_collective; from workbench.topology import build; "
+              "from workbench.model.collective import make_collective; from workbench.topology import build; "
               "t = build('mesh:4x4'); c = make_collective('allgather', 16, 1); s = time.perf_counter(); "
               "greedy_all_gather(t, c, 1e6, 0, engine='compiled'); m = time.perf_counter(); "
               "greedy_all_gather(t, c, 1e6, 0, engine='compiled'); e = time.perf_counter(); "
@@ -173,7 +173,7 @@ def headline() -> list[tuple[str, float, float]]:
 def plot(side: list[dict], results: dict[str, list[dict]], path) -> None:
     import matplotlib.pyplot as plt
 
-    from workbench.plots import finish_axes
+    from workbench.reports.plots import finish_axes
 
     fig, ax = plt.subplots(figsize=(6.5, 4.5))
     meshes = [r for r in side if r["spec"].count("x") == 1 and r["spec"].startswith("mesh")]

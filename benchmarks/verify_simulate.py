@@ -18,11 +18,11 @@ import tempfile
 from pathlib import Path
 
 from benchmarks.common import machine, reference_loop, timed, write
-from workbench import fastjson
-from workbench.algorithm import load_algorithm
-from workbench.examples import ring_allreduce
-from workbench.simulate import simulate
-from workbench.verify import verify
+from workbench.util import fastjson
+from workbench.model.algorithm import load_algorithm
+from workbench.kit.examples import ring_allreduce
+from workbench.checking.simulate import simulate
+from workbench.checking.verify import verify
 
 TARGET_SECONDS = 10.0
 
@@ -61,7 +61,7 @@ def main(argv: list[str] | None = None) -> None:
         path = Path(tmp) / "ar.json"
         measure("write JSON (not counted above)", lambda: algo.save(path))
         measure("load JSON, typed reader (not counted above)", lambda: load_algorithm(path))
-        import workbench.algorithm as reader
+        import workbench.model.algorithm as reader
         typed_from = reader.TYPED_FROM_BYTES
         reader.TYPED_FROM_BYTES = 1 << 62
         measure("load JSON, usual reader (not counted above)", lambda: load_algorithm(path))
@@ -72,7 +72,7 @@ def main(argv: list[str] | None = None) -> None:
 
         measure("end to end in this process: load + verify (with its default simulation), as "
                 "`workbench simulate`", end_to_end)
-        script = ("from workbench.algorithm import load_algorithm; from workbench.verify import verify; "
+        script = ("from workbench.model.algorithm import load_algorithm; from workbench.checking.verify import verify; "
                   "import sys; verify(load_algorithm(sys.argv[1]))")
         measure("end to end in a fresh process (adds start-up and loading numba)",
                 lambda: subprocess.run([sys.executable, "-c", script, str(path)], check=True, capture_output=True))

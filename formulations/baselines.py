@@ -30,11 +30,11 @@ tests check on topologies where the algorithm runs contention-free.
   the dimensions work on different chunks at once), alternating ring directions when k >= 2. Needs a topology built
   from dimensions (``md:``, ``rfs:``, ``mesh:``, ``torus:``).
 
-Dependencies come from buffer accesses (``workbench.schedule.ScheduleBuilder``); transfers are
+Dependencies come from buffer accesses (``workbench.kit.schedule.ScheduleBuilder``); transfers are
 listed by planned step, which is the order each link serves them in the default model.
 
 Claimed time: the schedule's own time in the simulator's default model (``meta.claim_model`` =
-``pipelined/in-order/cut-through``; ``workbench.schedule.claim_in_model``), not the alpha-beta
+``pipelined/in-order/cut-through``; ``workbench.kit.schedule.claim_in_model``), not the alpha-beta
 closed forms above, which hold only where the algorithm runs without contention. It is simulated
 after the schedule is built and not counted in the synthesis seconds.
 """
@@ -44,12 +44,12 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from workbench.algorithm import Algorithm
-from workbench.closed_form import ClosedForm, UnsupportedCollective, require_kind
-from workbench.collective import Collective
-from workbench.parameters import Options, option
-from workbench.registry import Problem
-from workbench.schedule import ScheduleBuilder
+from workbench.model.algorithm import Algorithm
+from workbench.plugin.closed_form import ClosedForm, UnsupportedCollective, require_kind
+from workbench.model.collective import Collective
+from workbench.plugin.parameters import Options, option
+from workbench.plugin.registry import Problem
+from workbench.kit.schedule import ScheduleBuilder
 from workbench.topology.structure import boxes_and_rails
 
 __all__ = ["Ring", "Direct", "RecursiveHalvingDoubling", "DoubleBinaryTree", "Hierarchical"]

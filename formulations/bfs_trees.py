@@ -2,17 +2,17 @@
 
 Not from a paper (method note: ``docs/methods/baselines.md`` section 11). Every chunk travels from
 its origin along a breadth-first-search tree of the NPU graph (two NPUs are adjacent when a direct
-link, or a path through switches only, joins them; ``workbench.graphs.bfs``), pruned to the
+link, or a path through switches only, joins them; ``workbench.model.graphs.bfs``), pruned to the
 branches that lead to ranks that need the chunk. Transfers are emitted level by level (all chunks'
 first hops, then second hops, ...), each waiting for the transfer that delivered its chunk
-(``workbench.schedule.DeliveryChain``), so the plan order follows the planned start.
+(``workbench.kit.schedule.DeliveryChain``), so the plan order follows the planned start.
 
 Mapping to the workbench:
 
 * non-combining collectives (all-gather, broadcast, gather, scatter, all-to-all, custom):
   trees from each chunk's origin, copies;
 * reduce-scatter / reduce: the all-gather / broadcast of the reversed graph, reversed in time
-  and direction; all-reduce: reduce-scatter then all-gather (``workbench.duality.by_duality``).
+  and direction; all-reduce: reduce-scatter then all-gather (``workbench.kit.duality.by_duality``).
 * ``seed`` shuffles the order in which a node's neighbours are explored, so different seeds
   give different (equally short) trees; ``restarts`` is not needed, the search is exact per seed.
 * ``switches``: ``route`` (default) searches the NPU graph above, each tree edge one transfer the
@@ -25,7 +25,7 @@ Mapping to the workbench:
   needs is refused.
 
 Claimed time: the schedule's own time in the simulator's default model (``meta.claim_model`` =
-``pipelined/in-order/cut-through``; ``workbench.schedule.claim_in_model``): the formulation has no
+``pipelined/in-order/cut-through``; ``workbench.kit.schedule.claim_in_model``): the formulation has no
 timing model of its own, so it claims what its level-by-level order gives there. It is simulated
 after the trees are built and not counted in the synthesis seconds.
 """
@@ -35,14 +35,14 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
-from workbench.algorithm import Algorithm
-from workbench.closed_form import ClosedForm, UnsupportedCollective
-from workbench.collective import Collective
-from workbench.duality import by_duality
-from workbench.graphs import Bfs, bfs
-from workbench.parameters import Options, option
-from workbench.registry import Problem
-from workbench.schedule import DeliveryChain
+from workbench.model.algorithm import Algorithm
+from workbench.plugin.closed_form import ClosedForm, UnsupportedCollective
+from workbench.model.collective import Collective
+from workbench.kit.duality import by_duality
+from workbench.model.graphs import Bfs, bfs
+from workbench.plugin.parameters import Options, option
+from workbench.plugin.registry import Problem
+from workbench.kit.schedule import DeliveryChain
 from workbench.topology import Topology
 
 __all__ = ["BfsTrees"]

@@ -26,24 +26,24 @@ the workbench's IR).
   step), and a step's blocks then go as several messages, each waiting only for its own blocks.
 
 Reduce-scatter is the dual of all-gather run backwards on the reversed graph, and all-reduce is
-reduce-scatter then all-gather (``workbench.duality.by_duality``), the way PAT's paper derives its
+reduce-scatter then all-gather (``workbench.kit.duality.by_duality``), the way PAT's paper derives its
 reduce-scatter. A rank's block is all of its chunks (``k`` chunks per rank travel together).
 Method note with the alpha-beta costs: ``docs/methods/baselines.md`` (sections 2, 8 and 9).
 
-Claimed time: the schedule's own time in the simulator's default model (``workbench.closed_form``).
+Claimed time: the schedule's own time in the simulator's default model (``workbench.plugin.closed_form``).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from workbench.algorithm import Algorithm
-from workbench.closed_form import ClosedForm, UnsupportedCollective, require_kind
-from workbench.collective import Collective
-from workbench.duality import by_duality
-from workbench.parameters import Options, option
-from workbench.registry import Problem
-from workbench.schedule import DeliveryChain
+from workbench.model.algorithm import Algorithm
+from workbench.plugin.closed_form import ClosedForm, UnsupportedCollective, require_kind
+from workbench.model.collective import Collective
+from workbench.kit.duality import by_duality
+from workbench.plugin.parameters import Options, option
+from workbench.plugin.registry import Problem
+from workbench.kit.schedule import DeliveryChain
 from workbench.topology import Topology
 
 __all__ = ["Bruck", "Pat", "tree_steps"]

@@ -4,14 +4,14 @@ Paper: P. Basu, L. Zhao, J. Fantl, S. Pal, A. Krishnamurthy, J. Khoury, "Efficie
 Collective Communication Schedules for Direct-Connect Topologies" (HPDC 2024). Their method solves
 the multi-commodity-flow (MCF) LP of the All-to-All, decomposes its flows into weighted paths and
 turns those into a schedule. This formulation follows that route with the workbench's own pieces
-and choices: the LP and its decomposition live on the floor (``workbench.flow_routes``), and the
+and choices: the LP and its decomposition live on the floor (``workbench.bounds.flow_routes``), and the
 schedule is a pipeline of equal pieces, not the paper's time-stepped link schedule. Method note:
 ``docs/methods/baselines.md`` section 10.
 
 Paper symbol -> code name:
 
 ==============================  ==================================================================
-MCF LP, throughput ``T*``       ``workbench.flow_routes.flow_routes`` (stage 1); stage 2 keeps
+MCF LP, throughput ``T*``       ``workbench.bounds.flow_routes.flow_routes`` (stage 1); stage 2 keeps
                                 ``T <= 1.01 T*`` and prefers short paths (its docstring)
 path decomposition ``P_sd``     ``Routes.paths[(origins, d)]``: paths with the share of the demand
 pieces per (s, d)               ``chunks``: the collective cut into ``k`` chunks per pair
@@ -28,10 +28,10 @@ The schedule (our choice; the paper's link schedule is not public in full):
 * transfers are listed by ``piece + hop`` (piece's position on its path, hop's position on the
   piece's way), a wavefront: every path starts at once and each piece follows the one before it
   one hop behind; every transfer waits for the one that brought its piece
-  (``workbench.schedule.DeliveryChain``). That plan is then re-listed by list scheduling
-  (``workbench.schedule.settle_order``: the transfer that can start first goes next): in the
+  (``workbench.kit.schedule.DeliveryChain``). That plan is then re-listed by list scheduling
+  (``workbench.kit.schedule.settle_order``: the transfer that can start first goes next): in the
   wavefront order a piece that waits for its previous hop holds back its links. The faster of the
-  two listings is kept (``workbench.schedule.claim_listing``).
+  two listings is kept (``workbench.kit.schedule.claim_listing``).
 
 ``chunks`` (auto): the pieces per pair are chosen by simulation among ``CHOICES``, the fastest in
 the default model kept (``meta.time_by_chunks``); more pieces spread a pair over more paths and
@@ -54,13 +54,13 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from workbench.algorithm import Algorithm
-from workbench.collective import Collective
-from workbench.deadline import Deadline
-from workbench.flow_routes import Routes, RoutesError, flow_routes
-from workbench.parameters import Options, option
-from workbench.registry import Problem, SynthesisResult
-from workbench.schedule import DeliveryChain, claim_listing
+from workbench.model.algorithm import Algorithm
+from workbench.model.collective import Collective
+from workbench.kit.deadline import Deadline
+from workbench.bounds.flow_routes import Routes, RoutesError, flow_routes
+from workbench.plugin.parameters import Options, option
+from workbench.plugin.registry import Problem, SynthesisResult
+from workbench.kit.schedule import DeliveryChain, claim_listing
 from workbench.topology import Topology
 
 __all__ = ["Multipath", "CHOICES", "build_schedule", "split_pieces"]

@@ -5,8 +5,8 @@ from __future__ import annotations
 import os
 import time
 
-from workbench.examples import ring_allgather
-from workbench.registry import DesignResult, SynthesisResult
+from workbench.kit.examples import ring_allgather
+from workbench.plugin.registry import DesignResult, SynthesisResult
 
 
 def _ring(problem):

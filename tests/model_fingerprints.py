@@ -1,6 +1,6 @@
 """Canonical forms of the LP/MILP models a few small instances hand to HiGHS.
 
-Every model reaches HiGHS through ``workbench.solvers.solve_lp``; ``captured_models`` records the
+Every model reaches HiGHS through ``workbench.kit.solvers.solve_lp``; ``captured_models`` records the
 arguments of each call. ``fingerprint`` reduces one model to a hash of its canonical form: the
 columns in order (bounds, cost, integrality) and the rows as a sorted multiset of (lower, upper,
 sorted entries), numbers rounded to 12 significant digits, so the order rows are added in and the
@@ -82,10 +82,10 @@ def exact_digest(call: dict[str, Any], start: Any = None) -> str:
 @contextlib.contextmanager
 def captured_models() -> Iterator[list[dict[str, Any]]]:
     """Record every ``solve_lp`` call (arguments, fingerprint and objective) while the block runs."""
-    import workbench.milp  # noqa: F401
-    import workbench.solvers
+    import workbench.kit.milp  # noqa: F401
+    import workbench.kit.solvers
 
-    original = workbench.solvers.solve_lp
+    original = workbench.kit.solvers.solve_lp
     calls: list[dict[str, Any]] = []
 
     def recording(cost, col_lower, col_upper, rows, row_lower, row_upper, time_limit, integrality=None,
@@ -118,8 +118,8 @@ def captured_models() -> Iterator[list[dict[str, Any]]]:
 def _taccl(spec: str, kind: str, size: float, sketch: Any) -> Callable[[], None]:
     def run() -> None:
         from formulations.taccl import Taccl
-        from workbench.collective import make_collective
-        from workbench.registry import Problem
+        from workbench.model.collective import make_collective
+        from workbench.plugin.registry import Problem
         from workbench.topology import build
 
         topo = build(spec)
@@ -136,8 +136,8 @@ def _build_alpha0(spec: str) -> Any:
 
 def _flow(spec: str, kind: str, chunk: float, **options: Any) -> Callable[[], None]:
     def run() -> None:
-        from workbench.collective import make_collective
-        from workbench.flow_lp import flow_lp_bound
+        from workbench.model.collective import make_collective
+        from workbench.bounds.flow_lp import flow_lp_bound
         from workbench.topology import build
 
         topo = build(spec, **options)
@@ -148,8 +148,8 @@ def _flow(spec: str, kind: str, chunk: float, **options: Any) -> Callable[[], No
 def _teccl(spec: str | Callable[[], Any], kind: str, size: float, chunks: int = 1, **params: Any) -> Callable[[], None]:
     def run() -> None:
         from formulations.teccl import Teccl
-        from workbench.collective import make_collective
-        from workbench.registry import Problem
+        from workbench.model.collective import make_collective
+        from workbench.plugin.registry import Problem
         from workbench.topology import build
 
         topo = spec() if callable(spec) else build(spec)
@@ -177,8 +177,8 @@ def _ring_and_switch() -> Any:
 def _teccl_fig2c(buffer_limit: int | None) -> Callable[[], None]:
     def run() -> None:
         from formulations.teccl import Teccl
-        from workbench.collective import custom_collective
-        from workbench.registry import Problem
+        from workbench.model.collective import custom_collective
+        from workbench.plugin.registry import Problem
 
         collective = custom_collective(5, [[0], [1], [2]], [[4], [4], [4]])
         Teccl().synthesize(Problem(_fig2c(), collective, 3e6), time_limit=1200, seed=0, method="milp",
@@ -192,7 +192,7 @@ LIBRA_DATA = Path(__file__).resolve().parents[1] / "data" / "libra"
 def _libra(workload: str, net: str, objective: str = "perf", **constraints: Any) -> Callable[[], None]:
     def run() -> None:
         from formulations.libra import Libra
-        from workbench.registry import DesignProblem
+        from workbench.plugin.registry import DesignProblem
 
         comm = f"Turing_NLG_{net.upper()}" if workload == "Turing_NLG" else f"{workload}_{net}"
         cost = constraints.pop("kappa", None)
@@ -211,7 +211,7 @@ def _libra_single_allreduce(objective: str) -> Callable[[], None]:
         import tempfile
 
         from formulations.libra import Libra
-        from workbench.registry import DesignProblem
+        from workbench.plugin.registry import DesignProblem
 
         with tempfile.TemporaryDirectory() as folder:
             trace, comm = Path(folder) / "ar.txt", Path(folder) / "comm.yml"

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import random
 
-from workbench.algorithm import Algorithm, Transfer
-from workbench.collective import make_collective
+from workbench.model.algorithm import Algorithm, Transfer
+from workbench.model.collective import make_collective
 from workbench.topology import Link, Topology
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from hypothesis import strategies as st
 
-from workbench.collective import make_collective
-from workbench.registry import Problem
+from workbench.model.collective import make_collective
+from workbench.plugin.registry import Problem
 from workbench.topology import Link, Topology
 
 ALPHAS = (0.0, 0.3e-6, 1e-6)

@@ -2,12 +2,12 @@ import json
 
 import pytest
 
-from workbench.algorithm import FORMAT, Algorithm, AlgorithmFormatError, Transfer, load_algorithm
-from workbench.collective import make_collective
-from workbench.examples import ring_allgather, ring_allreduce, ring_reducescatter
-from workbench.simulate import simulate
+from workbench.model.algorithm import FORMAT, Algorithm, AlgorithmFormatError, Transfer, load_algorithm
+from workbench.model.collective import make_collective
+from workbench.kit.examples import ring_allgather, ring_allreduce, ring_reducescatter
+from workbench.checking.simulate import simulate
 from workbench.topology import build
-from workbench.verify import verify
+from workbench.checking.verify import verify
 
 
 def test_round_trip_with_multi_chunk_messages(tmp_path):

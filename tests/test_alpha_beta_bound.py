@@ -1,4 +1,4 @@
-"""The alpha-beta bound (``workbench.alpha_beta``): hand-computed answers on tiny fabrics, the
+"""The alpha-beta bound (``workbench.bounds.alpha_beta``): hand-computed answers on tiny fabrics, the
 cut-through pitfall it avoids, and, on drawn multi-tier switched fabrics with unequal alphas, that
 it never exceeds a simulated schedule in any of the simulator's eight models."""
 
@@ -12,17 +12,17 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from schedules import spread_schedule
-from workbench import alpha_beta
-from workbench.algorithm import Algorithm, Transfer
-from workbench.alpha_beta import alpha_beta_bound
+from workbench.bounds import alpha_beta
+from workbench.model.algorithm import Algorithm, Transfer
+from workbench.bounds.alpha_beta import alpha_beta_bound
 from workbench.bounds import lower_bounds
-from workbench.collective import custom_collective, make_collective
-from workbench.optimum import allgather_cut_ratio
-from workbench.registry import Problem, get_formulation
-from workbench.simulate import LINK_MODELS, ORDERS, SWITCH_MODELS, simulate
-from workbench.time_expanded import network_of
+from workbench.model.collective import custom_collective, make_collective
+from workbench.bounds.optimum import allgather_cut_ratio
+from workbench.plugin.registry import Problem, get_formulation
+from workbench.checking.simulate import LINK_MODELS, ORDERS, SWITCH_MODELS, simulate
+from workbench.bounds.time_expanded import network_of
 from workbench.topology import Link, Topology, build
-from workbench.verify import verify
+from workbench.checking.verify import verify
 
 US = 1e-6
 MODELS = [dict(link_model=a, order=o, switch_model=s) for a in LINK_MODELS for o in ORDERS for s in SWITCH_MODELS]

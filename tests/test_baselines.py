@@ -3,11 +3,11 @@
 import pytest
 
 from formulations.baselines import nccl_btree, _tree
-from workbench.collective import make_collective
-from workbench.registry import Problem, get_formulation
-from workbench.simulate import simulate
+from workbench.model.collective import make_collective
+from workbench.plugin.registry import Problem, get_formulation
+from workbench.checking.simulate import simulate
 from workbench.topology import build
-from workbench.verify import verify
+from workbench.checking.verify import verify
 
 A, B = 1e-6, 10e9
 

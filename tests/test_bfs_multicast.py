@@ -2,11 +2,11 @@
 
 import pytest
 
-from workbench.collective import make_collective
-from workbench.registry import Problem, get_formulation
-from workbench.simulate import simulate
+from workbench.model.collective import make_collective
+from workbench.plugin.registry import Problem, get_formulation
+from workbench.checking.simulate import simulate
 from workbench.topology import Link, Topology, build
-from workbench.verify import verify
+from workbench.checking.verify import verify
 
 GB = 1e9
 

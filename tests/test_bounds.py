@@ -1,9 +1,9 @@
 import pytest
 
 from workbench.bounds import cut_bound, flow_lp_bound, injection_bound, latency_bound, lower_bounds, tacos_ideal
-from workbench.collective import make_collective
-from workbench.examples import ring_allgather, ring_allreduce
-from workbench.simulate import simulate
+from workbench.model.collective import make_collective
+from workbench.kit.examples import ring_allgather, ring_allreduce
+from workbench.checking.simulate import simulate
 from workbench.topology import build
 
 GiB = 2**30

@@ -12,7 +12,7 @@ import pytest
 
 from workbench.bounds import problem_bounds
 from workbench.cli import main
-from workbench.collective import make_collective
+from workbench.model.collective import make_collective
 from workbench.run import bounds_cache
 from workbench.run.bounds_cache import bounds_from_dict, bounds_to_dict, cache_key, cached_problem_bounds
 from workbench.topology import build

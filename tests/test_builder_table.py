@@ -7,7 +7,8 @@ from __future__ import annotations
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from workbench import size_guard
+from workbench.topology import builder_table
+from workbench.util import size_guard
 from workbench.cli import main
 from workbench.topology import BUILDERS, TopologyError, build, load_topology
 from workbench.topology.builder_table import TABLE, estimate, help_lines, known_names, parse_spec
@@ -45,7 +46,7 @@ def test_the_estimate_is_the_built_size_or_bounds_it(usage, spec):
     topology = build(spec)
     built = (topology.num_npus, topology.num_nodes, len(topology.links))
     size = estimate(spec)
-    guard = size_guard.spec_size(spec)
+    guard = builder_table.spec_size(spec)
     if builder.size is None:  # a fixed-size system is not estimated
         assert size is None and guard is None
         return
@@ -67,7 +68,7 @@ def test_a_malformed_spec_is_one_line_naming_it(spec):
         parse_spec(spec)
     message = str(parsed.value)
     assert "\n" not in message and repr(spec) in message, message
-    assert estimate(spec) is None and size_guard.spec_size(spec) is None
+    assert estimate(spec) is None and builder_table.spec_size(spec) is None
     with pytest.raises(TopologyError) as loaded:
         load_topology(spec)
     assert str(loaded.value) == message

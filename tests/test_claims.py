@@ -14,16 +14,16 @@ import random
 
 import pytest
 
-from workbench.algorithm import Algorithm
+from workbench.model.algorithm import Algorithm
 from workbench.cli import main
-from workbench.collective import make_collective
-from workbench.duality import by_duality_phases
-from workbench.registry import Problem, get_formulation
-from workbench.schedule import DeliveryChain, claim_in_model, order_by_start
-from workbench.simulate import (DEFAULT_MODEL, DEFAULT_MODEL_NAME, LINK_MODELS, ORDERS, SWITCH_MODELS,
+from workbench.model.collective import make_collective
+from workbench.kit.duality import by_duality_phases
+from workbench.plugin.registry import Problem, get_formulation
+from workbench.kit.schedule import DeliveryChain, claim_in_model, order_by_start
+from workbench.checking.simulate import (DEFAULT_MODEL, DEFAULT_MODEL_NAME, LINK_MODELS, ORDERS, SWITCH_MODELS,
                                 SimulationError, model_name, parse_model, simulate)
 from workbench.topology import build
-from workbench.verify import verify
+from workbench.checking.verify import verify
 
 KIB, MIB, GIB = 2**10, 2**20, 2**30
 SIZES = (64 * KIB, MIB, 16 * MIB, GIB)

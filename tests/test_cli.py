@@ -5,8 +5,8 @@ import sys
 import pytest
 
 from workbench.cli import main
-from workbench.examples import ring_allgather, ring_allreduce
-from workbench.simulate import simulate
+from workbench.kit.examples import ring_allgather, ring_allreduce
+from workbench.checking.simulate import simulate
 from workbench.topology import build
 
 

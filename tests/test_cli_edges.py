@@ -50,8 +50,8 @@ def test_bad_input_is_one_line_and_exit_2(name, tmp_path, binary, capsys):
 def test_an_invalid_algorithm_is_named_by_the_verifier_with_exit_1(tmp_path, capsys, command, damage):
     import json
 
-    from workbench.collective import make_collective
-    from workbench.registry import Problem, get_formulation
+    from workbench.model.collective import make_collective
+    from workbench.plugin.registry import Problem, get_formulation
     from workbench.topology import build
 
     topology = build("ring:4")
@@ -76,7 +76,7 @@ def test_an_invalid_algorithm_is_named_by_the_verifier_with_exit_1(tmp_path, cap
 def test_written_files_follow_the_umask(tmp_path):
     import os
 
-    from workbench.files import write_atomic
+    from workbench.util.files import write_atomic
 
     previous = os.umask(0o022)
     try:

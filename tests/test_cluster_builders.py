@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 from hypothesis import assume, given, settings, strategies as st
 
-from workbench import size_guard
+from workbench.topology import builder_table
+from workbench.util import size_guard
 from workbench.cli import main
 from workbench.cli.common import topology_from_args
 from workbench.topology import BUILDERS, TopologyError, build, expand_per_npu, load_topology
@@ -40,7 +41,7 @@ COUNTS = {
 def test_counts_of_known_clusters(spec):
     topology = build(spec)
     assert (topology.num_npus, topology.num_switches, len(topology.links)) == COUNTS[spec]
-    estimate = size_guard.spec_size(spec)
+    estimate = builder_table.spec_size(spec)
     assert (estimate.npus, estimate.nodes, estimate.links) == (topology.num_npus, topology.num_nodes,
                                                                len(topology.links))
 
@@ -139,7 +140,7 @@ def test_meta_records_dims_tiers_and_every_parameter():
 
 
 def test_readers_of_dims_take_the_new_kinds_as_non_wrapping_switch_layouts():
-    from workbench.symmetry import is_vertex_transitive
+    from workbench.kit.symmetry import is_vertex_transitive
 
     for spec in ("rails:4x8", "fattree:4", "leafspine:4x4x2"):
         assert not is_vertex_transitive(build(spec))  # switches: never read as a wrapping grid
@@ -174,7 +175,7 @@ def test_every_gpu_has_one_scale_up_and_one_nic_link_and_reaches_every_other(dra
         assert topology.out_neighbors(gpu) == [n + box, leaf]
         assert topology.in_neighbors(gpu) == [n + box, leaf]
     assert _one_component(topology)
-    estimate = size_guard.spec_size(spec)
+    estimate = builder_table.spec_size(spec)
     assert (estimate.nodes, estimate.links) == (topology.num_nodes, len(topology.links))
 
 
@@ -308,7 +309,7 @@ def test_the_docs_examples_parse():
     specs = set(re.findall(r"\b((?:rails|fattree|leafspine):[0-9][^\s`|]*)", text))
     assert {"rails:64x8", "fattree:4", "leafspine:4x4x2", "rails:16x72"} <= specs
     for spec in specs:
-        estimate = size_guard.spec_size(spec)
+        estimate = builder_table.spec_size(spec)
         assert estimate is not None, spec
         if estimate.nodes <= 5000:
             assert load_topology(spec).num_nodes == estimate.nodes, spec

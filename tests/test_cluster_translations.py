@@ -1,4 +1,4 @@
-"""Translations of clusters with switches (workbench.cluster_translations) and ForestColl's split by
+"""Translations of clusters with switches (workbench.kit.cluster_translations) and ForestColl's split by
 switch orbits (formulations.forestcoll.symmetric_splitting)."""
 
 from __future__ import annotations
@@ -13,13 +13,13 @@ from formulations.forestcoll.packing import PackingError, validate_forest
 from formulations.forestcoll.slots import loose_links
 from formulations.forestcoll.symmetric import pack_symmetric
 from formulations.forestcoll.symmetric_splitting import split_by_translations
-from workbench.cluster_translations import cluster_translations
-from workbench.collective import make_collective
-from workbench.maxflow import FlowNetwork
-from workbench.registry import Problem, get_formulation
-from workbench.simulate import simulate
+from workbench.kit.cluster_translations import cluster_translations
+from workbench.model.collective import make_collective
+from workbench.kit.maxflow import FlowNetwork
+from workbench.plugin.registry import Problem, get_formulation
+from workbench.checking.simulate import simulate
 from workbench.topology import Link, Topology, build
-from workbench.verify import verify
+from workbench.checking.verify import verify
 
 from tests.test_structure import rail_file
 

@@ -1,6 +1,6 @@
 import pytest
 
-from workbench.collective import CollectiveError, bus_factor, collective_from_dict, custom_collective, make_collective
+from workbench.model.collective import CollectiveError, bus_factor, collective_from_dict, custom_collective, make_collective
 from workbench.topology import TopologyError, build
 
 

@@ -30,7 +30,7 @@ def test_help_lists_libra_and_builds_no_formulation():
     code = ("import sys, workbench.cli as c\n"
             "try:\n    c.main(['--help'])\nexcept SystemExit:\n    pass\n"
             "print(sorted(m for m in sys.modules if m.startswith('formulations')))\n"
-            "print('numpy' in sys.modules, 'workbench.registry' in sys.modules)\n")
+            "print('numpy' in sys.modules, 'workbench.plugin.registry' in sys.modules)\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert "libra" in out and "LIBRA: per-dimension bandwidth" in out
     assert "['formulations', 'formulations.libra', 'formulations.libra.cli']" in out

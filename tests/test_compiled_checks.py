@@ -12,16 +12,16 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from schedules import random_algorithm
-from workbench import fastjson
-from workbench.algorithm import Algorithm, AlgorithmFormatError, Transfer, _parse, load_algorithm
-from workbench.collective import Collective, make_collective
-from workbench.examples import ring_allreduce
+from workbench.util import fastjson
+from workbench.model.algorithm import Algorithm, AlgorithmFormatError, Transfer, _parse, load_algorithm
+from workbench.model.collective import Collective, make_collective
+from workbench.kit.examples import ring_allreduce
 from workbench.topology import Link, Topology
-from workbench.simulate import simulate
-from workbench.verify import verify
+from workbench.checking.simulate import simulate
+from workbench.checking.verify import verify
 
 pytest.importorskip("numba")
-typed_load = pytest.importorskip("workbench.typed_load")
+typed_load = pytest.importorskip("workbench.model.typed_load")
 
 SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 KINDS = ["ag", "bc", "rs", "ar", "wide-ar"]
@@ -165,7 +165,7 @@ def test_auto_takes_the_compiled_engine_by_size_only():
     small = ring_allreduce(4, 1e6)
     importlib.import_module("numba")  # loaded: still the Python engine below the threshold
     from workbench.compiled.engines import choose_engine
-    from workbench.verify import COMPILED_FROM
+    from workbench.checking.verify import COMPILED_FROM
     assert choose_engine("auto", len(small.transfers), COMPILED_FROM, "verify", eager=False) == "python"
     assert choose_engine("auto", COMPILED_FROM, COMPILED_FROM, "verify", eager=False) == "compiled"
 
@@ -238,7 +238,7 @@ def test_a_large_file_is_read_the_typed_way_and_gives_the_same_algorithm(tmp_pat
     calls = []
     real = typed_load.decode
     monkeypatch.setattr(typed_load, "decode", lambda text: calls.append(len(text)) or real(text))
-    import workbench.algorithm as module
+    import workbench.model.algorithm as module
     monkeypatch.setattr(module, "TYPED_FROM_BYTES", 0)
     loaded = load_algorithm(path)
     assert calls and loaded.transfers == algorithm.transfers

@@ -1,4 +1,4 @@
-"""``workbench.deadline.Deadline`` on a clock the test drives, and a formulation that stops when
+"""``workbench.kit.deadline.Deadline`` on a clock the test drives, and a formulation that stops when
 the clock says so (no wall-clock expectations)."""
 
 import math
@@ -6,8 +6,8 @@ import math
 import pytest
 from hypothesis import given, strategies as st
 
-from workbench import deadline as deadline_module
-from workbench.deadline import Deadline, DeadlineExpired
+from workbench.kit import deadline as deadline_module
+from workbench.kit.deadline import Deadline, DeadlineExpired
 
 
 class FakeClock:
@@ -84,8 +84,8 @@ def test_a_formulation_stops_when_the_module_clock_says_time_is_up(monkeypatch):
     """TACOS's restarts stop at the deadline: the clock jumps a second per reading, so a 10 s
     limit ends after a few restarts whatever this machine's speed."""
     from formulations.tacos import Tacos
-    from workbench.collective import make_collective
-    from workbench.registry import Problem
+    from workbench.model.collective import make_collective
+    from workbench.plugin.registry import Problem
     from workbench.topology import build
 
     monkeypatch.setattr(deadline_module, "CLOCK", FakeClock(step=1.0))

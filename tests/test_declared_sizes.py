@@ -13,10 +13,10 @@ import time
 import pytest
 from hypothesis import assume, given, settings, strategies as st
 
-from workbench import size_guard
-from workbench.algorithm import TYPED_FROM_BYTES, AlgorithmFormatError, load_algorithm
+from workbench.util import size_guard
+from workbench.model.algorithm import TYPED_FROM_BYTES, AlgorithmFormatError, load_algorithm
 from workbench.cli import main
-from workbench.examples import ring_allgather
+from workbench.kit.examples import ring_allgather
 from workbench.msccl import export_xml
 from workbench.msccl.parse import parse_xml
 from workbench.mscclpp import export_plan
@@ -262,7 +262,7 @@ def test_bad_claimed_times_are_refused_naming_the_transfer(tmp_path, capsys, sta
 
 
 def test_the_fast_reader_refuses_reversed_times_too(tmp_path, capsys):
-    from workbench.typed_load import decode
+    from workbench.model.typed_load import decode
 
     path = tmp_path / "big.json"
     _with_times(path, 110, 5000, 2.0, 1.0)  # 11,990 transfers

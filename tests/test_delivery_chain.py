@@ -1,4 +1,4 @@
-"""workbench.schedule.DeliveryChain: each send waits for what brought its chunks to its sender."""
+"""workbench.kit.schedule.DeliveryChain: each send waits for what brought its chunks to its sender."""
 
 from __future__ import annotations
 
@@ -8,11 +8,11 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from schedules import random_connected_topology
-from workbench.collective import make_collective
-from workbench.graphs import bfs
-from workbench.schedule import DeliveryChain
+from workbench.model.collective import make_collective
+from workbench.model.graphs import bfs
+from workbench.kit.schedule import DeliveryChain
 from workbench.topology import build
-from workbench.verify import verify
+from workbench.checking.verify import verify
 
 
 def test_a_send_waits_for_the_delivery_to_its_sender():

@@ -1,12 +1,12 @@
-"""workbench.duality: combining collectives from a gather-like synthesizer."""
+"""workbench.kit.duality: combining collectives from a gather-like synthesizer."""
 
 from __future__ import annotations
 
-from workbench.algorithm import Algorithm, Transfer
-from workbench.collective import Collective
-from workbench.duality import by_duality
+from workbench.model.algorithm import Algorithm, Transfer
+from workbench.model.collective import Collective
+from workbench.kit.duality import by_duality
 from workbench.topology import Topology, build
-from workbench.verify import verify
+from workbench.checking.verify import verify
 
 
 def _ring_gather(topology: Topology, collective: Collective, chunk_bytes: float) -> Algorithm:
@@ -31,7 +31,7 @@ def _ring_gather(topology: Topology, collective: Collective, chunk_bytes: float)
 
 def test_reducescatter_reduce_allreduce_from_a_gather_synthesizer():
     topology = build("ring:4")  # bidirectional, so the reversed graph has the same ring i -> i+1
-    from workbench.collective import make_collective
+    from workbench.model.collective import make_collective
 
     seen = []
 
@@ -59,9 +59,9 @@ class _Clock:
 
 
 def test_phases_name_their_role_and_split_the_deadline():
-    from workbench.collective import make_collective
-    from workbench.deadline import Deadline
-    from workbench.duality import Phase, by_duality_phases
+    from workbench.model.collective import make_collective
+    from workbench.kit.deadline import Deadline
+    from workbench.kit.duality import Phase, by_duality_phases
 
     topology = build("ring:4")
     clock = _Clock()
@@ -90,7 +90,7 @@ def test_phases_name_their_role_and_split_the_deadline():
 
 
 def test_without_claims_nothing_is_claimed():
-    from workbench.collective import make_collective
+    from workbench.model.collective import make_collective
 
     algorithm = by_duality(build("ring:4"), make_collective("allreduce", 4, 1), 1000.0, _ring_gather)
     assert "claimed_time" not in algorithm.meta

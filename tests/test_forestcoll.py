@@ -12,12 +12,12 @@ from formulations.forestcoll import ForestColl, build_forest
 from formulations.forestcoll.mapping import check_link_budgets
 from formulations.forestcoll.packing import validate_forest
 from formulations.forestcoll.stagger import switch_visit_clashes
-from workbench.collective import make_collective
-from workbench.optimum import allgather_cut_ratio, broadcast_cut, reducescatter_cut_ratio
-from workbench.registry import Problem
-from workbench.simulate import simulate
+from workbench.model.collective import make_collective
+from workbench.bounds.optimum import allgather_cut_ratio, broadcast_cut, reducescatter_cut_ratio
+from workbench.plugin.registry import Problem
+from workbench.checking.simulate import simulate
 from workbench.topology import Link, Topology, build
-from workbench.verify import verify
+from workbench.checking.verify import verify
 
 GB = 1e9
 GIB = 2**30
@@ -224,7 +224,7 @@ def test_random_fabrics_pack_validly_and_never_beat_the_bound(topology):
 
 def test_cli_synth_nvs_ib(tmp_path, capsys):
     from workbench.cli import main
-    from workbench.algorithm import load_algorithm
+    from workbench.model.algorithm import load_algorithm
 
     output = tmp_path / "ag.json"
     code = main(["synth", "forestcoll", "--topology", "nvs-ib:2", "--collective", "allgather", "--size", "1GiB",

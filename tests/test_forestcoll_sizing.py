@@ -8,9 +8,9 @@ import pytest
 
 from formulations.forestcoll import ForestColl
 from formulations.forestcoll.sizing import SIZED_BELOW, candidate_pieces
-from workbench.collective import make_collective
-from workbench.registry import Problem
-from workbench.simulate import simulate
+from workbench.model.collective import make_collective
+from workbench.plugin.registry import Problem
+from workbench.checking.simulate import simulate
 from workbench.topology import build
 
 US = 1e-6

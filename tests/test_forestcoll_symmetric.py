@@ -1,4 +1,4 @@
-"""Translation symmetry (workbench.symmetry) and ForestColl's symmetric packing."""
+"""Translation symmetry (workbench.kit.symmetry) and ForestColl's symmetric packing."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from formulations.forestcoll.packing import pack_arborescences, validate_forest
 from formulations.forestcoll.slots import _place, _stack
 from formulations.forestcoll.splitting import split_switches
 from formulations.forestcoll.symmetric import pack_symmetric
-from workbench.symmetry import translations
+from workbench.kit.symmetry import translations
 from workbench.topology import Link, Topology, build
 
 
@@ -149,7 +149,7 @@ def test_auto_falls_back_to_the_general_packer_when_the_symmetric_one_is_stuck(m
 
 # ------------------------------------------------------------------ a switch at a time (bulk_splitting)
 def _requirement_holds(split, units) -> bool:
-    from workbench.maxflow import FlowNetwork
+    from workbench.kit.maxflow import FlowNetwork
 
     n = split.num_npus
     s = n + len(split.switches)

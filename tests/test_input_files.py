@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from workbench.cli import main
 from workbench.config.experiment import ConfigError, load_experiment
-from workbench.safe_load import InputError, MAX_DEPTH, parse_json, parse_yaml, read_input
+from workbench.util.safe_load import InputError, MAX_DEPTH, parse_json, parse_yaml, read_input
 from workbench.topology import TopologyError
 from workbench.topology.builders import load_topology
 

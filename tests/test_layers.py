@@ -4,6 +4,9 @@ of ``workbench`` and ``formulations`` is followed, and
 * the floor (``workbench``) never imports ``formulations``;
 * no formulation imports another formulation;
 * no two modules import each other, directly or round a longer circle;
+* the floor's packages stand in role order and import only their own role or one below:
+  utilities, the model, checking, the synthesis kit, bounds, the plug-in surface, runtime interop,
+  the harness (``ROLES``); a module at the floor's top level (``workbench.retired``) is a utility;
 * no module is longer than 500 lines.
 """
 
@@ -15,6 +18,17 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("workbench", "formulations")
 MAX_LINES = 500
+# the floor by role, lowest first: a package imports its own role or those before it, never after
+ROLES = (
+    ("utilities", {"util", "retired", "_retired"}),
+    ("model", {"model", "topology"}),
+    ("checking", {"checking", "compiled"}),
+    ("synthesis kit", {"kit"}),
+    ("bounds", {"bounds"}),
+    ("plug-in surface", {"plugin"}),
+    ("runtime interop", {"msccl", "mscclpp"}),
+    ("harness", {"run", "config", "reports", "cli", "__main__"}),
+)
 
 
 def _module_name(path: Path) -> str:
@@ -79,6 +93,30 @@ def test_no_formulation_imports_another():
     crossing = [(m, t) for m, targets in _graph().items() for t in targets
                 if _formulation(m) and _formulation(t) and _formulation(m) != _formulation(t)]
     assert not crossing, crossing
+
+
+def _role(module: str) -> int | None:
+    """The index in ``ROLES`` of a floor module's role (None outside the floor or for the package itself)."""
+    parts = module.split(".")
+    if parts[0] != "workbench" or len(parts) == 1:
+        return None
+    return next((i for i, (_, packages) in enumerate(ROLES) if parts[1] in packages), -1)
+
+
+def test_every_floor_module_has_a_role():
+    assert [m for m in _modules() if _role(m) == -1] == []
+
+
+def test_the_floor_imports_only_its_own_role_or_below():
+    upward = [f"{m} ({ROLES[_role(m)][0]}) -> {t} ({ROLES[_role(t)][0]})" for m, targets in _graph().items()
+              if (_role(m) or 0) >= 0 for t in targets
+              if _role(m) is not None and _role(t) is not None and _role(t) > _role(m)]
+    assert upward == []
+
+
+def test_the_role_rule_sees_an_upward_import():
+    assert _role("workbench.util.units") < _role("workbench.run.runner")
+    assert _role("workbench") is None and _role("formulations.tacos") is None
 
 
 def _circles(graph: dict[str, set[str]]) -> list[list[str]]:

@@ -9,7 +9,7 @@ import pytest
 from formulations.libra import Libra
 from workbench.cli import main
 from formulations.libra.network import DesignInputError, load_network, load_workload, volumes
-from workbench.registry import DesignProblem
+from workbench.plugin.registry import DesignProblem
 
 DATA = str(Path(__file__).resolve().parents[1] / "data" / "libra")  # vendored with the repository
 
@@ -170,7 +170,7 @@ def test_a_design_table_shows_what_its_formulation_names(formulation, metrics, e
 ])
 def test_a_design_table_refuses_what_its_formulation_does_not_name(formulation, metrics, error, request):
     from workbench.config.experiment import ConfigError, parse_experiment
-    from workbench.registry import unregister
+    from workbench.plugin.registry import unregister
 
     request.addfinalizer(lambda: unregister(f"{__name__}:OtherDesign"))
     data = {"name": "d", "grid": {"designs": [{"name": "x", "formulation": formulation, "problem": {}}]},

@@ -2,13 +2,13 @@
 
 import pytest
 
-from workbench.algorithm import Algorithm, Transfer
-from workbench.collective import Collective, make_collective
-from workbench.registry import Problem, get_formulation
-from workbench.schedule import claim_listing, settle_order
-from workbench.simulate import simulate
+from workbench.model.algorithm import Algorithm, Transfer
+from workbench.model.collective import Collective, make_collective
+from workbench.plugin.registry import Problem, get_formulation
+from workbench.kit.schedule import claim_listing, settle_order
+from workbench.checking.simulate import simulate
 from workbench.topology import Link, Topology
-from workbench.verify import verify
+from workbench.checking.verify import verify
 
 
 def waiting_first() -> Algorithm:

@@ -5,11 +5,11 @@ from __future__ import annotations
 import pytest
 from hypothesis import assume, given, settings, strategies as st
 
-from workbench.collective import make_collective
-from workbench.registry import Problem, get_formulation
+from workbench.model.collective import make_collective
+from workbench.plugin.registry import Problem, get_formulation
 from workbench.topology import build
 from workbench.topology.logical import switch_complexes, unwind
-from workbench.verify import verify
+from workbench.checking.verify import verify
 
 GB = 1e9
 

@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 from hypothesis import assume, given, settings, strategies as st
 
-from workbench import maxflow
-from workbench.maxflow import FlowNetwork
+from workbench.kit import maxflow
+from workbench.kit.maxflow import FlowNetwork
 
 
 @settings(max_examples=80, deadline=None)

@@ -1,4 +1,4 @@
-"""The expression layer of ``workbench.milp``: arithmetic, comparisons, families, tags, and rows
+"""The expression layer of ``workbench.kit.milp``: arithmetic, comparisons, families, tags, and rows
 identical to the ones ``add_row`` builds from coefficient lists."""
 
 import math
@@ -8,7 +8,7 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from workbench.milp import Constraint, LinearExpr, MilpModel, total
+from workbench.kit.milp import Constraint, LinearExpr, MilpModel, total
 
 
 def _model_with(n: int = 3) -> tuple[MilpModel, list[LinearExpr]]:

@@ -41,8 +41,8 @@ def test_the_larger_models_match_their_recorded_forms(name):
 
 
 def test_flow_lp_row_blocks_carry_their_equations():
-    from workbench.collective import make_collective
-    from workbench.flow_lp import build_flow_lp
+    from workbench.model.collective import make_collective
+    from workbench.bounds.flow_lp import build_flow_lp
     from workbench.topology import build
 
     topo = build("torus:4x4")

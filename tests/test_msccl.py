@@ -4,14 +4,14 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from workbench.algorithm import Algorithm
+from workbench.model.algorithm import Algorithm
 from workbench.cli import main
-from workbench.collective import make_collective
+from workbench.model.collective import make_collective
 from workbench.msccl import MscclError, export_xml, import_xml, interpret
-from workbench.registry import Problem, get_formulation
-from workbench.simulate import simulate
+from workbench.plugin.registry import Problem, get_formulation
+from workbench.checking.simulate import simulate
 from workbench.topology import build
-from workbench.verify import verify
+from workbench.checking.verify import verify
 
 SIZE = 1e8
 # TACOS sends a chunk only to ranks that need it, so it cannot relay All-to-All pieces (the paper does

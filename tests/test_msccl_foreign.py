@@ -11,9 +11,9 @@ from msccl_steps import step_xml
 
 from workbench.cli import main
 from workbench.msccl import MscclError, import_xml, interpret
-from workbench.simulate import simulate
+from workbench.checking.simulate import simulate
 from workbench.topology import build
-from workbench.verify import verify
+from workbench.checking.verify import verify
 
 SIZE = 2**24
 

@@ -18,12 +18,12 @@ from hypothesis import strategies as st
 from msccl_steps import step_xml
 
 from workbench.cli import main
-from workbench.collective import make_collective
+from workbench.model.collective import make_collective
 from workbench.msccl import MscclError, export_xml, import_xml, interpret
-from workbench.registry import Problem, get_formulation
-from workbench.simulate import simulate
+from workbench.plugin.registry import Problem, get_formulation
+from workbench.checking.simulate import simulate
 from workbench.topology import build
-from workbench.verify import verify
+from workbench.checking.verify import verify
 
 SIZE = 1e8
 

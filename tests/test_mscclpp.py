@@ -6,12 +6,12 @@ import json
 
 import pytest
 
-from workbench.algorithm import Algorithm
+from workbench.model.algorithm import Algorithm
 from workbench.cli import main
-from workbench.collective import make_collective
+from workbench.model.collective import make_collective
 from workbench.msccl import MscclError
 from workbench.mscclpp import export_plan, interpret_plan
-from workbench.registry import Problem, get_formulation
+from workbench.plugin.registry import Problem, get_formulation
 from workbench.topology import Link, Topology, build
 
 SIZE = 1e8

@@ -6,12 +6,12 @@ from hypothesis import assume, given, settings, strategies as st
 
 from formulations.multipath import split_pieces
 from workbench.bounds import flow_lp_bound, latency_bound
-from workbench.collective import make_collective
-from workbench.flow_routes import decompose_flow, flow_routes
-from workbench.registry import Problem, get_formulation
-from workbench.simulate import simulate
+from workbench.model.collective import make_collective
+from workbench.bounds.flow_routes import decompose_flow, flow_routes
+from workbench.plugin.registry import Problem, get_formulation
+from workbench.checking.simulate import simulate
 from workbench.topology import Link, Topology, build
-from workbench.verify import verify
+from workbench.checking.verify import verify
 
 A, B = 1e-6, 50e9
 

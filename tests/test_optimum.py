@@ -10,9 +10,9 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from workbench.bounds import lower_bounds
-from workbench.collective import make_collective
-from workbench.flow_lp import flow_lp_bound
-from workbench.optimum import (allgather_cut_ratio, broadcast_cut, reducescatter_cut_ratio, scatter_cut_ratio,
+from workbench.model.collective import make_collective
+from workbench.bounds.flow_lp import flow_lp_bound
+from workbench.bounds.optimum import (allgather_cut_ratio, broadcast_cut, reducescatter_cut_ratio, scatter_cut_ratio,
                                smallest_splitting_cut)
 from workbench.topology import Link, Topology, build
 
@@ -194,9 +194,9 @@ MODELS = [dict(), dict(link_model="blocking"), dict(order="fifo"), dict(switch_m
                              "scatter", "gather"]),
        chunks=st.integers(1, 2), seed=st.integers(0, 3))
 def test_no_bound_exceeds_a_verified_schedule(topo, formulation, kind, chunks, seed):
-    from workbench.registry import Problem, get_formulation
-    from workbench.simulate import simulate
-    from workbench.verify import verify
+    from workbench.plugin.registry import Problem, get_formulation
+    from workbench.checking.simulate import simulate
+    from workbench.checking.verify import verify
 
     root = 0 if kind in ("broadcast", "reduce", "scatter", "gather") else None
     collective = make_collective(kind, topo.num_npus, chunks, root)

@@ -14,7 +14,7 @@ import pytest
 SPIN = '''
 import time
 
-from workbench.registry import SynthesisResult
+from workbench.plugin.registry import SynthesisResult
 
 
 class Spin:

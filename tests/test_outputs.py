@@ -1,5 +1,5 @@
 """Output paths: every command that writes a user-named file or folder checks it before any work and
-writes it through one writer (``workbench.files``): a character device is written through (never
+writes it through one writer (``workbench.util.files``): a character device is written through (never
 renamed over), a FIFO, socket or folder where a file belongs is refused, a full device or an
 uncreatable file is one line with exit code 2, and nothing is left half-written."""
 
@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from workbench.cli import main
-from workbench.files import OutputError, check_output_file, check_output_folder, write_output
+from workbench.util.files import OutputError, check_output_file, check_output_folder, write_output
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = str(ROOT / "examples" / "ring8_allreduce.json")

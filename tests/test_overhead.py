@@ -11,13 +11,13 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from schedules import random_algorithm
-from workbench.algorithm import FORMAT, FORMAT_2, Algorithm, AlgorithmFormatError, load_algorithm
+from workbench.model.algorithm import FORMAT, FORMAT_2, Algorithm, AlgorithmFormatError, load_algorithm
 from workbench.bounds import lower_bounds
 from workbench.cli import main
-from workbench.collective import Collective, make_collective
-from workbench.examples import ring_allgather, ring_allreduce, ring_reducescatter
-from workbench.registry import Problem, get_formulation
-from workbench.simulate import LINK_MODELS, ORDERS, SWITCH_MODELS, route_segments, simulate
+from workbench.model.collective import Collective, make_collective
+from workbench.kit.examples import ring_allgather, ring_allreduce, ring_reducescatter
+from workbench.plugin.registry import Problem, get_formulation
+from workbench.checking.simulate import LINK_MODELS, ORDERS, SWITCH_MODELS, route_segments, simulate
 from workbench.topology import Link, Topology, TopologyError, build, topology_from_dict
 
 US = 1e-6
@@ -188,7 +188,7 @@ def _floor_schedules(topology: Topology):
 
 
 def _formulation_schedules(topology: Topology):
-    from workbench.collective import make_collective
+    from workbench.model.collective import make_collective
 
     n = topology.num_npus
     for name, kind, params in (("ring", "allreduce", {}), ("direct", "alltoall", {}),
@@ -241,7 +241,7 @@ def test_format_2_round_trip_keeps_the_overheads_and_the_times(tmp_path, monkeyp
     assert document["format"] == FORMAT_2
     assert all(link["overhead"] == 2 * US for link in document["topology"]["links"])
     expected = simulate(algorithm).end
-    import workbench.algorithm as module
+    import workbench.model.algorithm as module
 
     for typed_from in (1 << 40, 0):  # the usual reader, then the typed fast path
         monkeypatch.setattr(module, "TYPED_FROM_BYTES", typed_from)
@@ -320,7 +320,7 @@ def test_cli_simulate_takes_overhead_with_and_without_topology(capsys, tmp_path)
 def test_the_verifier_times_its_timeline_with_the_overheads():
     """A send listed after the write it reads, with no dependency on it: it starts when its link is
     free (100 us), which is when the write lands without overhead and 1 us before it lands with."""
-    from workbench.verify import InvalidAlgorithm, verify
+    from workbench.checking.verify import InvalidAlgorithm, verify
 
     def line(overhead: float) -> Algorithm:
         topology = Topology.create(3, [Link(0, 1, 0.0, 10e9, overhead), Link(1, 2, 0.0, 10e9)])

@@ -7,8 +7,8 @@ import pytest
 from hypothesis import given, strategies as st
 
 from workbench.cli import main
-from workbench.parameters import Parameter, ParameterError, check_parameters, declared_parameters
-from workbench.registry import available_formulations, get_formulation
+from workbench.plugin.parameters import Parameter, ParameterError, check_parameters, declared_parameters
+from workbench.plugin.registry import available_formulations, get_formulation
 
 GRID = """name: {name}
 grid:
@@ -88,7 +88,7 @@ class Undeclared:
     kind = "schedule"
 
     def synthesize(self, problem, *, time_limit, seed, on_incumbent=None, **params):
-        from workbench.registry import get_formulation as lookup
+        from workbench.plugin.registry import get_formulation as lookup
 
         return lookup("ring").synthesize(problem, time_limit=time_limit, seed=seed, on_incumbent=on_incumbent)
 

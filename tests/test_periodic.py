@@ -1,4 +1,4 @@
-"""Periodic schedules (``workbench.algorithm/3``, ``workbench.periodic``): timed and verified without
+"""Periodic schedules (``workbench.algorithm/3``, ``workbench.model.periodic``): timed and verified without
 being written out, exactly as their expansion; the repetition rule; the file; MSCCL's loop."""
 
 import json
@@ -10,15 +10,15 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from schedules import random_algorithm
-from workbench.algorithm import FORMAT, FORMAT_3, Algorithm, AlgorithmFormatError, Transfer, load_algorithm
+from workbench.model.algorithm import FORMAT, FORMAT_3, Algorithm, AlgorithmFormatError, Transfer, load_algorithm
 from workbench.cli import main
-from workbench.examples import ring_allgather
+from workbench.kit.examples import ring_allgather
 from workbench.msccl.export import export_xml
-from workbench.periodic import (Period, PeriodError, expansion_order, expanded, loop_body, one_piece,
+from workbench.model.periodic import (Period, PeriodError, expansion_order, expanded, loop_body, one_piece,
                                 repeated)
-from workbench.simulate import LINK_MODELS, ORDERS, SWITCH_MODELS, simulate
+from workbench.checking.simulate import LINK_MODELS, ORDERS, SWITCH_MODELS, simulate
 from workbench.topology import build
-from workbench.verify import InvalidAlgorithm, verify
+from workbench.checking.verify import InvalidAlgorithm, verify
 
 ALPHA, BW, M = 1e-6, 10e9, 1e6
 SER = M / BW
@@ -126,7 +126,7 @@ def test_a_template_outside_piece_0_is_refused():
 
 
 def test_pieces_with_other_holders_are_refused():
-    from workbench.collective import Collective
+    from workbench.model.collective import Collective
 
     ring = _ring(2)
     periodic = repeated(ring, 2)
@@ -244,7 +244,7 @@ def test_msccl_export_writes_one_loop_iteration():
 
 
 def test_a_custom_collective_repeats_too(tmp_path):
-    from workbench.collective import custom_collective
+    from workbench.model.collective import custom_collective
 
     ring = _ring(3)
     ring.collective = custom_collective(3, ring.collective.pre, ring.collective.post)

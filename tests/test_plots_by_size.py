@@ -1,6 +1,6 @@
 """The by-size figure: one per topology, only for runs over three sizes or more."""
 
-from workbench.plots import time_by_size
+from workbench.reports.plots import time_by_size
 
 
 def _row(topology, collective, formulation, size, time, bound, status="feasible"):
@@ -25,7 +25,7 @@ def test_no_figure_below_three_sizes(tmp_path):
 
 
 def test_efficiency_against_npus_one_figure_per_collective_and_size(tmp_path):
-    from workbench.plots import efficiency_by_npus
+    from workbench.reports.plots import efficiency_by_npus
 
     rows = []
     for npus, spec in ((32, "rails:4x8"), (512, "rails:64x8"), (512, "rails:64x8,over=2")):

@@ -7,10 +7,10 @@ import pytest
 
 from schedules import random_algorithm
 from strategies import problems
-from workbench.algorithm import Transfer
+from workbench.model.algorithm import Transfer
 from workbench.bounds import lower_bounds
-from workbench.simulate import simulate
-from workbench.verify import InvalidAlgorithm, verify
+from workbench.checking.simulate import simulate
+from workbench.checking.verify import InvalidAlgorithm, verify
 
 SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 MODELS = [dict(), dict(link_model="blocking"), dict(order="fifo"), dict(switch_model="store-and-forward"),
@@ -82,7 +82,7 @@ ALL_KINDS = ("allgather", "reducescatter", "allreduce", "alltoall", "broadcast",
 @SETTINGS
 @given(problem=problems(ALL_KINDS), seed=st.integers(0, 3))
 def test_bfs_trees_output_verifies_on_random_topologies(problem, seed):
-    from workbench.registry import get_formulation
+    from workbench.plugin.registry import get_formulation
 
     result = get_formulation("bfs-trees").synthesize(problem, time_limit=10, seed=seed)
     assert result.status == "feasible"
@@ -92,7 +92,7 @@ def test_bfs_trees_output_verifies_on_random_topologies(problem, seed):
 @SETTINGS
 @given(data=st.data(), name=st.sampled_from(["tacos", "ring", "direct", "rhd", "dbt"]), seed=st.integers(0, 3))
 def test_tacos_and_baselines_verify_on_random_topologies(data, name, seed):
-    from workbench.registry import get_formulation
+    from workbench.plugin.registry import get_formulation
 
     kinds = ("allreduce",) if name == "dbt" else ("allgather", "reducescatter", "allreduce")
     npus = st.sampled_from([2, 4, 8]) if name == "rhd" else None  # recursive halving-doubling: powers of two
@@ -106,6 +106,6 @@ def test_tacos_and_baselines_verify_on_random_topologies(data, name, seed):
 @SETTINGS
 @given(problem=problems(("allgather", "reducescatter")))
 def test_double_binary_trees_refuse_anything_but_allreduce(problem):
-    from workbench.registry import get_formulation
+    from workbench.plugin.registry import get_formulation
 
     assert get_formulation("dbt").synthesize(problem, time_limit=10, seed=0).status == "error"

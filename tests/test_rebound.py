@@ -43,7 +43,7 @@ def _run(tmp_path: Path, text: str) -> Path:
 
 
 def test_a_bound_is_called_optimum_only_where_a_schedule_meets_it(tmp_path, capsys):
-    from workbench.report import build_table
+    from workbench.reports.report import build_table
     from workbench.run.folder import load_run
 
     # the exact All-Gather optimum is a bound until a schedule meets it: the trees do on a one-way

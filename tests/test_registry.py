@@ -4,12 +4,12 @@ import time
 
 import pytest
 
-from workbench import registry
-from workbench.collective import make_collective
-from workbench.examples import ring_allgather
-from workbench.registry import (DesignResult, FormulationError, Problem, SynthesisResult, get_formulation,
+from workbench.plugin import registry
+from workbench.model.collective import make_collective
+from workbench.kit.examples import ring_allgather
+from workbench.plugin.registry import (DesignResult, FormulationError, Problem, SynthesisResult, get_formulation,
                                 register, unregister)
-from workbench.solvers import smt_status
+from workbench.kit.solvers import smt_status
 from workbench.topology import build
 
 

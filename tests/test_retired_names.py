@@ -47,7 +47,7 @@ def test_python_m_on_an_old_name_says_where_it_went():
     assert done.returncode != 0 and "moved to workbench.run.monitor" in done.stderr
 
 
-OLD = re.compile(r"\bworkbench\.(" + "|".join(map(re.escape, RETIRED)) + r")\b")
+OLD = re.compile(r"\bworkbench\.(" + "|".join(map(re.escape, RETIRED)) + r")\b(?!/\d)")  # not workbench.algorithm/1
 
 
 @pytest.mark.parametrize("folder", ["workbench", "formulations", "tests", "benchmarks"])

@@ -16,7 +16,7 @@ from workbench.run.lock import RunLock, RunLockError
 SPIN = '''
 import time
 
-from workbench.registry import SynthesisResult
+from workbench.plugin.registry import SynthesisResult
 
 
 class Spin:

@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 
 from workbench.cli import main
-from workbench.collective import make_collective
-from workbench.registry import Problem, get_formulation
-from workbench.simulate import simulate
+from workbench.model.collective import make_collective
+from workbench.plugin.registry import Problem, get_formulation
+from workbench.checking.simulate import simulate
 from workbench.topology import build
 
 HERE = Path(__file__).resolve().parent

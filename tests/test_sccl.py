@@ -10,10 +10,10 @@ import pytest
 from formulations.sccl import Sccl, bandwidth_bound, bandwidth_groups, solve_instance, step_bound
 from formulations.sccl.race import race_instance
 from workbench.cli import main
-from workbench.collective import make_collective
-from workbench.registry import Problem
+from workbench.model.collective import make_collective
+from workbench.plugin.registry import Problem
 from workbench.topology import build
-from workbench.verify import verify
+from workbench.checking.verify import verify
 
 DGX1 = build("dgx1")
 RING = build("amd-z52")

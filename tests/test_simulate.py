@@ -1,9 +1,9 @@
 import pytest
 
-from workbench.algorithm import Algorithm
-from workbench.collective import custom_collective
-from workbench.examples import ring_allgather
-from workbench.simulate import SimulationError, simulate
+from workbench.model.algorithm import Algorithm
+from workbench.model.collective import custom_collective
+from workbench.kit.examples import ring_allgather
+from workbench.checking.simulate import SimulationError, simulate
 from workbench.topology import Topology, build
 
 ALPHA, BW, M = 1e-6, 10e9, 1e6

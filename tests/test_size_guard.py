@@ -7,7 +7,8 @@ import time
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from workbench import size_guard
+from workbench.topology import builder_table
+from workbench.util import size_guard
 from workbench.cli import main
 from workbench.topology import build
 
@@ -31,15 +32,15 @@ SPECS = st.one_of(
 @settings(max_examples=60, deadline=None)
 @given(SPECS)
 def test_the_estimate_bounds_the_built_topology_from_above(spec):
-    estimate = size_guard.spec_size(spec)
+    estimate = builder_table.spec_size(spec)
     topology = build(spec)
     assert estimate is not None
     assert estimate.nodes >= topology.num_nodes and estimate.links >= len(topology.links), spec
 
 
 def test_unknown_specs_are_left_to_the_builder():
-    assert size_guard.spec_size("nosuch:4") is None
-    assert size_guard.spec_size("dgx1") is None  # a fixed 8-GPU box needs no estimate
+    assert builder_table.spec_size("nosuch:4") is None
+    assert builder_table.spec_size("dgx1") is None  # a fixed 8-GPU box needs no estimate
 
 
 @pytest.mark.parametrize("argv, fragment", [

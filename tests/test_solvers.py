@@ -4,7 +4,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from workbench.solvers import coo_to_csc, highs_status, pulp_status, solve_lp
+from workbench.kit.solvers import coo_to_csc, highs_status, pulp_status, solve_lp
 
 
 def test_solve_lp_optimal():

@@ -7,13 +7,13 @@ import random
 import pytest
 from hypothesis import assume, given, settings, strategies as st
 
-from workbench.collective import make_collective
-from workbench.group_cuts import group_cut_bound
-from workbench.registry import Problem, get_formulation
-from workbench.simulate import simulate
+from workbench.model.collective import make_collective
+from workbench.bounds.group_cuts import group_cut_bound
+from workbench.plugin.registry import Problem, get_formulation
+from workbench.checking.simulate import simulate
 from workbench.topology.structure import boxes_and_rails
 from workbench.topology import Link, Topology
-from workbench.verify import verify
+from workbench.checking.verify import verify
 
 GB, US = 1e9, 1e-6
 
@@ -120,7 +120,7 @@ def test_group_cuts_oracle():
        over=st.sampled_from([1.0, 2.0, 4.0]))
 def test_group_cuts_never_above_the_flow_optimum(boxes, per_box, per_leaf, over):
     """The max-concurrent-flow LP is the All-to-All's bandwidth optimum: no cut bound exceeds it."""
-    from workbench.flow_lp import flow_lp_bound
+    from workbench.bounds.flow_lp import flow_lp_bound
 
     topology, _ = rail_file(boxes, per_box, per_leaf=per_leaf, spines=2, over=over)
     collective = make_collective("alltoall", topology.num_npus, 1)

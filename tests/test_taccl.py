@@ -13,11 +13,11 @@ from formulations.taccl.routing import solve_routing
 from formulations.taccl.scheduling import solve_schedule
 from formulations.taccl.sketch import SketchError, available_sketches, load_sketch, sketch_from_dict
 from strategies import problems
-from workbench.collective import make_collective
-from workbench.registry import Problem
-from workbench.simulate import simulate
+from workbench.model.collective import make_collective
+from workbench.plugin.registry import Problem
+from workbench.checking.simulate import simulate
 from workbench.topology import build
-from workbench.verify import verify
+from workbench.checking.verify import verify
 
 
 def _run(spec, kind, size, k=1, **params):
@@ -75,7 +75,7 @@ def test_sketch_checked_against_the_topology(tmp_path):
 
 
 def test_symmetry_that_does_not_map_the_collective_is_rejected():
-    from workbench.collective import custom_collective
+    from workbench.model.collective import custom_collective
 
     collective = custom_collective(4, [[0], [1]], [[1, 2], [2]])
     with pytest.raises(SketchError, match=r"symmetry\[0\]: \[1, 4\] does not map the custom onto itself"):

@@ -5,11 +5,11 @@ import collections
 import pytest
 
 from formulations.tacos import Tacos, greedy_all_gather
-from workbench.collective import make_collective
-from workbench.registry import Problem, get_formulation
-from workbench.simulate import simulate
+from workbench.model.collective import make_collective
+from workbench.plugin.registry import Problem, get_formulation
+from workbench.checking.simulate import simulate
 from workbench.topology import Link, Topology, TopologyError, build
-from workbench.verify import verify
+from workbench.checking.verify import verify
 
 GiB = 2**30
 

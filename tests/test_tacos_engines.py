@@ -10,8 +10,8 @@ from hypothesis import strategies as st
 from formulations.tacos import Tacos, choose_engine, greedy_all_gather, to_algorithm
 from formulations.tacos import engines, matching, python_engine
 import workbench.compiled.engines
-from workbench.collective import make_collective
-from workbench.registry import Problem
+from workbench.model.collective import make_collective
+from workbench.plugin.registry import Problem
 from workbench.topology import Link, Topology, TopologyError, build
 
 pytest.importorskip("numba")

@@ -9,9 +9,9 @@ import pytest
 
 from formulations.tacos import Tacos
 from formulations.tacos.sizing import CHOICES, MULTI_TIER_CHOICES, SIZED_BELOW
-from workbench.collective import make_collective
-from workbench.registry import Problem
-from workbench.simulate import simulate
+from workbench.model.collective import make_collective
+from workbench.plugin.registry import Problem
+from workbench.checking.simulate import simulate
 from workbench.topology import build
 
 

@@ -10,11 +10,11 @@ from formulations.teccl import Teccl
 from formulations.teccl.epochs import epoch_graph
 from formulations.teccl.milp import _build
 from strategies import problems
-from workbench.collective import custom_collective, make_collective
-from workbench.registry import Problem
-from workbench.simulate import simulate
+from workbench.model.collective import custom_collective, make_collective
+from workbench.plugin.registry import Problem
+from workbench.checking.simulate import simulate
 from workbench.topology import Link, Topology, build
-from workbench.verify import verify
+from workbench.checking.verify import verify
 
 
 def _run(topology, collective, size, **params):

@@ -12,10 +12,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from workbench.algorithm import load_algorithm
+from workbench.model.algorithm import load_algorithm
 from workbench.cli import main
-from workbench.simulate import simulate
-from workbench.tune import STEP, Bucket, RangeError, buckets, parse_range
+from workbench.checking.simulate import simulate
+from workbench.run.tune import STEP, Bucket, RangeError, buckets, parse_range
 
 
 @settings(max_examples=200, deadline=None)

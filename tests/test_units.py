@@ -1,6 +1,6 @@
 import pytest
 
-from workbench.units import UnitError, format_time, parse_bandwidth, parse_size, parse_time
+from workbench.util.units import UnitError, format_time, parse_bandwidth, parse_size, parse_time
 
 
 @pytest.mark.parametrize("text, seconds", [

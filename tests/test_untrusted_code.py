@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from workbench import registry
+from workbench.plugin import registry
 from workbench.cli import main
 from workbench.run.monitor import _child_env
-from workbench.safe_path import package_root, safe_sys_path
+from workbench.util.safe_path import package_root, safe_sys_path
 
 STRAY = '''
 import pathlib
@@ -29,8 +29,8 @@ BESIDE = '''
 import sys
 from pathlib import Path
 
-from workbench.examples import ring_allgather
-from workbench.registry import SynthesisResult
+from workbench.kit.examples import ring_allgather
+from workbench.plugin.registry import SynthesisResult
 
 HERE = Path(__file__).resolve().parent
 
@@ -81,8 +81,8 @@ import json
 import os
 import sys
 
-from workbench.examples import ring_allgather
-from workbench.registry import SynthesisResult
+from workbench.kit.examples import ring_allgather
+from workbench.plugin.registry import SynthesisResult
 
 
 class Probe:

@@ -1,10 +1,10 @@
 import pytest
 
-from workbench.algorithm import Algorithm, Transfer
-from workbench.collective import custom_collective, make_collective
-from workbench.examples import ring_allgather, ring_allreduce, ring_reducescatter
+from workbench.model.algorithm import Algorithm, Transfer
+from workbench.model.collective import custom_collective, make_collective
+from workbench.kit.examples import ring_allgather, ring_allreduce, ring_reducescatter
 from workbench.topology import build
-from workbench.verify import InvalidAlgorithm, verify
+from workbench.checking.verify import InvalidAlgorithm, verify
 
 M = 1e6
 

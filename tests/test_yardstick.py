@@ -10,18 +10,18 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from strategies import fabrics
-from workbench.algorithm import Algorithm, Transfer
+from workbench.model.algorithm import Algorithm, Transfer
 from workbench.bounds import gossip_bound, lower_bounds, problem_bounds
-from workbench.collective import make_collective
+from workbench.model.collective import make_collective
 from workbench.config.evaluation import Evaluation
 from workbench.config.experiment import Cell
-from workbench.examples import ring_allgather, ring_allreduce
+from workbench.kit.examples import ring_allgather, ring_allreduce
 from workbench.run.evaluate import child_run_schedule
 from workbench.run.request import CellRequest
-from workbench.simulate import simulate
+from workbench.checking.simulate import simulate
 from workbench.topology import Link, Topology, build
-from workbench.verify import verify
-from workbench.yardstick import floor_status, settle_status
+from workbench.checking.verify import verify
+from workbench.bounds.yardstick import floor_status, settle_status
 
 HERE = Path(__file__).resolve().parent
 GiB = 2**30
@@ -156,7 +156,7 @@ def test_a_schedule_that_meets_the_bound_proves_it():
 
 
 def test_tables_print_the_formulations_own_proof_beside_the_status():
-    from workbench.report_bounds import status_text
+    from workbench.reports.report_bounds import status_text
 
     assert status_text({"status": "feasible", "solver_status": "optimal", "model_optimal": "sccl-steps"}) == \
         "feasible (optimal in sccl-steps)"

@@ -14,7 +14,7 @@ Paper symbols and their names here:
 ``b_e``                ``Link.bandwidth``; integer capacity ``c_e`` = ``TreeUnits.capacities``
 ``N``                  ``collective.num_ranks``
 ``M``                  ``problem.size_bytes`` (All-Gather output, nccl-tests convention)
-``B+(S)``              bandwidth leaving S (``workbench.optimum.cut_capacity``)
+``B+(S)``              bandwidth leaving S (``workbench.bounds.optimum.cut_capacity``)
 ``1/x*``               ``TreeUnits.optimum_ratio`` (max ``|S ∩ Vc| / B+(S)`` in capacity units)
 ``k``, ``U``           ``TreeUnits.k``, ``TreeUnits.U`` (``U / k = 1/x*``; budget ``U c_e``)
 ``s``                  the super-source node (id ``num_nodes``) in ``splitting`` / ``optimum``
@@ -24,7 +24,7 @@ edge splitting         ``splitting.split_switches`` (``edge_map`` for map-back)
 
 Collectives: all-gather and broadcast natively (a broadcast packs ``lambda(root)`` arborescences
 from the root: optimum ``M / lambda``); reduce-scatter and reduce by duality
-(``workbench.duality.by_duality``: the forest of the reversed graph, reversed). When a tree edge
+(``workbench.kit.duality.by_duality``: the forest of the reversed graph, reversed). When a tree edge
 sent hop by hop makes a switch forward one chunk twice, ``Algorithm.reverse`` refuses and
 ``reverse.reverse_serialised`` builds the reduction directly (one partial sum per switch buffer
 at a time); the forest to be reversed is first staggered (``stagger``) so that two visits of one
@@ -53,10 +53,10 @@ so from 200,000 transfers; all-gather and broadcast where the listing is the rou
 proportional plan, the requirement checked after each batch of like switches, pair by pair where a
 check fails; or "symmetric": one plan per switch orbit of a cluster's translations, moved to the
 orbit's other switches, so root 0's trees can be translated: ``symmetric_splitting``; "auto" takes
-"symmetric" where ``workbench.cluster_translations`` verifies a group, else bulk past 3,000 switch
+"symmetric" where ``workbench.kit.cluster_translations`` verifies a group, else bulk past 3,000 switch
 arc pairs, falling back in that order; see ``build_forest``), ``packing``
 ("auto", default: "symmetric" where it applies, else "levels"; "symmetric": on a fabric whose
-translations preserve every capacity (tori, rings: ``workbench.symmetry``; clusters of equal boxes
+translations preserve every capacity (tori, rings: ``workbench.kit.symmetry``; clusters of equal boxes
 and leaf groups after a symmetric split), root 0's trees are
 grown and shifted to every root, one max-flow per tested batch of arcs (``symmetric``); "levels":
 groups grow one BFS layer per pass, shallower trees; "fifo": the reference's order, each group
@@ -66,7 +66,7 @@ exact capacities, every check passed) for all-gather, reduce-scatter, broadcast 
 "feasible" for a fixed k above the optimum and for all-reduce (RS + AG is not a proven all-reduce
 optimum); "timeout" when ``time_limit`` ran out in the tree construction (no algorithm). The
 proof holds in the throughput model (``meta.model_optimal = "forestcoll-throughput"``); the row's
-status is the floor's, by the simulated time (``workbench.yardstick``). The simulated time
+status is the floor's, by the simulated time (``workbench.bounds.yardstick``). The simulated time
 approaches the bandwidth term ``M U / (N k)`` as P grows; the pipeline fill
 ``(H - 1) T*/P`` and the packing of cut-through transfers into rounds (``slots.round_slots``)
 are the remaining gap.
@@ -79,7 +79,7 @@ feeder as alpha and serialisation take), which the default model serves link by 
 order; the claim is computed after the synthesis (``stats.claim_seconds``, not in its seconds).
 Where the depth is chosen by size (below 256 MB, ``pieces`` not pinned) the listing is then that
 plan's or its list-scheduled one, whichever simulates faster
-(``workbench.schedule.claim_listing``, ``meta.listing``).
+(``workbench.kit.schedule.claim_listing``, ``meta.listing``).
 """
 
 from __future__ import annotations
@@ -87,7 +87,7 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from formulations.forestcoll.options import PACKINGS, SPLITTINGS, ForestCollOptions
-from workbench.lazy import forward_attributes
+from workbench.util.lazy import forward_attributes
 
 __all__ = ["ForestColl", "ForestCollOptions", "PACKINGS", "SPLITTINGS"]
 

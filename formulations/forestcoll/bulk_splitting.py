@@ -27,15 +27,15 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from workbench.deadline import Deadline
-from workbench.lazy import lazy_module
-from workbench.maxflow import FlowNetwork
+from workbench.kit.deadline import Deadline
+from workbench.util.lazy import lazy_module
+from workbench.kit.maxflow import FlowNetwork
 from workbench.topology import Topology
 
 from .optimum import TreeUnits, check_clock
 from .splitting import SplitResult, split_one_switch, starting_arcs
 
-np = lazy_module("numpy")  # imported on first use (workbench.lazy)
+np = lazy_module("numpy")  # imported on first use (workbench.util.lazy)
 
 __all__ = ["split_in_bulk", "switch_batches", "switch_pairs", "hop_distances", "SWITCH_PAIR"]
 

@@ -1,11 +1,11 @@
 """Tree counts from the throughput optimum: ``k`` trees per root and ``U`` tree-units per capacity unit.
 
-Everything is in the integer capacity units of ``workbench.maxflow.integer_capacities`` (link e
+Everything is in the integer capacity units of ``workbench.kit.maxflow.integer_capacities`` (link e
 has ``c_e`` units of ``unit`` B/s). A *tree-unit* is one tree's share of the data; link e may carry
 ``U * c_e`` tree-units, every root owns ``k`` of them.
 
 * Auto mode (spec forestcoll 1.5, last bullet): the exact optimum ``y = max |S ∩ C| / B+(S) = p/q``
-  (``workbench.optimum.allgather_cut_ratio``), ``g = gcd(q, every c_e)``, ``U = p/g``, ``k = q/g``.
+  (``workbench.bounds.optimum.allgather_cut_ratio``), ``g = gcd(q, every c_e)``, ``U = p/g``, ``k = q/g``.
   Then ``U/k = y`` and every budget ``U * c_e = p * c_e / g`` is an integer; ``k`` is the smallest
   count with that property. The All-Gather then takes ``M * U / (N * k * unit)`` = T*.
 * Fixed ``k`` (spec 3, "Fixed-k"): the smallest rational ``U`` such that budgets ``floor(U * c_e)``
@@ -22,13 +22,13 @@ import math
 from dataclasses import dataclass
 from fractions import Fraction
 
-from workbench.deadline import Deadline, DeadlineExpired
-from workbench.lazy import lazy_module
-from workbench.maxflow import FlowNetwork, IntegerCapacities
-from workbench.optimum import allgather_cut_ratio, broadcast_cut
+from workbench.kit.deadline import Deadline, DeadlineExpired
+from workbench.util.lazy import lazy_module
+from workbench.kit.maxflow import FlowNetwork, IntegerCapacities
+from workbench.bounds.optimum import allgather_cut_ratio, broadcast_cut
 from workbench.topology import Topology
 
-np = lazy_module("numpy")  # imported on first use (workbench.lazy)
+np = lazy_module("numpy")  # imported on first use (workbench.util.lazy)
 
 __all__ = ["TreeUnits", "auto_units", "fixed_k_units", "broadcast_units", "Timeout"]
 

@@ -1,11 +1,11 @@
-"""ForestColl's options: the one declaration of its parameters (``workbench.parameters``)."""
+"""ForestColl's options: the one declaration of its parameters (``workbench.plugin.parameters``)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any
 
-from workbench.parameters import Options, option
+from workbench.plugin.parameters import Options, option
 
 __all__ = ["ForestCollOptions", "PACKINGS", "SPLITTINGS"]
 

@@ -22,12 +22,12 @@ import random
 from collections import deque
 from dataclasses import dataclass
 
-from workbench.deadline import Deadline
-from workbench.lazy import lazy_module
-from workbench.maxflow import FlowNetwork
+from workbench.kit.deadline import Deadline
+from workbench.util.lazy import lazy_module
+from workbench.kit.maxflow import FlowNetwork
 from .optimum import check_clock
 
-np = lazy_module("numpy")  # imported on first use (workbench.lazy)
+np = lazy_module("numpy")  # imported on first use (workbench.util.lazy)
 
 __all__ = ["TreeGroup", "PackingError", "pack_arborescences", "validate_forest"]
 

@@ -15,8 +15,8 @@ from __future__ import annotations
 import heapq
 from collections import defaultdict
 
-from workbench.algorithm import Algorithm, Transfer
-from workbench.collective import make_collective
+from workbench.model.algorithm import Algorithm, Transfer
+from workbench.model.collective import make_collective
 from workbench.topology import Topology
 
 __all__ = ["reverse_serialised"]

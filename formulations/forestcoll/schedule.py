@@ -27,7 +27,7 @@
   does not, the rounds are the plan's. No link carries two pieces at once and no piece starts
   before what it waits for: a timeline of the default model, whose last arrival is ``planned_time``.
 * File order: by the timeline's round, then slot (group, edge, hop), which on every link is the
-  order of planned starts (``workbench.schedule.order_by_start`` would give the same per-link
+  order of planned starts (``workbench.kit.schedule.order_by_start`` would give the same per-link
   order; this one also keeps the round plan's order across links where the rounds are the plan's).
   Listing by the round plan instead makes each round wait for the alpha of the round before it: at
   64 KB on ring:8, 116 us in the default model against 2.5 us. Deps name the transfers that brought
@@ -43,11 +43,11 @@ import math
 from collections import defaultdict
 from dataclasses import dataclass
 
-from workbench.algorithm import Algorithm, Transfer
-from workbench.collective import make_collective
-from workbench.maxflow import integer_capacities
-from workbench.periodic import repeated
-from workbench.simulate import route_segments
+from workbench.model.algorithm import Algorithm, Transfer
+from workbench.model.collective import make_collective
+from workbench.kit.maxflow import integer_capacities
+from workbench.model.periodic import repeated
+from workbench.checking.simulate import route_segments
 from workbench.topology import Topology
 
 from .mapping import PathGroup
@@ -146,7 +146,7 @@ def emit_schedule(topology: Topology, kind: str, num_ranks: int, k: int, pieces:
     """The schedule of the module docstring, listed by the timeline's rounds, and its timing facts
     (tau, H, alpha_max, the round length and planned_time).
 
-    ``periodic``: the same schedule as a ``workbench.algorithm/3`` period (``workbench.periodic``):
+    ``periodic``: the same schedule as a ``workbench.algorithm/3`` period (``workbench.model.periodic``):
     batch 0's transfers, each hop lagging by its round, repeated ``pieces`` times with a stride of
     one batch's chunks. Its expansion is, transfer for transfer, the listing written out."""
     offsets: list[int] = []
@@ -186,7 +186,7 @@ def emit_schedule(topology: Topology, kind: str, num_ranks: int, k: int, pieces:
                 for b in range(pieces):
                     entries.append((b + first_round, position, e, h, p, b))
     entries.sort()
-    # deps by tree position (edge, hop, batch), not workbench.schedule.DeliveryChain's (node, chunk):
+    # deps by tree position (edge, hop, batch), not workbench.kit.schedule.DeliveryChain's (node, chunk):
     # a piece waits for every piece of the batch on the hop before, however the two hops split it
     ids: dict[tuple[int, int, int], list[int]] = {}
     if periodic:  # a template lists by slot alone, so a feeder may come later in it (its lag is smaller)

@@ -15,7 +15,7 @@ bytes, and only where a config does not pin ``pieces``:
    ones; the true best is at or below its choice.
 
 From ``SIZED_BELOW`` up the default stands, so large-message results do not move, except on a
-fabric whose links pay a per-message overhead (``workbench.schedule.adapts_to_size``), where the
+fabric whose links pay a per-message overhead (``workbench.kit.schedule.adapts_to_size``), where the
 depth is chosen at every size.
 """
 
@@ -23,9 +23,9 @@ from __future__ import annotations
 
 from typing import Callable
 
-from workbench.algorithm import Algorithm
-from workbench.deadline import Deadline
-from workbench.schedule import SIZED_BELOW, claim_in_model
+from workbench.model.algorithm import Algorithm
+from workbench.kit.deadline import Deadline
+from workbench.kit.schedule import SIZED_BELOW, claim_in_model
 
 __all__ = ["SIZED_BELOW", "candidate_pieces", "fastest_depth"]
 

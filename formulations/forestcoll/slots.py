@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 import random
 
-from workbench.maxflow import integer_capacities
+from workbench.kit.maxflow import integer_capacities
 from workbench.topology import Topology
 
 

@@ -29,15 +29,15 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-from workbench.deadline import Deadline
-from workbench.lazy import lazy_module
-from workbench.registry import FormulationError
+from workbench.kit.deadline import Deadline
+from workbench.util.lazy import lazy_module
+from workbench.plugin.registry import FormulationError
 from workbench.topology import Topology
 
-from workbench.maxflow import FlowNetwork
+from workbench.kit.maxflow import FlowNetwork
 from .optimum import TreeUnits, check_clock
 
-np = lazy_module("numpy")  # imported on first use (workbench.lazy)
+np = lazy_module("numpy")  # imported on first use (workbench.util.lazy)
 
 __all__ = ["SplittingError", "SplitResult", "split_switches", "split_one_switch", "starting_arcs"]
 

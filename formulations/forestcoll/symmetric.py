@@ -1,6 +1,6 @@
 """Arborescence packing by translation symmetry (spec forestcoll 3, the reference's symmetric generator).
 
-On a fabric whose translations (``workbench.symmetry``) act freely and transitively on the NPUs
+On a fabric whose translations (``workbench.kit.symmetry``) act freely and transitively on the NPUs
 and preserve every capacity (tori, rings), the trees of root ``t`` can be the trees of root 0
 shifted by ``t``. So only root 0's tree groups (*base groups*) are grown; every change to a base
 group is made to all ``N`` of its images at once, and the packing stays symmetric throughout.
@@ -25,13 +25,13 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, field
 
-from workbench.deadline import Deadline
-from workbench.lazy import lazy_module
-from workbench.maxflow import FlowNetwork
+from workbench.kit.deadline import Deadline
+from workbench.util.lazy import lazy_module
+from workbench.kit.maxflow import FlowNetwork
 from .optimum import check_clock
 from .packing import PackingError, TreeGroup
 
-np = lazy_module("numpy")  # imported on first use (workbench.lazy)
+np = lazy_module("numpy")  # imported on first use (workbench.util.lazy)
 
 __all__ = ["pack_symmetric"]
 

@@ -1,6 +1,6 @@
 """Switch removal one switch orbit at a time, by the fabric's translations (clusters as built).
 
-On a rail-optimized cluster the translations of ``workbench.cluster_translations`` map the fabric
+On a rail-optimized cluster the translations of ``workbench.kit.cluster_translations`` map the fabric
 onto itself: boxes onto boxes, rails onto rails, leaf groups onto leaf groups, NPUs freely and
 transitively. If every switch is split the same way as its images (the plan of switch ``g w`` is
 the plan of ``w`` moved by ``g``), the logical NPU graph left is translation-invariant too, and
@@ -19,7 +19,7 @@ the symmetric packer (``symmetric``) grows root 0's trees only and shifts them t
   for a pair (a surcharge counted over the whole orbit, so a GPU's units through sixteen spines
   reach sixteen GPUs, not one sixteen times). Pairs of NPUs are bounded by ``slack`` times their
   proportional share, and what goes to another switch orbit is evened out over its switches.
-  It is a small integer program (HiGHS, ``workbench.solvers``): at most a few thousand classes at
+  It is a small integer program (HiGHS, ``workbench.kit.solvers``): at most a few thousand classes at
   1,024 GPUs. On a rail fabric at its optimum this gives the star: each GPU's NIC units reach one
   GPU of its rail in every other box, and one tree per root packs with a single max-flow.
 * The plan is then applied to every switch of the orbit through the translation taking ``w``
@@ -36,18 +36,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from workbench.cluster_translations import NodeTranslations
-from workbench.deadline import Deadline
-from workbench.lazy import lazy_module
-from workbench.maxflow import FlowNetwork
-from workbench.solvers import solve_lp
+from workbench.kit.cluster_translations import NodeTranslations
+from workbench.kit.deadline import Deadline
+from workbench.util.lazy import lazy_module
+from workbench.kit.maxflow import FlowNetwork
+from workbench.kit.solvers import solve_lp
 from workbench.topology import Topology
 
 from .bulk_splitting import SWITCH_PAIR, hop_distances
 from .optimum import TreeUnits, check_clock
 from .splitting import SplitResult, starting_arcs
 
-np = lazy_module("numpy")  # imported on first use (workbench.lazy)
+np = lazy_module("numpy")  # imported on first use (workbench.util.lazy)
 
 __all__ = ["split_symmetrically", "split_by_translations", "SymmetricSplitFailed", "SCALES"]
 

@@ -8,15 +8,15 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from workbench.algorithm import Algorithm
-from workbench.collective import Collective, make_collective
-from workbench.deadline import Deadline
-from workbench.duality import by_duality
-from workbench.registry import Problem, SynthesisResult
-from workbench.schedule import adapts_to_size, claim_in_model, claim_listing
+from workbench.model.algorithm import Algorithm
+from workbench.model.collective import Collective, make_collective
+from workbench.kit.deadline import Deadline
+from workbench.kit.duality import by_duality
+from workbench.plugin.registry import Problem, SynthesisResult
+from workbench.kit.schedule import adapts_to_size, claim_in_model, claim_listing
 from workbench.topology import Topology
-from workbench.symmetry import translations
-from workbench.cluster_translations import cluster_translations
+from workbench.kit.symmetry import translations
+from workbench.kit.cluster_translations import cluster_translations
 
 from .mapping import PathGroup, check_link_budgets, map_to_paths
 from .optimum import Timeout, TreeUnits, auto_units, broadcast_units, fixed_k_units
@@ -142,7 +142,7 @@ def build_forest(topology: Topology, kind: str, root: int | None = None, k: int 
                          f"or a cluster of equal boxes and leaf groups); {topology.name} is not one")
     if splitting == "symmetric" and group is None:
         raise ValueError(f"forestcoll: splitting 'symmetric' needs a cluster whose translations map the switches "
-                         f"too (equal boxes and leaf groups: workbench.cluster_translations); {topology.name} "
+                         f"too (equal boxes and leaf groups: workbench.kit.cluster_translations); {topology.name} "
                          f"has none verified")
     if splitting not in ("auto", "symmetric"):
         modes = [splitting]
@@ -369,7 +369,7 @@ def _scheduled(problem: Problem, forests: dict[str, Forest], pieces: int | None,
     rate = _TRANSFERS_PER_SECOND // (3 if collective.combining else 1)  # reversal and concat cost more
     given_budget = max_transfers
     m, max_transfers = depth(given_budget)
-    # one period and its repeat count (workbench.periodic) where the listing is the round plan's
+    # one period and its repeat count (workbench.model.periodic) where the listing is the round plan's
     # (a gathering kind at a pinned depth or from 256 MB) and "auto" finds it large
     write_period = can_repeat and (periodic is True or (periodic == "auto" and m * per_m >= _PERIODIC_FROM))
     if widened and not write_period:  # the default budget was a period's; a listing written out has its own

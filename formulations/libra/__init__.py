@@ -38,10 +38,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable
 
-from workbench.parameters import Options, option
+from workbench.plugin.parameters import Options, option
 
 if TYPE_CHECKING:
-    from workbench.registry import DesignProblem, DesignResult
+    from workbench.plugin.registry import DesignProblem, DesignResult
 
 __all__ = ["Libra", "LibraModel", "build_model"]
 

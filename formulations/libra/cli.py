@@ -32,8 +32,8 @@ def _cmd_libra(args: argparse.Namespace) -> int:
 
     from formulations.libra import Libra
     from workbench.cli.common import UsageError
-    from workbench.registry import DesignProblem
-    from workbench.units import UnitError, format_time, parse_bandwidth, parse_time
+    from workbench.plugin.registry import DesignProblem
+    from workbench.util.units import UnitError, format_time, parse_bandwidth, parse_time
 
     try:
         budget = parse_bandwidth(args.budget) / 1e9

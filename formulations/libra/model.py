@@ -16,13 +16,13 @@ from typing import TYPE_CHECKING, Any
 
 from formulations.libra.network import (Layer, Network, Workload, kappa, load_communicator, load_cost_model,
                                         load_network, load_workload, workload_volumes)
-from workbench.lazy import lazy_module
-from workbench.units import parse_bandwidth
+from workbench.util.lazy import lazy_module
+from workbench.util.units import parse_bandwidth
 
 if TYPE_CHECKING:
-    from workbench.registry import DesignProblem
+    from workbench.plugin.registry import DesignProblem
 
-np = lazy_module("numpy")  # imported on first use (workbench.lazy)
+np = lazy_module("numpy")  # imported on first use (workbench.util.lazy)
 
 __all__ = ["LibraModel", "build_model", "gbps", "bandwidth_bounds", "EPS"]
 

@@ -69,9 +69,9 @@ class Workload:
 
 
 def _yaml(path: str | Path) -> Any:
-    """A YAML input read safely (``workbench.safe_load``): a FIFO or folder, a binary file, duplicate
+    """A YAML input read safely (``workbench.util.safe_load``): a FIFO or folder, a binary file, duplicate
     keys, an alias bomb are one line naming the file."""
-    from workbench.safe_load import load_file
+    from workbench.util.safe_load import load_file
 
     return load_file(path, "file", DesignInputError, syntax="yaml")
 
@@ -104,7 +104,7 @@ def load_network(path: str | Path) -> Network:
 def load_workload(path: str | Path) -> list[Layer]:
     """The layers of a workload trace: 12 fields a line (name, -1, compute ns, collective and bytes
     for each of Forward, InputGrad, WeightGrad, then update time); blank and ``#`` lines skipped."""
-    from workbench.safe_load import read_input
+    from workbench.util.safe_load import read_input
 
     path = Path(path)
     lines = read_input(path, "file", DesignInputError).splitlines()

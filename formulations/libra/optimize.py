@@ -9,7 +9,7 @@
 * ``equal_bw``: the workload-blind EqualBW baseline, B_i = B_tot / N (or the equal split costing the cap);
 * ``design``: one ``DesignProblem`` to a ``DesignResult`` with the statistics ``Libra.metrics`` names.
 
-PerfOpt's LP of one Kelley round (``_kelley_lp``) is written as equations on ``workbench.milp``.
+PerfOpt's LP of one Kelley round (``_kelley_lp``) is written as equations on ``workbench.kit.milp``.
 Neither the paper nor the spec numbers its equations, so each row is tagged with the spec section
 that states it (``MilpModel.row_tags``). In scaled units (volumes over the largest, bandwidths over
 the budget or the largest bound):
@@ -35,15 +35,15 @@ import math
 from typing import TYPE_CHECKING
 
 from formulations.libra.model import LibraModel, bandwidth_bounds, build_model, gbps
-from workbench.deadline import Deadline
-from workbench.lazy import lazy_module
-from workbench.milp import INF, MilpModel
-from workbench.milp import total as total_of
+from workbench.kit.deadline import Deadline
+from workbench.util.lazy import lazy_module
+from workbench.kit.milp import INF, MilpModel
+from workbench.kit.milp import total as total_of
 
 if TYPE_CHECKING:
-    from workbench.registry import DesignProblem, DesignResult
+    from workbench.plugin.registry import DesignProblem, DesignResult
 
-np = lazy_module("numpy")  # imported on first use (workbench.lazy)
+np = lazy_module("numpy")  # imported on first use (workbench.util.lazy)
 
 __all__ = ["perf_opt", "perf_opt_scipy", "perf_per_cost", "equal_bw", "design"]
 
@@ -181,7 +181,7 @@ def perf_per_cost(model: LibraModel, total: float | None, lower: np.ndarray, upp
 
 def design(problem: DesignProblem, time_limit: float, backend: str = "highs") -> DesignResult:
     """Solve one design problem for its objective (perf, perf-per-cost or equal-bw)."""
-    from workbench.registry import DesignResult
+    from workbench.plugin.registry import DesignResult
 
     deadline = Deadline(time_limit)
     model = build_model(problem)

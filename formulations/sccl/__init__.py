@@ -25,7 +25,7 @@ Paper symbol -> code name:
   or ``cpsat``
 * decoding (spec 3.4): Q = (r_1..r_S), T = {(c, n, n', t) : snd and time[c,n'] = t+1}  -> ``_decode``;
   phantom sends (destination never reached) are dropped; each send waits for the send that delivered its
-  chunk to its source (``workbench.schedule.DeliveryChain``)
+  chunk to its source (``workbench.kit.schedule.DeliveryChain``)
 * cost T(L) = S*alpha + (R/C)*L*beta  -> ``meta["claimed_time"]`` with beta of the slowest link, in SCCL's
   own step model (``meta["claim_model"]`` = ``"sccl-steps"``: synchronous steps, every round one chunk on
   the slowest link; no simulator model reproduces it)
@@ -33,7 +33,7 @@ Paper symbol -> code name:
   ``workbench.bounds`` in rounds per chunk; spec 4)  -> ``step_bound``, ``bandwidth_bound``
 * combining collectives (spec 2.2): Reduce / Reduce-Scatter are Broadcast / All-Gather on the
   reversed topology run backwards (``Algorithm.reverse``); All-Reduce = RS then AG,
-  (P*C, 2S, 2R). Built by ``workbench.duality.by_duality`` with every phase served by the one base
+  (P*C, 2S, 2R). Built by ``workbench.kit.duality.by_duality`` with every phase served by the one base
   solve (on a symmetric fabric the AG half is the same all-gather), so the solver runs once
 * Pareto synthesis (Algorithm 1, spec 3.8): for S = a_l, a_l+1, ...: the (R, C) with
   S <= R <= S+k, R/C >= b_l in ascending R/C (smaller C first); the first SAT is the frontier point
@@ -45,7 +45,7 @@ R = S + k). Status by the SMT rule of docs/architecture.md ("Statuses"): sat -> 
 S = a_l and R/C = b_l, or a Pareto search completes at b_l), unsat -> infeasible (also when a
 bound rejects the instance without calling the solver), unknown -> timeout. "optimal" is proven
 in SCCL's step model (``meta.model_optimal = "sccl-steps"``); the row's status is the floor's, by
-the simulated time (``workbench.yardstick``).
+the simulated time (``workbench.bounds.yardstick``).
 """
 
 from __future__ import annotations
@@ -53,7 +53,7 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from formulations.sccl.options import ScclOptions, check_groups
-from workbench.lazy import forward_attributes
+from workbench.util.lazy import forward_attributes
 
 __all__ = ["Sccl", "ScclOptions", "check_groups"]
 

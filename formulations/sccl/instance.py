@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from fractions import Fraction
 
-from workbench.algorithm import Algorithm
+from workbench.model.algorithm import Algorithm
 from workbench.bounds import lower_bounds
-from workbench.collective import Collective, make_collective
-from workbench.deadline import Deadline
-from workbench.schedule import DeliveryChain
+from workbench.model.collective import Collective, make_collective
+from workbench.kit.deadline import Deadline
+from workbench.kit.schedule import DeliveryChain
 from workbench.topology import Topology
 
 from . import check_groups

@@ -19,8 +19,8 @@ import signal
 from functools import cache
 from typing import Any
 
-from workbench.collective import Collective
-from workbench.deadline import Deadline
+from workbench.model.collective import Collective
+from workbench.kit.deadline import Deadline
 from workbench.topology import Topology
 
 from .instance import InstanceResult, bandwidth_groups, reject_by_bounds, solve_instance

@@ -6,13 +6,13 @@ from __future__ import annotations
 from fractions import Fraction
 from typing import Any, Callable
 
-from workbench.algorithm import Algorithm, Transfer
-from workbench.collective import Collective, make_collective
-from workbench.duality import by_duality
-from workbench.deadline import Deadline
-from workbench.registry import Problem, SynthesisResult
+from workbench.model.algorithm import Algorithm, Transfer
+from workbench.model.collective import Collective, make_collective
+from workbench.kit.duality import by_duality
+from workbench.kit.deadline import Deadline
+from workbench.plugin.registry import Problem, SynthesisResult
 from workbench.bounds import lp_seconds_within
-from workbench.solvers import smt_status
+from workbench.kit.solvers import smt_status
 from workbench.topology import Topology
 
 from .options import ScclOptions

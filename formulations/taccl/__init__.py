@@ -2,7 +2,7 @@
 
 Paper: A. Shah et al., "TACCL: Guiding Collective Algorithm Synthesis using Communication
 Sketches" (NSDI 2023); method note ``docs/methods/taccl.md`` (section numbers below). The original
-solves both MILPs with Gurobi; here they are built as sparse arrays (``workbench.milp``) and
+solves both MILPs with Gurobi; here they are built as sparse arrays (``workbench.kit.milp``) and
 solved by HiGHS (default) or CBC through PuLP (``backend="cbc"``, for cross-checks).
 
 Paper symbol -> code name:
@@ -28,7 +28,7 @@ Paper symbol -> code name:
 Output: ``workbench.algorithm/1`` on the physical topology; transfers in stage-3 send order (so
 every link sees TACCL's per-link order), merged IB sends as multi-chunk messages, ``deps`` from
 the trees (a send waits for every transfer that brought its chunks to its source:
-``workbench.schedule.DeliveryChain(every=True)``). Claimed time = stage-3 makespan (All-Reduce: RS + AG), in the
+``workbench.kit.schedule.DeliveryChain(every=True)``). Claimed time = stage-3 makespan (All-Reduce: RS + AG), in the
 contiguity MILP's own cost model (``meta["claim_model"]`` = ``"taccl-milp"``; no simulator model). Stage 1's objective and bound
 are recorded as ``routing_time`` / ``routing_bound``; the bound is also a workbench lower bound
 only when nothing restricted the routing and the model's costs bound any schedule (no sketch
@@ -45,7 +45,7 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from formulations.taccl.options import HEURISTICS, TacclOptions
-from workbench.lazy import forward_attributes
+from workbench.util.lazy import forward_attributes
 
 __all__ = ["Taccl", "TacclOptions", "HEURISTICS"]
 

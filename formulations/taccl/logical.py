@@ -13,13 +13,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from workbench.lazy import lazy_module
+from workbench.util.lazy import lazy_module
 
 from formulations.taccl.sketch import Sketch, SketchError
-from workbench.graphs import all_pairs_hops, successor_lists
+from workbench.model.graphs import all_pairs_hops, successor_lists
 from workbench.topology import Topology
 
-np = lazy_module("numpy")  # imported on first use (workbench.lazy)
+np = lazy_module("numpy")  # imported on first use (workbench.util.lazy)
 
 __all__ = ["LogicalLink", "LogicalTopology", "build_logical"]
 

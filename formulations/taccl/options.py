@@ -1,11 +1,11 @@
-"""TACCL's options: the one declaration of its parameters (``workbench.parameters``)."""
+"""TACCL's options: the one declaration of its parameters (``workbench.plugin.parameters``)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any
 
-from workbench.parameters import Options, option
+from workbench.plugin.parameters import Options, option
 
 __all__ = ["TacclOptions", "HEURISTICS"]
 
@@ -42,6 +42,6 @@ class TacclOptions(Options):
             return None
         if isinstance(value, (int, float)):
             return float(value)
-        from workbench.units import parse_time
+        from workbench.util.units import parse_time
 
         return parse_time(str(value))

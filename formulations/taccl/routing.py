@@ -1,6 +1,6 @@
-"""Stage 1: the routing MILP (note 3.1) with bandwidth relaxed, built on ``workbench.milp``.
+"""Stage 1: the routing MILP (note 3.1) with bandwidth relaxed, built on ``workbench.kit.milp``.
 
-Rows are written as the paper's equations (``workbench.milp_expressions``) and tagged with their
+Rows are written as the paper's equations (``workbench.kit.milp_expressions``) and tagged with their
 numbers (``MilpModel.row_tags``): (1)-(11) are TACCL's, (12)-(14) the note's numbers for the
 constraints the paper states in prose, (Cx) code-only constraints of the released tool, (A13)
 the note's flow-validity replacement of the code's availability trick (C3).
@@ -36,16 +36,16 @@ import time as clock
 from dataclasses import dataclass, field
 from typing import Any
 
-from workbench.lazy import lazy_module
+from workbench.util.lazy import lazy_module
 
 from formulations.taccl.logical import LogicalTopology
 from formulations.taccl.sketch import Sketch, SketchError
 from formulations.taccl.symmetry import Generator, propagate_labels, symmetry_generators
 from formulations.taccl.warm_start import consistent, mip_start, prune, symmetric_trees, warm_values
-from workbench.collective import Collective
-from workbench.milp import LinearExpr, MilpModel, total
+from workbench.model.collective import Collective
+from workbench.kit.milp import LinearExpr, MilpModel, total
 
-np = lazy_module("numpy")  # imported on first use (workbench.lazy)
+np = lazy_module("numpy")  # imported on first use (workbench.util.lazy)
 
 __all__ = ["Routing", "solve_routing", "allowed_links"]
 

@@ -1,7 +1,7 @@
 """Stage 3: contiguity and exact scheduling MILP (note 3.3), and its reduce variant (note 4.1).
 
 Routes and per-physical-link orders are fixed. Rows are written as equations
-(``workbench.milp_expressions``) and tagged with the note's numbers (``MilpModel.row_tags``).
+(``workbench.kit.milp_expressions``) and tagged with the note's numbers (``MilpModel.row_tags``).
 
 Symbol -> code:
 
@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from formulations.taccl.logical import LogicalTopology
-from workbench.milp import LinearExpr, MilpModel, VarFamily, total
+from workbench.kit.milp import LinearExpr, MilpModel, VarFamily, total
 
 __all__ = ["Schedule", "solve_schedule"]
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from workbench.safe_load import load_file
+from workbench.util.safe_load import load_file
 
 __all__ = ["Sketch", "SketchError", "load_sketch", "sketch_from_dict", "SKETCH_DIR", "available_sketches"]
 

@@ -12,13 +12,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from workbench.lazy import lazy_module
+from workbench.util.lazy import lazy_module
 
 from formulations.taccl.logical import LogicalTopology
 from formulations.taccl.sketch import Sketch, SketchError
-from workbench.collective import Collective
+from workbench.model.collective import Collective
 
-np = lazy_module("numpy")  # imported on first use (workbench.lazy)
+np = lazy_module("numpy")  # imported on first use (workbench.util.lazy)
 
 __all__ = ["Generator", "symmetry_generators", "propagate_labels"]
 

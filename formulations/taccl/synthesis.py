@@ -12,11 +12,11 @@ from formulations.taccl.ordering import order_edges, pick_heuristic
 from formulations.taccl.routing import solve_routing
 from formulations.taccl.scheduling import Schedule, solve_schedule
 from formulations.taccl.sketch import Sketch, SketchError, available_sketches, load_sketch
-from workbench.algorithm import Algorithm
-from workbench.collective import Collective, make_collective
-from workbench.deadline import Deadline
-from workbench.registry import Problem, SynthesisResult
-from workbench.schedule import DeliveryChain
+from workbench.model.algorithm import Algorithm
+from workbench.model.collective import Collective, make_collective
+from workbench.kit.deadline import Deadline
+from workbench.plugin.registry import Problem, SynthesisResult
+from workbench.kit.schedule import DeliveryChain
 from workbench.topology import Topology
 
 __all__ = ["synthesize", "Sketch", "SketchError", "load_sketch", "available_sketches"]

@@ -47,9 +47,9 @@ against 1.66 us); with a larger ``switch_degree`` it times the unwound view, not
 (switch:8 at 1 GiB: 18.8 ms against 34.9 ms in the default model); and pipelined links do not wait
 for alpha (ndv2:2 at 64 KB: 14.7 us estimated, 6.6 us in the default model). The claim is simulated
 for each incumbent handed on (else once, for the result); the synthesis seconds leave that out
-(``stats["claim_seconds"]`` counts it). Below 256 MB (``workbench.schedule.adapts_to_size``) the
+(``stats["claim_seconds"]`` counts it). Below 256 MB (``workbench.kit.schedule.adapts_to_size``) the
 result is listed in the greedy's order or re-listed by list scheduling, whichever simulates faster
-(``workbench.schedule.claim_listing``, ``meta.listing``), and claims that time.
+(``workbench.kit.schedule.claim_listing``, ``meta.listing``), and claims that time.
 
 Engines (``engine`` parameter): ``python`` and ``compiled`` (numba) give identical schedules for the
 same seed; ``auto`` picks (``engines.choose_engine``). Layout: ``matching`` (shared pieces),
@@ -73,13 +73,13 @@ from formulations.tacos.schedule import to_algorithm
 from formulations.tacos.sizing import chunk_choices, fastest_chunking
 import time
 
-from workbench.algorithm import Algorithm
-from workbench.collective import Collective
-from workbench.deadline import Deadline
-from workbench.duality import Phase, by_duality_phases
-from workbench.parameters import Options, option
-from workbench.registry import Problem, SynthesisResult
-from workbench.schedule import adapts_to_size, claim_in_model, claim_listing
+from workbench.model.algorithm import Algorithm
+from workbench.model.collective import Collective
+from workbench.kit.deadline import Deadline
+from workbench.kit.duality import Phase, by_duality_phases
+from workbench.plugin.parameters import Options, option
+from workbench.plugin.registry import Problem, SynthesisResult
+from workbench.kit.schedule import adapts_to_size, claim_in_model, claim_listing
 from workbench.topology import Topology
 from workbench.topology.logical import unwind
 
@@ -186,7 +186,7 @@ class Tacos:
              deadline: Deadline, engine: str) -> tuple[Algorithm, dict[str, Any]]:
         """One run: the greedy matching for a gather-like collective; reduce-scatter and reduce
         by duality (the run on the reversed graph, reversed), all-reduce = reduce-scatter +
-        all-gather, the all-gather half with its own seed (``workbench.duality``)."""
+        all-gather, the all-gather half with its own seed (``workbench.kit.duality``)."""
         topology, collective, chunk_bytes = problem.topology, problem.collective, problem.chunk_bytes
         meta = {"run_seed": seed, "synthesis_view": _view_name(topology, degree)}  # the restart's own seed
         totals = {"events": 0, "wasted": 0, "engine": None}
@@ -212,7 +212,7 @@ class Tacos:
 
 def _listed(result: SynthesisResult, problem: Problem, deadline: Deadline) -> SynthesisResult:
     """Below 256 MB, the schedule in the listing that simulates faster: the greedy's timeline or
-    its list-scheduled re-listing (``workbench.schedule.claim_listing``, within what is left of
+    its list-scheduled re-listing (``workbench.kit.schedule.claim_listing``, within what is left of
     the time limit), with that time claimed."""
     if result.algorithms and adapts_to_size(problem.topology, problem.size_bytes):  # else: claimed already
         result.algorithms[0] = claim_listing(result.algorithms[0], problem.size_bytes,

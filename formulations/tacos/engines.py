@@ -16,7 +16,7 @@ from __future__ import annotations
 import random
 
 from formulations.tacos.matching import REPLACEMENT_MODES, Fabric, MatchResult
-from workbench.collective import Collective
+from workbench.model.collective import Collective
 from workbench.compiled.engines import ENGINES, choose_engine as _choose
 from workbench.topology import Topology
 

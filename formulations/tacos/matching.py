@@ -6,11 +6,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from workbench.lazy import lazy_module
-from workbench.collective import Collective
+from workbench.util.lazy import lazy_module
+from workbench.model.collective import Collective
 from workbench.topology import Topology, TopologyError
 
-np = lazy_module("numpy")  # imported on first use (workbench.lazy)
+np = lazy_module("numpy")  # imported on first use (workbench.util.lazy)
 
 TIE = 1e-15  # seconds; the reference's 1e-9 us tie tolerance
 REPLACEMENT_MODES = ("causal", "reference", "off")

@@ -34,12 +34,12 @@ import heapq
 import random
 import time
 
-from workbench.lazy import lazy_module
+from workbench.util.lazy import lazy_module
 
 from formulations.tacos.matching import (DUPLICATE_ON_ONE_COST, TIE, Fabric, MatchResult, OutOfTime,
                                          empty_matches, end_time, unreachable)
 
-np = lazy_module("numpy")  # imported on first use (workbench.lazy)
+np = lazy_module("numpy")  # imported on first use (workbench.util.lazy)
 
 
 def random_bit(x: int, rng: random.Random) -> int:

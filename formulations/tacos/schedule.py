@@ -11,14 +11,14 @@ from __future__ import annotations
 from itertools import repeat
 from typing import Any
 
-from workbench.lazy import lazy_module
+from workbench.util.lazy import lazy_module
 
 from formulations.tacos.matching import MatchResult
-from workbench.algorithm import Algorithm, Transfer, no_cyclic_gc
-from workbench.collective import Collective
+from workbench.model.algorithm import Algorithm, Transfer, no_cyclic_gc
+from workbench.model.collective import Collective
 from workbench.topology import Topology
 
-np = lazy_module("numpy")  # imported on first use (workbench.lazy)
+np = lazy_module("numpy")  # imported on first use (workbench.util.lazy)
 
 
 def to_algorithm(physical: Topology, collective: Collective, chunk_bytes: float, result: MatchResult,
@@ -32,7 +32,7 @@ def to_algorithm(physical: Topology, collective: Collective, chunk_bytes: float,
     started_with = np.zeros((n, num_chunks), dtype=bool)
     for c, holders in enumerate(collective.pre):
         started_with[list(holders), c] = True
-    # the delivery chain of workbench.schedule.DeliveryChain, in numpy: a matching holds up to
+    # the delivery chain of workbench.kit.schedule.DeliveryChain, in numpy: a matching holds up to
     # millions of deliveries, and the file order is only known once every dep's arrival is
     delivery = np.full(n * num_chunks, -1, dtype=np.int64)
     delivery[dst * num_chunks + chunk] = np.arange(count)

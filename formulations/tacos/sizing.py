@@ -6,7 +6,7 @@ Below ``SIZED_BELOW`` bytes, where the problem has one chunk per rank (a config 
 ``chunks`` above one keeps them) and a standard collective, the greedy runs with each of
 ``CHOICES`` chunks per NPU and the schedule that simulates fastest in the default model (its
 claim) is kept. From ``SIZED_BELOW`` up (unless the links pay a per-message overhead:
-``workbench.schedule.adapts_to_size``) the problem's chunking stands, so large-message results do
+``workbench.kit.schedule.adapts_to_size``) the problem's chunking stands, so large-message results do
 not move, except on fabrics with switches joined to switches (leaf-spine tiers, unwound one
 logical switch per rail by ``workbench.topology.logical``), which TACOS could not take before:
 there ``MULTI_TIER_CHOICES`` are tried, as one chunk per rank left the 512-GPU 2:1 rail fabric at
@@ -18,9 +18,9 @@ from __future__ import annotations
 
 from typing import Callable
 
-from workbench.deadline import Deadline
-from workbench.registry import Problem, SynthesisResult
-from workbench.schedule import SIZED_BELOW, adapts_to_size
+from workbench.kit.deadline import Deadline
+from workbench.plugin.registry import Problem, SynthesisResult
+from workbench.kit.schedule import SIZED_BELOW, adapts_to_size
 
 __all__ = ["SIZED_BELOW", "CHOICES", "MULTI_TIER_CHOICES", "chunk_choices", "with_chunks", "fastest_chunking"]
 

@@ -2,7 +2,7 @@
 
 Paper: X. Liu et al., "Rethinking Machine Learning Collective Communication as a Multi-Commodity
 Flow Problem" (SIGCOMM 2024); method note ``docs/methods/teccl.md`` (section numbers below). The
-authors solve with Gurobi; here every model is built as sparse arrays (``workbench.milp``) and
+authors solve with Gurobi; here every model is built as sparse arrays (``workbench.kit.milp``) and
 solved by HiGHS.
 
 Paper symbol -> code name:
@@ -34,7 +34,7 @@ Paper symbol -> code name:
 Status by the rule of docs/architecture.md ("Statuses"): HiGHS's status of the main solve (MILP, LP or the last A* round);
 ``timeout`` when a limit ended it, with the incumbent (the greedy warm start at worst) attached.
 "optimal" is proven in the epoch model (``meta.model_optimal = "teccl-epochs"``); the row's status
-is the floor's, by the simulated time (``workbench.yardstick``).
+is the floor's, by the simulated time (``workbench.bounds.yardstick``).
 """
 
 from __future__ import annotations
@@ -48,12 +48,12 @@ from formulations.teccl.greedy import greedy_schedule
 from formulations.teccl.lp import solve_lp_schedule, to_subchunks
 from formulations.teccl.milp import solve_milp
 from formulations.teccl.options import TecclOptions
-from workbench.algorithm import Algorithm, Transfer
-from workbench.collective import Collective, custom_collective, make_collective
-from workbench.deadline import Deadline
-from workbench.duality import Phase, by_duality_phases
-from workbench.graphs import dijkstra
-from workbench.registry import Problem, SynthesisResult
+from workbench.model.algorithm import Algorithm, Transfer
+from workbench.model.collective import Collective, custom_collective, make_collective
+from workbench.kit.deadline import Deadline
+from workbench.kit.duality import Phase, by_duality_phases
+from workbench.model.graphs import dijkstra
+from workbench.plugin.registry import Problem, SynthesisResult
 from workbench.topology import Topology
 
 __all__ = ["Teccl"]
@@ -289,7 +289,7 @@ def _emit(topology: Topology, collective: Collective, chunk_bytes: float, graph:
           flows: list[Flow]) -> Algorithm:
     """One transfer per flow hop in send-epoch order; a hop waits for the hop that brought its chunk.
 
-    Not ``workbench.schedule.DeliveryChain``: a chunk can reach a node several times, and which
+    Not ``workbench.kit.schedule.DeliveryChain``: a chunk can reach a node several times, and which
     arrival a hop waits for follows the epochs (a switch forwards what arrived in that very epoch, an
     NPU the earliest copy ready by then), not the latest delivery in file order.
     """
@@ -338,7 +338,7 @@ def _combining(topology: Topology, collective: Collective, chunk_bytes: float, o
                deadline: Deadline, seed: int) -> tuple[Algorithm, str, dict]:
     """Reduce-scatter and reduce by duality (the all-gather / broadcast MILP on the reversed
     graph, reversed); all-reduce = reduce-scatter + all-gather, the first half taking half the
-    time left (``workbench.duality``)."""
+    time left (``workbench.kit.duality``)."""
     if collective.kind not in ("reducescatter", "allreduce", "reduce"):
         raise ValueError(f"teccl does not synthesise {collective.kind}")
     method = "astar" if options.method == "astar" else "milp"

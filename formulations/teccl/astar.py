@@ -38,16 +38,16 @@ from __future__ import annotations
 import time as clock
 from collections import defaultdict
 
-from workbench.lazy import lazy_module
+from workbench.util.lazy import lazy_module
 
 from formulations.teccl.epochs import EpochGraph, EpochSchedule, Flow, finish_epoch, prune_flows
 from formulations.teccl.greedy import greedy_schedule
-from workbench.algorithm import no_cyclic_gc
-from workbench.collective import Collective
-from workbench.deadline import Deadline
-from workbench.milp import MilpModel, VarFamily, total
+from workbench.model.algorithm import no_cyclic_gc
+from workbench.model.collective import Collective
+from workbench.kit.deadline import Deadline
+from workbench.kit.milp import MilpModel, VarFamily, total
 
-np = lazy_module("numpy")  # imported on first use (workbench.lazy)
+np = lazy_module("numpy")  # imported on first use (workbench.util.lazy)
 
 __all__ = ["solve_astar"]
 
@@ -109,7 +109,7 @@ def solve_astar(graph: EpochGraph, collective: Collective, *, time_limit: float,
 
 
 def _floyd_warshall(graph: EpochGraph) -> np.ndarray:
-    # scipy's shortest_path on purpose, not workbench.graphs: its default method is Floyd-Warshall on
+    # scipy's shortest_path on purpose, not workbench.model.graphs: its default method is Floyd-Warshall on
     # dense graphs and Dijkstra on sparse ones, and the two sum a path in different orders, which
     # differ in the last bit on ndv2:2 and dgx2:2 (experiments/teccl_astar.yaml). These distances are
     # objective coefficients, so a one-bit change can change the solver's path and the schedule.

@@ -26,7 +26,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
-from workbench.collective import Collective
+from workbench.model.collective import Collective
 from workbench.topology import Topology
 
 __all__ = ["Edge", "EpochGraph", "epoch_graph", "base_epoch", "SWITCH_MODELS", "Flow", "EpochSchedule", "prune_flows",

@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections import defaultdict
 
 from formulations.teccl.epochs import Edge, EpochGraph, Flow, finish_epoch, prune_flows
-from workbench.collective import Collective
+from workbench.model.collective import Collective
 
 __all__ = ["greedy_schedule"]
 

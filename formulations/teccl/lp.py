@@ -46,9 +46,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from formulations.teccl.epochs import EpochGraph
-from workbench.algorithm import no_cyclic_gc
-from workbench.deadline import Deadline
-from workbench.milp import MilpModel, VarFamily, total
+from workbench.model.algorithm import no_cyclic_gc
+from workbench.kit.deadline import Deadline
+from workbench.kit.milp import MilpModel, VarFamily, total
 
 __all__ = ["LpResult", "solve_lp_schedule", "to_subchunks"]
 

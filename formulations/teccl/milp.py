@@ -57,9 +57,9 @@ from collections import defaultdict
 from typing import Any
 
 from formulations.teccl.epochs import Edge, EpochGraph, EpochSchedule, Flow, finish_epoch, prune_flows
-from workbench.algorithm import no_cyclic_gc
-from workbench.collective import Collective
-from workbench.milp import MilpModel, VarFamily, total
+from workbench.model.algorithm import no_cyclic_gc
+from workbench.model.collective import Collective
+from workbench.kit.milp import MilpModel, VarFamily, total
 
 __all__ = ["solve_milp", "EpochSchedule", "Flow", "prune_flows", "finish_epoch"]
 

@@ -1,4 +1,4 @@
-"""TE-CCL's options: the one declaration of its parameters (``workbench.parameters``)."""
+"""TE-CCL's options: the one declaration of its parameters (``workbench.plugin.parameters``)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from formulations.teccl.epochs import SWITCH_MODELS
-from workbench.parameters import Options, option
+from workbench.plugin.parameters import Options, option
 
 __all__ = ["TecclOptions", "METHODS"]
 

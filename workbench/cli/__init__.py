@@ -30,7 +30,7 @@ from typing import Any, Sequence
 
 from workbench.cli import files, runs, runtimes, synth, tune
 from workbench.cli.common import Parser, UsageError, add_topology_arguments, topology_from_args
-from workbench.units import UnitError, parse_size
+from workbench.util.units import UnitError, parse_size
 
 __all__ = ["main", "UsageError", "topology_from_args", "add_topology_arguments", "COMMAND_GROUP"]
 
@@ -82,14 +82,14 @@ def _register_commands(sub: argparse._SubParsersAction) -> None:
 
 
 def _input_errors() -> tuple[type[BaseException], ...]:
-    from workbench.algorithm import AlgorithmFormatError
-    from workbench.collective import CollectiveError
+    from workbench.model.algorithm import AlgorithmFormatError
+    from workbench.model.collective import CollectiveError
     from workbench.config.experiment import ConfigError
-    from workbench.files import OutputError
-    from workbench.registry import FormulationError
-    from workbench.report import ReportError
-    from workbench.safe_load import InputError
-    from workbench.size_guard import SizeError
+    from workbench.util.files import OutputError
+    from workbench.plugin.registry import FormulationError
+    from workbench.reports.report import ReportError
+    from workbench.util.safe_load import InputError
+    from workbench.util.size_guard import SizeError
     from workbench.topology import TopologyError
 
     return (UsageError, TopologyError, CollectiveError, AlgorithmFormatError, UnitError, ConfigError,
@@ -98,7 +98,7 @@ def _input_errors() -> tuple[type[BaseException], ...]:
 
 def _apply_max_memory(text: str | None) -> None:
     """``--max-memory``: this process's size-guard budget, inherited by the cells it starts."""
-    from workbench import size_guard
+    from workbench.util import size_guard
 
     if text is None:
         size_guard.set_budget(None)
@@ -123,7 +123,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     import signal
     import threading
 
-    from workbench.size_guard import BUDGET_ENV
+    from workbench.util.size_guard import BUDGET_ENV
 
     entered = time.time()  # a command's time limit counts from its start (synth: _command_start)
     parser = _build_parser()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING
 
-from workbench.units import UnitError, parse_bandwidth, parse_time
+from workbench.util.units import UnitError, parse_bandwidth, parse_time
 
 if TYPE_CHECKING:  # every command builds the parser; the topology package loads when one is used
     from workbench.topology import Topology

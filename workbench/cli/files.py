@@ -11,10 +11,10 @@ from typing import TYPE_CHECKING
 
 from workbench.cli.common import (UsageError, add_overhead_argument, add_topology_arguments, at_least_two,
                                   topology_from_args, uniform_overhead)
-from workbench.units import UnitError, format_time, parse_size
+from workbench.util.units import UnitError, format_time, parse_size
 
 if TYPE_CHECKING:  # the parser is built on every command: the model loads only when a command runs
-    from workbench.algorithm import Algorithm
+    from workbench.model.algorithm import Algorithm
 
 __all__ = ["register", "register_formulations"]
 
@@ -73,8 +73,8 @@ def register_formulations(sub: argparse._SubParsersAction) -> None:
 
 
 def _load(path: str, args: argparse.Namespace) -> Algorithm:
-    from workbench import size_guard
-    from workbench.algorithm import load_algorithm
+    from workbench.util import size_guard
+    from workbench.model.algorithm import load_algorithm
 
     if os.path.isfile(path):  # parsed JSON and built transfers: ~30 bytes per byte of file
         size_guard.check(path, 30.0 * os.path.getsize(path))
@@ -93,7 +93,7 @@ def _load(path: str, args: argparse.Namespace) -> Algorithm:
 # ------------------------------------------------------------------ commands
 def _cmd_topology(args: argparse.Namespace) -> int:
     if args.output and not args.json:  # --json prints instead
-        from workbench.files import check_output_file
+        from workbench.util.files import check_output_file
 
         check_output_file(args.output, _TOPOLOGY_EXTENSIONS, "topology file")
     topology = topology_from_args(args.spec, args.alpha, args.bandwidth, args.overhead)
@@ -117,7 +117,7 @@ def _cmd_builders(args: argparse.Namespace) -> int:
 
 
 def _cmd_verify(args: argparse.Namespace) -> int:
-    from workbench.verify import InvalidAlgorithm, verify
+    from workbench.checking.verify import InvalidAlgorithm, verify
 
     algorithm = _load(args.file, args)
     try:
@@ -138,8 +138,8 @@ def _cmd_verify(args: argparse.Namespace) -> int:
 
 def _cmd_simulate(args: argparse.Namespace) -> int:
     from workbench.bounds import problem_bounds
-    from workbench.simulate import simulate
-    from workbench.verify import InvalidAlgorithm, verify
+    from workbench.checking.simulate import simulate
+    from workbench.checking.verify import InvalidAlgorithm, verify
 
     algorithm = _load(args.file, args)
     try:
@@ -185,7 +185,7 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
 
 def _model_options(name: str, algorithm: Algorithm, path: str) -> dict[str, str]:
     """``simulate``'s options for ``--model``: a model name, or ``claim`` for the file's ``meta.claim_model``."""
-    from workbench.simulate import SimulationError, parse_model
+    from workbench.checking.simulate import SimulationError, parse_model
 
     if name == "claim":
         name = algorithm.meta.get("claim_model")
@@ -203,7 +203,7 @@ def _model_options(name: str, algorithm: Algorithm, path: str) -> dict[str, str]
 def _guard_collective(args: argparse.Namespace, topology, ranks: int) -> None:
     """Refuse ``--chunks`` / ``--ranks`` whose collective and bounds could not fit (e.g. ``--chunks
     100000000``) before the collective is built, as ``synth`` does."""
-    from workbench import size_guard
+    from workbench.util import size_guard
 
     kind = str(args.collective).lower().replace("-", "").replace("_", "")
     npus = max(ranks, topology.num_npus)
@@ -214,7 +214,7 @@ def _guard_collective(args: argparse.Namespace, topology, ranks: int) -> None:
 
 def _cmd_bounds(args: argparse.Namespace) -> int:
     from workbench.bounds import problem_bounds
-    from workbench.collective import make_collective
+    from workbench.model.collective import make_collective
 
     topology = topology_from_args(args.topology, args.alpha, args.bandwidth, args.overhead)
     try:
@@ -251,8 +251,8 @@ def _cmd_bounds(args: argparse.Namespace) -> int:
 
 
 def _cmd_formulations(args: argparse.Namespace) -> int:
-    from workbench.parameters import describe_parameters
-    from workbench.registry import FormulationError, available_formulations, get_formulation, resolve_formulation
+    from workbench.plugin.parameters import describe_parameters
+    from workbench.plugin.registry import FormulationError, available_formulations, get_formulation, resolve_formulation
 
     if args.name:
         try:

@@ -8,8 +8,8 @@ import sys
 from pathlib import Path
 
 from workbench.cli.common import UsageError
-from workbench.units import format_time
-from workbench import row_keys as R
+from workbench.util.units import format_time
+from workbench.reports import row_keys as R
 
 __all__ = ["cmd_run"]
 
@@ -53,7 +53,7 @@ def _unfinished_fresh_run(runs: Path, prefix: str, config_text: str, experiment)
     """The newest ``runs/<prefix>-<time>/`` with this config snapshot and cells still to run."""
     import re
 
-    from workbench.results import ResultStore
+    from workbench.reports.results import ResultStore
 
     wanted = experiment.cell_ids()
     pattern = re.compile(re.escape(prefix) + r"-\d{8}-\d{6}")
@@ -72,7 +72,7 @@ def _unfinished_fresh_run(runs: Path, prefix: str, config_text: str, experiment)
 def _check_results_dir(results_dir: str) -> None:
     """``--results-dir`` is read (reference runs) even when ``--out`` names the run folder: it
     must not be a file; the run folder's own check covers writing into it."""
-    from workbench.files import OutputError
+    from workbench.util.files import OutputError
 
     path = Path(results_dir)
     if path.exists() and not path.is_dir():
@@ -82,7 +82,7 @@ def _check_results_dir(results_dir: str) -> None:
 def cmd_run(args: argparse.Namespace) -> int:
     """``workbench run``: run an experiment config into its run folder and write the report."""
     from workbench.config.experiment import load_experiment
-    from workbench.files import check_output_folder
+    from workbench.util.files import check_output_folder
     from workbench.run.lock import RunLock, RunLockError
 
     if args.jobs < 1:
@@ -105,9 +105,9 @@ def cmd_run(args: argparse.Namespace) -> int:
 def _run_locked(args: argparse.Namespace, experiment, folder) -> int:
     from pathlib import Path
 
-    from workbench.files import write_atomic
+    from workbench.util.files import write_atomic
     from workbench.run.folder import compare_runs, load_run, write_report
-    from workbench.results import ResultStore
+    from workbench.reports.results import ResultStore
     from workbench.run.runner import run_experiment
 
     config_text = Path(args.config).read_text()
@@ -144,7 +144,7 @@ def _run_locked(args: argparse.Namespace, experiment, folder) -> int:
 
 def _expected_time(reference: Path, experiment, jobs: int) -> str:
     """An estimate from the committed reference run's cell times."""
-    from workbench.results import ResultStore
+    from workbench.reports.results import ResultStore
 
     if not (reference / "rows.jsonl").exists():
         return "expected run time: unknown (no reference results to estimate from)"
@@ -162,7 +162,7 @@ def _expected_time(reference: Path, experiment, jobs: int) -> str:
 def _cmd_report(args: argparse.Namespace) -> int:
     """Write the report files under the folder's lock; a folder a live run holds is only read: its
     table is printed and nothing is written into it (the run writes its report when it ends)."""
-    from workbench.files import check_output_folder
+    from workbench.util.files import check_output_folder
     from workbench.run.folder import render_report, write_report
     from workbench.run.lock import RunLock, RunLockError, describe_holder
 
@@ -187,10 +187,10 @@ def _cmd_report(args: argparse.Namespace) -> int:
 
 
 def _cmd_rebound(args: argparse.Namespace) -> int:
-    from workbench.files import check_output_folder
+    from workbench.util.files import check_output_folder
     from workbench.run.lock import RunLockError
     from workbench.run.rebound import rebound_run
-    from workbench.report import ReportError
+    from workbench.reports.report import ReportError
 
     if Path(args.folder).exists():  # a missing one is the report's own one-line error
         check_output_folder(args.folder)

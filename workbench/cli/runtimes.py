@@ -6,7 +6,7 @@ import argparse
 import sys
 
 from workbench.cli.common import UsageError, add_topology_arguments, topology_from_args
-from workbench.units import UnitError, parse_size
+from workbench.util.units import UnitError, parse_size
 
 __all__ = ["cmd_export", "cmd_interpret", "cmd_import"]
 
@@ -17,7 +17,7 @@ def cmd_export(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from workbench.msccl import MscclError, export_xml, interpret
-    from workbench.files import check_output_file, write_output
+    from workbench.util.files import check_output_file, write_output
 
     if args.format not in ("msccl-xml", "mscclpp"):
         raise UsageError(f"--format: msccl-xml or mscclpp, got {args.format!r}")
@@ -25,8 +25,8 @@ def cmd_export(args: argparse.Namespace) -> int:
         check_output_file(args.output, (".json",), "MSCCL++ plan")
     else:
         check_output_file(args.output, (".xml",), "MSCCL XML file")
-    from workbench.algorithm import load_algorithm
-    from workbench.verify import InvalidAlgorithm, verify
+    from workbench.model.algorithm import load_algorithm
+    from workbench.checking.verify import InvalidAlgorithm, verify
 
     algorithm = load_algorithm(args.file)
 
@@ -57,7 +57,7 @@ def _export_mscclpp(args: argparse.Namespace, algorithm) -> int:
     import json
     from pathlib import Path
 
-    from workbench.files import write_output
+    from workbench.util.files import write_output
     from workbench.msccl import MscclError
     from workbench.mscclpp import export_plan, interpret_plan
 
@@ -84,7 +84,7 @@ def cmd_interpret(args: argparse.Namespace) -> int:
     field of the wrong type: ``MscclFormatError``), 1 for one that is but fails when run."""
     from workbench.msccl import MscclError, interpret
     from workbench.msccl.common import MscclFormatError
-    from workbench.safe_load import read_input
+    from workbench.util.safe_load import read_input
 
     text = read_input(args.file, "MSCCL XML or MSCCL++ plan", UsageError)  # a FIFO or folder: refused unopened
     if args.schedules < 0:
@@ -108,7 +108,7 @@ def cmd_interpret(args: argparse.Namespace) -> int:
 def cmd_import(args: argparse.Namespace) -> int:
     """``workbench import``: read MSCCL XML as an algorithm on ``--topology`` for ``--size`` and save it
     as an algorithm file (.json)."""
-    from workbench.files import check_output_file
+    from workbench.util.files import check_output_file
     from workbench.msccl import MscclError, import_xml
 
     check_output_file(args.output, (".json",), "algorithm file")
@@ -117,7 +117,7 @@ def cmd_import(args: argparse.Namespace) -> int:
         size = parse_size(args.size)
     except UnitError as exc:
         raise UsageError(f"--size: {exc}") from None
-    from workbench.safe_load import read_input
+    from workbench.util.safe_load import read_input
 
     text = read_input(args.file, "MSCCL XML file", UsageError)
     try:

@@ -14,7 +14,7 @@ import sys
 from typing import Any
 
 from workbench.cli.common import UsageError, add_topology_arguments, at_least_two, topology_from_args
-from workbench.units import UnitError, format_time, parse_size, parse_time
+from workbench.util.units import UnitError, format_time, parse_size, parse_time
 
 __all__ = ["cmd_synth"]
 
@@ -36,11 +36,11 @@ def _claim_note(fields: dict) -> str:
 
 def _parse_set(values: list[str] | None) -> dict[str, Any]:
     """``--set key=value`` pairs; each value is YAML (text that is not YAML is the string as
-    written), read with the refusals of ``workbench.safe_load`` (duplicate keys, alias bombs, deep
+    written), read with the refusals of ``workbench.util.safe_load`` (duplicate keys, alias bombs, deep
     nesting, overlong integers: one line naming the key)."""
     if not values:
         return {}
-    from workbench.safe_load import parse_yaml
+    from workbench.util.safe_load import parse_yaml
 
     params: dict[str, Any] = {}
     for item in values or []:
@@ -55,8 +55,8 @@ def _parse_set(values: list[str] | None) -> dict[str, Any]:
 def _load_demand(path: str, num_npus: int) -> dict[str, Any]:
     """A custom collective from a demand file (YAML or JSON): explicit pre/post, or a matrix of
     chunks s -> d. Fields are read by type: ``combining: "no"`` is refused, not read as true."""
-    from workbench.collective import custom_collective
-    from workbench.safe_load import boolean, load_file, number
+    from workbench.model.collective import custom_collective
+    from workbench.util.safe_load import boolean, load_file, number
 
     data = load_file(path, "file", UsageError, syntax="yaml")
     if not isinstance(data, dict):
@@ -83,7 +83,7 @@ def _load_demand(path: str, num_npus: int) -> dict[str, Any]:
         for key in ("pre", "post"):
             if key not in data:
                 raise UsageError(f"{path}: missing field {key!r} (or give 'matrix')")
-        from workbench.collective import pairs_to_lists
+        from workbench.model.collective import pairs_to_lists
 
         pre = pairs_to_lists(data["pre"], "pre", path)
         post = pairs_to_lists(data["post"], "post", path)
@@ -95,7 +95,7 @@ def _load_demand(path: str, num_npus: int) -> dict[str, Any]:
 def _guard_demand(path: str, matrix: list[list[int]]) -> None:
     """``SizeError`` (exit 2) when the chunks a demand matrix asks for could not fit, naming the
     largest entry and the total."""
-    from workbench import size_guard
+    from workbench.util import size_guard
 
     entries = [(count, src, dst) for src, row in enumerate(matrix) for dst, count in enumerate(row) if src != dst]
     if not entries:
@@ -134,7 +134,7 @@ def _process_start(entered: float) -> float:
 
 def _guard_transfers(args: argparse.Namespace, topology: Any) -> None:
     """Refuse a collective whose schedule could not fit (e.g. ``--chunks 100000000``) before building it."""
-    from workbench import size_guard
+    from workbench.util import size_guard
 
     kind = (args.collective or "alltoall").lower().replace("-", "").replace("_", "")
     needed = size_guard.schedule_bytes(topology.num_npus, topology.num_nodes, len(topology.links), [kind], args.chunks)
@@ -150,7 +150,7 @@ def _check_outputs(output: str) -> None:
     import glob
     import re
 
-    from workbench.files import check_output_file
+    from workbench.util.files import check_output_file
 
     path = check_output_file(output, (".json",), "algorithm file")
     if path.is_char_device():
@@ -166,7 +166,7 @@ def _check_outputs(output: str) -> None:
 
 
 def _solver_note(fields: dict[str, Any]) -> str:
-    """What the formulation itself said, where it differs from the row's status (``workbench.yardstick``):
+    """What the formulation itself said, where it differs from the row's status (``workbench.bounds.yardstick``):
     its own status, and the model it proved optimality in."""
     solver, model = fields.get("solver_status"), fields.get("model_optimal")
     if model:
@@ -190,15 +190,15 @@ def cmd_synth(args: argparse.Namespace) -> int:
 def _synth(args: argparse.Namespace, child: Any) -> int:
     from pathlib import Path
 
-    from workbench.collective import make_collective
-    from workbench.registry import FormulationError, resolve_formulation
+    from workbench.model.collective import make_collective
+    from workbench.plugin.registry import FormulationError, resolve_formulation
     from workbench.run.monitor import execute
     from workbench.run.evaluate import solver_time_limit
     from workbench.config.evaluation import Evaluation
     from workbench.config.experiment import Cell
     from workbench.run.request import CellRequest
 
-    from workbench.parameters import ParameterError, check_parameters, undeclared_warning
+    from workbench.plugin.parameters import ParameterError, check_parameters, undeclared_warning
 
     _check_outputs(args.output)  # before anything is built or synthesized
     try:
@@ -246,7 +246,7 @@ def _synth(args: argparse.Namespace, child: Any) -> int:
           file=sys.stderr)
     fields = execute(request, child=child) or {}
     if fields.get("output_error"):  # the path passed the check but the write failed (a full disk or device)
-        from workbench.files import OutputError
+        from workbench.util.files import OutputError
 
         raise OutputError(fields["output_error"])
     status = fields.get("status", "error")

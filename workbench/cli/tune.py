@@ -1,4 +1,4 @@
-"""``workbench tune``: per-size bundles of runtime files (``workbench.tune`` describes the buckets,
+"""``workbench tune``: per-size bundles of runtime files (``workbench.run.tune`` describes the buckets,
 the winner and the inclusive ranges).
 
 Writes into ``-o DIR``: ``candidates/`` (every candidate's algorithm file, as ``workbench synth``
@@ -24,8 +24,8 @@ _REFERENCE = "ring"
 
 
 def _candidates(text: str | None) -> list[str]:
-    from workbench.registry import FormulationError, resolve_formulation
-    from workbench.tune import fast_formulations
+    from workbench.plugin.registry import FormulationError, resolve_formulation
+    from workbench.run.tune import fast_formulations
 
     names = fast_formulations() if not text else [n.strip() for n in text.split(",") if n.strip()]
     if not names:
@@ -62,8 +62,8 @@ def _run_candidate(topology, kind: str, bucket, name: str, limit: float, out: Pa
 def _lower(path: Path, bucket, kind: str, out: Path) -> tuple[list[str], str | None]:
     """The winner's MSCCL XML and MSCCL++ plan for the bucket's range, each interpreted before it
     is written; (files, None) or ([], why it does not lower)."""
-    from workbench.algorithm import load_algorithm
-    from workbench.files import write_output
+    from workbench.model.algorithm import load_algorithm
+    from workbench.util.files import write_output
     from workbench.msccl import MscclError, export_xml, interpret
     from workbench.mscclpp import export_plan, interpret_plan
 
@@ -85,7 +85,7 @@ def _lower(path: Path, bucket, kind: str, out: Path) -> tuple[list[str], str | N
 
 
 def _markdown(rows: list[dict[str, Any]], title: str) -> str:
-    from workbench.units import format_size, format_time
+    from workbench.util.units import format_size, format_time
 
     def time(value):
         return format_time(value) if value else "-"
@@ -109,10 +109,10 @@ def _markdown(rows: list[dict[str, Any]], title: str) -> str:
 def cmd_tune(args: argparse.Namespace) -> int:
     """``workbench tune``: per size bucket, time every candidate and write the fastest one that lowers
     as MSCCL XML and an MSCCL++ plan, with ``summary.json``/``.md``; exit 1 when a bucket has none."""
-    from workbench.collective import make_collective
-    from workbench.files import check_output_folder, write_output
-    from workbench.tune import RangeError, buckets, parse_range, summary_row
-    from workbench.units import UnitError, format_time, parse_time
+    from workbench.model.collective import make_collective
+    from workbench.util.files import check_output_folder, write_output
+    from workbench.run.tune import RangeError, buckets, parse_range, summary_row
+    from workbench.util.units import UnitError, format_time, parse_time
 
     try:
         low, high = parse_range(args.sizes)

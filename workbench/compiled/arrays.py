@@ -12,7 +12,7 @@ from itertools import chain, repeat
 
 import numpy as np
 
-from workbench.algorithm import Transfer
+from workbench.model.algorithm import Transfer
 
 __all__ = ["TransferArrays", "transfer_arrays"]
 

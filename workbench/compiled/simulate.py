@@ -22,7 +22,7 @@ __all__ = ["timing"]
 def _in_order_periodic(route_of, chunk_counts, dep_start, deps, lags, repeat, route_seg_start, seg_link_start,
                        seg_links, seg_alpha, seg_bandwidth, seg_overhead, chunk_bytes, blocking, num_links,
                        occupancy_size):
-    """``_in_order`` over a periodic schedule's expansion (``workbench.periodic.expansion_order``):
+    """``_in_order`` over a periodic schedule's expansion (``workbench.model.periodic.expansion_order``):
     period q serves template transfer i for piece q - lag[i]; arrays are piece-major."""
     m = len(route_of)
     count = m * repeat
@@ -90,7 +90,7 @@ def timing(algorithm, arrays: TransferArrays, blocking: bool, switch_model: str,
         return None  # Python multiplies in the value's own type (a numpy float32, an exact big int)
     period = algorithm.period
     if period is not None:
-        from workbench.periodic import PeriodError, check_template_order
+        from workbench.model.periodic import PeriodError, check_template_order
 
         try:
             check_template_order(algorithm.transfers)

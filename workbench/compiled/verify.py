@@ -1,6 +1,6 @@
 """The verifier's two replays compiled with numba, for algorithms of hundreds of thousands of transfers.
 
-The same rules as ``workbench.verify`` (docs/verifier.md), on ``TransferArrays``. A buffer's
+The same rules as ``workbench.checking.verify`` (docs/verifier.md), on ``TransferArrays``. A buffer's
 contribution set is a row of ``words`` 64-bit words (bit ``r`` = rank ``r``). In a non-combining
 collective every value a buffer can hold for chunk ``c`` is the same set (its origin's), so the
 row shrinks to one word holding 1 (has the chunk) or 0: the comparisons give the same verdicts.

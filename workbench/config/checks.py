@@ -2,9 +2,9 @@
 file, the key path and what was expected (``workbench.config.experiment`` puts the parts together).
 
 Beyond the schema, checks that need the registry or a build: formulations exist and are of the
-right kind, their parameters match their declarations (``workbench.parameters``), topologies build
+right kind, their parameters match their declarations (``workbench.plugin.parameters``), topologies build
 and have two or more ranks, roots are ranks of every topology they meet, the largest schedule of
-the grid fits the memory budget (``workbench.size_guard``), and data files exist (read relative
+the grid fits the memory budget (``workbench.util.size_guard``), and data files exist (read relative
 to the config's folder).
 """
 
@@ -16,8 +16,8 @@ import os
 from pathlib import Path
 from typing import Any, Sequence
 
-from workbench.collective import KINDS
-from workbench.units import UnitError, parse_bandwidth, parse_size, parse_time
+from workbench.model.collective import KINDS
+from workbench.util.units import UnitError, parse_bandwidth, parse_size, parse_time
 
 __all__ = ["ConfigError", "Checker", "TABLE_VALUES", "EXTRA_COLUMNS", "DESIGN_METRICS", "ROW_METRICS"]
 
@@ -210,8 +210,8 @@ def check_builds(check: Checker, topo: dict, path: str) -> tuple[int, int, int]:
 
 def check_sizes(check: Checker, topologies: list[dict], sizes: dict[str, tuple], collectives: list[dict],
                  chunks: list[int], memory_limit: float | None) -> None:
-    """Refuse a grid whose largest schedule could not fit (workbench.size_guard), before any cell."""
-    from workbench import size_guard
+    """Refuse a grid whose largest schedule could not fit (workbench.util.size_guard), before any cell."""
+    from workbench.util import size_guard
 
     kinds = [c["kind"] for c in collectives] or ["allreduce"]
     for i, topo in enumerate(topologies):
@@ -228,7 +228,7 @@ def check_sizes(check: Checker, topologies: list[dict], sizes: dict[str, tuple],
 
 def check_repeats(check: Checker, value: Any) -> int:
     """``repeats``: a count of seeds, refused past the size guard's cell cap before the seeds are listed."""
-    from workbench import size_guard
+    from workbench.util import size_guard
 
     repeats = check.integer(value, "repeats", 1)
     if repeats > size_guard.MAX_CELLS:
@@ -243,7 +243,7 @@ def check_cells(check: Checker, seeds_key: str, seeds: list[int], topologies: li
     budget of the process that lists them; ``evaluation.memory_limit`` is each cell's own), counted
     the way ``Experiment.cells`` makes them, before any cell is listed; the error names the key with
     the most entries (``repeats``/``seeds`` for a typo like ``repeats: 10000000``)."""
-    from workbench import size_guard
+    from workbench.util import size_guard
 
     total = len(designs)
     for f in formulations:
@@ -293,8 +293,8 @@ def parse_collective(check: Checker, entry: Any, path: str) -> dict:
 
 def parse_formulation(check: Checker, entry: Any, path: str, base_dir: Path | None = None) -> dict:
     """One ``grid.formulations`` entry, its formulation resolved (an import path's module beside the
-    config, in ``base_dir``, is loaded by its file location; see ``workbench.registry``)."""
-    from workbench.registry import FormulationError, resolve_formulation
+    config, in ``base_dir``, is loaded by its file location; see ``workbench.plugin.registry``)."""
+    from workbench.plugin.registry import FormulationError, resolve_formulation
 
     if isinstance(entry, str):
         entry = {"name": entry}
@@ -360,10 +360,10 @@ def data_paths(check: Checker, problem: Any, path: str, base_dir: Path, check_fi
 
 
 def check_params(check: Checker, formulation: Any, params: dict, path: str) -> None:
-    """Declared parameters checked now, before any cell runs (workbench.parameters)."""
+    """Declared parameters checked now, before any cell runs (workbench.plugin.parameters)."""
     import sys
 
-    from workbench.parameters import ParameterError, check_parameters, undeclared_warning
+    from workbench.plugin.parameters import ParameterError, check_parameters, undeclared_warning
 
     try:
         check_parameters(formulation, params, f"{check.source}: {path}", read_files=check.read_files)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from workbench.simulate import DEFAULT_MODEL
+from workbench.checking.simulate import DEFAULT_MODEL
 
 __all__ = ["Evaluation"]
 
@@ -23,5 +23,5 @@ class Evaluation:
 
     @property
     def simulation(self) -> dict[str, str]:
-        """The keyword arguments of ``workbench.simulate.simulate``."""
+        """The keyword arguments of ``workbench.checking.simulate.simulate``."""
         return {key: getattr(self, key) for key in DEFAULT_MODEL}

@@ -48,7 +48,7 @@ from workbench.config.checks import (EVAL_KEYS, GRID_KEYS, TABLE_VALUES, TOP_KEY
                                      parse_topology)
 from workbench.config.evaluation import Evaluation
 from workbench.config.specs import CollectiveSpec, DesignSpec, FormulationSpec, TopologySpec
-from workbench.simulate import LINK_MODELS, ORDERS, SWITCH_MODELS
+from workbench.checking.simulate import LINK_MODELS, ORDERS, SWITCH_MODELS
 
 __all__ = ["ConfigError", "Experiment", "Cell", "DesignCell", "load_experiment", "parse_experiment",
            "TABLE_VALUES"]
@@ -91,7 +91,7 @@ class Cell:
 
     def describe(self) -> str:
         """One line naming the cell, for progress output."""
-        from workbench.units import format_size
+        from workbench.util.units import format_size
 
         root = self.collective.root
         coll = self.collective.kind + (f"(root {root})" if root is not None else "")
@@ -217,7 +217,7 @@ def parse_experiment(data: Any, source: str = "experiment", quick: bool = False,
                   "params": check.optional_mapping(entry.get("params"), f"{path}.params")}
         if "time_limit" in entry:
             design["time_limit"] = check.duration(entry["time_limit"], f"{path}.time_limit")
-        from workbench.registry import FormulationError, resolve_formulation
+        from workbench.plugin.registry import FormulationError, resolve_formulation
 
         try:
             formulation = resolve_formulation(design["formulation"], base_dir)
@@ -297,8 +297,8 @@ def parse_experiment(data: Any, source: str = "experiment", quick: bool = False,
 
 def load_experiment(path: str | Path, quick: bool = False) -> Experiment:
     """Read and validate a YAML experiment; ``ConfigError`` is one line naming file and key (a FIFO
-    or folder, a binary file, a duplicate key, an alias bomb included: ``workbench.safe_load``)."""
-    from workbench.safe_load import load_file
+    or folder, a binary file, a duplicate key, an alias bomb included: ``workbench.util.safe_load``)."""
+    from workbench.util.safe_load import load_file
 
     path = Path(path)
     data = load_file(path, "experiment file", ConfigError, syntax="yaml")

@@ -6,7 +6,7 @@ import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 from typing import Any
 
-from workbench.algorithm import Algorithm
+from workbench.model.algorithm import Algorithm
 from workbench.msccl.common import COLL_NAMES, LIMITS, MscclError
 from workbench.msccl.layout import contiguous_runs, refine, working_slots
 
@@ -84,10 +84,10 @@ def export_xml(algorithm: Algorithm, proto: str = "Simple", instances: int = 1, 
         raise MscclError(f"--proto must be Simple, LL or LL128, got {proto!r}")
     if instances < 1:
         raise MscclError("--instances must be at least 1")
-    from workbench import size_guard
+    from workbench.util import size_guard
 
     if algorithm.period is not None:  # a periodic schedule is one iteration of the runtime's loop
-        from workbench.periodic import PeriodError, loop_body
+        from workbench.model.periodic import PeriodError, loop_body
 
         try:
             algorithm = loop_body(algorithm)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from workbench.algorithm import Algorithm, Transfer
+from workbench.model.algorithm import Algorithm, Transfer
 from workbench.msccl.common import MscclError
 from workbench.msccl.parse import parse_xml
 from workbench.msccl.run import check_races, collective_of, initial_buffers, run_xml

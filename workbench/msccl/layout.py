@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from workbench.algorithm import Algorithm, Transfer
-from workbench.collective import Collective, make_collective
+from workbench.model.algorithm import Algorithm, Transfer
+from workbench.model.collective import Collective, make_collective
 from workbench.msccl.common import MscclError
 
 __all__ = ["buffer_index", "buffer_layout", "buffer_sizes", "refine", "working_slots", "contiguous_runs"]

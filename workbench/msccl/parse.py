@@ -14,7 +14,7 @@ __all__ = ["XmlStep", "XmlTb", "XmlAlgo", "parse_xml"]
 def parse_xml(text: str, source: str = "xml") -> XmlAlgo:
     """The file's threadblocks and steps, after the size guard has read what it declares and every
     index it names has been checked (``workbench.msccl.validate``)."""
-    from workbench import size_guard
+    from workbench.util import size_guard
 
     size_guard.check(source, size_guard.BYTES_PER_TEXT * len(text))  # the parse and the run grow with the text
     try:

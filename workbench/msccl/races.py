@@ -9,7 +9,7 @@ run concurrently, in any interleaving. The interpreter's value run (``run.run_xm
 interleaving; a race-free program gives the same result in all of them, so a race is reported
 before the value run, with both steps named.
 
-The order and the search are ``workbench.happens_before``; this module says what the steps of an
+The order and the search are ``workbench.checking.happens_before``; this module says what the steps of an
 MSCCL file order and touch.
 """
 
@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from workbench.happens_before import first_race
+from workbench.checking.happens_before import first_race
 from workbench.msccl.parse import XmlAlgo, XmlStep
 
 __all__ = ["find_race"]

@@ -6,7 +6,7 @@ import random
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from workbench.collective import Collective, make_collective
+from workbench.model.collective import Collective, make_collective
 from workbench.msccl.common import COLL_NAMES, KNOWN_STEPS, RECEIVING, REDUCING, SENDING, MscclError, raise_race
 from workbench.msccl.layout import buffer_layout
 from workbench.msccl.parse import XmlAlgo, parse_xml
@@ -283,7 +283,7 @@ def interpret(text: str, source: str = "xml", root: int | None = None, schedules
     matched send and receive (when filled, they must name each other's slots), the postconditions;
     then ``schedules`` more runs in random interleavings (seeds ``seed``, ``seed + 1``, ...).
     """
-    from workbench import size_guard
+    from workbench.util import size_guard
 
     algo = parse_xml(text, source)
     size_guard.check_runs(source, schedules, sum(len(tb.steps) for r in algo.tbs for tb in algo.tbs[r].values()))

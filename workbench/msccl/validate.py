@@ -1,6 +1,6 @@
 """What an MSCCL XML declares, checked before it runs.
 
-``guard_sizes``: the size guard (``workbench.size_guard.check_declared``) reads ``ngpus``,
+``guard_sizes``: the size guard (``workbench.util.size_guard.check_declared``) reads ``ngpus``,
 ``nchunksperloop``, ``nchannels``, every ``<gpu>``'s ``i_chunks``/``o_chunks``/``s_chunks``, the
 number of steps and their ``cnt``, before the collective is built or a slot is touched: a 4 KB file
 that declares two billion GPUs is refused in one line (``SizeError``, exit 2) instead of growing
@@ -19,8 +19,8 @@ race analysis expands a step's ``cnt`` into slots.
 
 from __future__ import annotations
 
-from workbench import size_guard
-from workbench.size_guard import shown
+from workbench.util import size_guard
+from workbench.util.size_guard import shown
 from workbench.msccl.common import COLL_NAMES, RECEIVING, SENDING, MscclError
 from workbench.msccl.layout import buffer_sizes
 from workbench.msccl.xml_model import XmlAlgo

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from workbench.algorithm import Algorithm
+from workbench.model.algorithm import Algorithm
 from workbench.msccl.common import MscclError
 from workbench.msccl.layout import contiguous_runs, working_slots
 
@@ -51,7 +51,7 @@ def export_plan(algorithm: Algorithm, gpus_per_node: int | None = None, name: st
     ``min_message_size..max_message_size`` bytes (both inclusive; default every size). A periodic
     schedule is written out in full (a plan lists every operation; it has no loop of its own)."""
     if algorithm.period is not None:
-        from workbench.periodic import PeriodError
+        from workbench.model.periodic import PeriodError
 
         try:
             algorithm = algorithm.expanded()

@@ -6,7 +6,7 @@ peer's buffer named by ``buffer_id``), ``get`` (a peer's buffer into a local one
 ``wait`` (the k-th wait on the channel from a peer returns after that peer's k-th signal on its
 channel to us), ``flush`` and ``nop``. Each threadblock runs its operations in order; threadblocks
 run concurrently. The happens-before order (program order, signal -> wait) is checked for two
-unordered accesses to one slot, one a write (``workbench.happens_before``), naming both
+unordered accesses to one slot, one a write (``workbench.checking.happens_before``), naming both
 operations; then the plan is executed and every postcondition of the collective checked.
 """
 
@@ -16,8 +16,8 @@ import itertools
 import random
 from typing import Any
 
-from workbench.collective import Collective, make_collective
-from workbench.happens_before import first_race
+from workbench.model.collective import Collective, make_collective
+from workbench.checking.happens_before import first_race
 from workbench.msccl.common import MscclError, MscclFormatError, raise_race
 from workbench.msccl.run import check_outputs, initial_buffers
 
@@ -43,7 +43,7 @@ def parse_plan(text: str, source: str = "plan") -> tuple[dict[str, Any], list[li
     """The plan and its operations per gpu, per threadblock. A plan that is not one (invalid JSON,
     duplicate keys, a missing field or one of the wrong type) is a ``MscclFormatError`` naming the
     field; one the interpreter cannot run is a ``MscclError``."""
-    from workbench.safe_load import parse_json, shorten
+    from workbench.util.safe_load import parse_json, shorten
 
     plan = parse_json(text, source, MscclFormatError)  # duplicate keys, depth, overlong integers: named
     if not isinstance(plan, dict) or not isinstance(plan.get("gpus"), list):
@@ -273,7 +273,7 @@ def interpret_plan(text: str, source: str = "plan", root: int | None = None, sch
     """What the plan declares (``validate.check_plan``: the size guard, every index, the buffer
     sizes), races, one run in a fixed order, the postconditions, then ``schedules`` random
     interleavings."""
-    from workbench import size_guard
+    from workbench.util import size_guard
     from workbench.mscclpp.validate import check_plan
 
     size_guard.check(source, size_guard.BYTES_PER_TEXT * len(text))  # the parse and the run grow with the text

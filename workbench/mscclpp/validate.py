@@ -1,6 +1,6 @@
 """What an MSCCL++ execution plan declares, checked after it is parsed and before anything is built.
 
-``check_plan`` first asks the size guard (``workbench.size_guard.check_declared``) about the GPUs,
+``check_plan`` first asks the size guard (``workbench.util.size_guard.check_declared``) about the GPUs,
 their ``input_chunks``/``output_chunks``/``scratch_chunks``, the number of operations and the slots
 they touch (``SizeError``, exit 2; ``--schedules`` x operations under the guard's cap), then checks
 that every index the plan names exists (``MscclError`` naming it, exit 1 in ``interpret``):
@@ -21,8 +21,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from workbench import size_guard
-from workbench.size_guard import shown
+from workbench.util import size_guard
+from workbench.util.size_guard import shown
 from workbench.msccl.common import MscclError
 from workbench.msccl.layout import buffer_sizes
 from workbench.msccl.validate import ROOT_ONLY

@@ -137,7 +137,7 @@ def cached_problem_bounds(topology, collective, size_bytes: float, folder: str |
     if bounds.cut_short or not Path(folder).is_dir():
         return bounds
     try:
-        from workbench.files import write_atomic
+        from workbench.util.files import write_atomic
 
         path.parent.mkdir(exist_ok=True)  # in the run folder only: never a path of folders elsewhere
         write_atomic(path, json.dumps(bounds_to_dict(bounds), sort_keys=True))

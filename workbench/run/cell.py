@@ -33,7 +33,7 @@ def _limit_memory(limit: float | None) -> None:
         return
     import resource
 
-    from workbench.size_guard import BUDGET_ENV
+    from workbench.util.size_guard import BUDGET_ENV
 
     resource.setrlimit(resource.RLIMIT_AS, (int(limit), int(limit)))
     os.environ[BUDGET_ENV] = repr(float(limit))  # the size guard refuses what the limit would kill
@@ -62,10 +62,10 @@ def _preload() -> None:
     numpy under them), imported while the request is still on its way."""
     import importlib
 
-    for name in ("workbench.bounds", "workbench.topology.builders", "workbench.registry", "workbench.simulate",
-                 "workbench.verify", "workbench.config.experiment", "workbench.run.request"):
+    for name in ("workbench.bounds", "workbench.topology.builders", "workbench.plugin.registry", "workbench.checking.simulate",
+                 "workbench.checking.verify", "workbench.config.experiment", "workbench.run.request"):
         importlib.import_module(name)
-    importlib.import_module("numpy").ndarray  # numpy is imported on first use (workbench.lazy): now
+    importlib.import_module("numpy").ndarray  # numpy is imported on first use (workbench.util.lazy): now
 
 
 def main() -> int:

@@ -13,12 +13,12 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from workbench.config.evaluation import Evaluation
 from workbench.config.specs import TopologySpec
-from workbench import row_keys as R
+from workbench.reports import row_keys as R
 from workbench.run.request import CellRequest
 
 if TYPE_CHECKING:
     from workbench.config.experiment import Cell
-    from workbench.registry import Problem
+    from workbench.plugin.registry import Problem
     from workbench.topology import Topology
 
 __all__ = ["solver_time_limit", "build_topology", "build_problem", "resolve_design_topology", "evaluate_algorithms",
@@ -66,13 +66,13 @@ def resolve_design_topology(topology: TopologySpec, design_rows: dict[str, dict[
 
 def build_problem(cell: "Cell", topology: "Topology | None" = None) -> "Problem":
     """The cell's problem; ``topology``: one the caller built already (else ``cell.topology``'s)."""
-    from workbench.collective import make_collective
-    from workbench.registry import Problem
+    from workbench.model.collective import make_collective
+    from workbench.plugin.registry import Problem
 
     topology = topology if topology is not None else build_topology(cell.topology)
     spec = cell.collective
     if spec.kind == "custom":
-        from workbench.collective import custom_collective
+        from workbench.model.collective import custom_collective
 
         collective = custom_collective(spec.ranks, spec.pre, spec.post, spec.combining)
     else:
@@ -96,8 +96,8 @@ def evaluate_algorithms(algorithms: list, problem, evaluation: Evaluation,
     """
     from workbench.bounds import tacos_ideal
     from workbench.run.bounds_cache import cached_problem_bounds
-    from workbench.simulate import DEFAULT_MODEL, simulate
-    from workbench.verify import verify
+    from workbench.checking.simulate import DEFAULT_MODEL, simulate
+    from workbench.checking.verify import verify
 
     options = evaluation.simulation
     own = [k for k in row_facts if k not in R.ENTRY_FACTS + R.OPTIMALITY_FACTS]
@@ -174,9 +174,9 @@ def _formulation_params(request: CellRequest) -> dict[str, Any]:
 
 def child_run_schedule(request: CellRequest, send: Send) -> dict[str, Any]:
     """A schedule cell in its process: build the problem, synthesize, verify and simulate; the row fields."""
-    from workbench.parameters import synthesis_keywords
-    from workbench.registry import resolve_formulation
-    from workbench.yardstick import model_optimal_of, settle_status
+    from workbench.plugin.parameters import synthesis_keywords
+    from workbench.plugin.registry import resolve_formulation
+    from workbench.bounds.yardstick import model_optimal_of, settle_status
 
     cell = request.cell
     problem = build_problem(cell, request.topology)
@@ -195,7 +195,7 @@ def child_run_schedule(request: CellRequest, send: Send) -> dict[str, Any]:
     # the formulation's answer and its proof (in its own model) are kept; the row's status is the floor's
     fields.update(solver_status=result.status, model_optimal=model_optimal_of(result.algorithms, result.stats))
     if result.algorithms:
-        from workbench.verify import InvalidAlgorithm
+        from workbench.checking.verify import InvalidAlgorithm
 
         try:
             fields.update(evaluate_algorithms(result.algorithms, problem, request.evaluation, request.run_folder,
@@ -210,9 +210,9 @@ def child_run_schedule(request: CellRequest, send: Send) -> dict[str, Any]:
 
 def child_evaluate(request: CellRequest, send: Send) -> dict[str, Any]:
     """Verify and simulate a timed-out cell's incumbent (in its own process, under the evaluation limit)."""
-    from workbench.verify import InvalidAlgorithm
+    from workbench.checking.verify import InvalidAlgorithm
 
-    from workbench.registry import resolve_formulation
+    from workbench.plugin.registry import resolve_formulation
 
     problem = build_problem(request.cell, request.topology)
     facts = formulation_facts(resolve_formulation(request.cell.formulation.name, request.formulation_dir))
@@ -234,8 +234,8 @@ def provenance(request: CellRequest, status: str, seconds: float) -> dict[str, A
     parameters (the declared defaults under the ones given), the seed, the status and the
     synthesis time. Stamped here, for every formulation alike; formulations record only their
     own facts (views, engines, claimed times)."""
-    from workbench.parameters import declared_parameters
-    from workbench.registry import resolve_formulation
+    from workbench.plugin.parameters import declared_parameters
+    from workbench.plugin.registry import resolve_formulation
 
     name = request.cell.formulation.name
     given = _formulation_params(request)
@@ -250,7 +250,7 @@ def _claim_simulated(algorithm, claim_model: str | None, options: dict[str, str]
     beside the claim so a table shows both (``result`` and ``default`` are its simulations in the
     evaluation's model and the default one, reused where the claim names either); None where the claim is in a model of the
     formulation's own (``sccl-steps``, ``teccl-epochs``) or names none."""
-    from workbench.simulate import DEFAULT_MODEL, SimulationError, parse_model, simulate
+    from workbench.checking.simulate import DEFAULT_MODEL, SimulationError, parse_model, simulate
 
     try:
         model = parse_model(claim_model) if claim_model else None
@@ -269,7 +269,7 @@ def save_algorithms(algorithms: list, request: CellRequest, status: str, seconds
     """Write each algorithm (one file per Pareto point next to the first) with provenance in meta.
 
     A character device (``-o /dev/null``) takes the first algorithm only: frontier files beside
-    it would be new files in /dev. Raises ``workbench.files.OutputError`` for a file that cannot
+    it would be new files in /dev. Raises ``workbench.util.files.OutputError`` for a file that cannot
     be written (a full disk); the files before it are kept."""
     path = Path(request.algorithm_path)
     stamp = provenance(request, status, seconds)
@@ -278,7 +278,7 @@ def save_algorithms(algorithms: list, request: CellRequest, status: str, seconds
         algorithm.meta.setdefault("claimed_time", None)
         algorithm.meta.update(stamp)
         target = path if index == 0 else path.with_name(f"{path.stem}.{index}{path.suffix}")
-        algorithm.save(target)  # workbench.files.write_output: atomic; a device written through
+        algorithm.save(target)  # workbench.util.files.write_output: atomic; a device written through
         written.append(str(target))
     return written
 
@@ -287,7 +287,7 @@ def _save_into(fields: dict[str, Any], algorithms: list, request: CellRequest, s
                seconds: float) -> None:
     """``save_algorithms`` into the row fields; a write that fails is ``output_error`` (``synth``
     turns it into exit code 2; a run's row keeps its results and records why no file was written)."""
-    from workbench.files import OutputError
+    from workbench.util.files import OutputError
 
     try:
         fields[R.ALGORITHM_FILES] = save_algorithms(algorithms, request, status, seconds)
@@ -297,8 +297,8 @@ def _save_into(fields: dict[str, Any], algorithms: list, request: CellRequest, s
 
 def child_run_design(request: CellRequest, send: Send) -> dict[str, Any]:
     """A design cell in its process: the design formulation's bandwidths, time and cost as row fields."""
-    from workbench.parameters import synthesis_keywords
-    from workbench.registry import DesignProblem, resolve_formulation
+    from workbench.plugin.parameters import synthesis_keywords
+    from workbench.plugin.registry import DesignProblem, resolve_formulation
 
     cell = request.cell
     formulation = resolve_formulation(cell.formulation.name, request.formulation_dir)

@@ -2,7 +2,7 @@
 
 ``workbench report RUN_FOLDER`` (also written at the end of ``workbench run``) renders
 ``table.md`` and ``table.csv`` from ``rows.jsonl`` and the experiment snapshot ``config.yaml``,
-plus the figures of ``workbench.plots``. Reading a folder (``load_run``) writes nothing into it,
+plus the figures of ``workbench.reports.plots``. Reading a folder (``load_run``) writes nothing into it,
 so a folder a live run appends to can be read.
 """
 
@@ -12,9 +12,9 @@ from pathlib import Path
 from typing import Any
 
 from workbench.config.experiment import Experiment, parse_experiment
-from workbench.report import ReportError, TableCell, build_table, format_value, render_csv, render_markdown
-from workbench.row_check import row_problem
-from workbench import row_keys as R
+from workbench.reports.report import ReportError, TableCell, build_table, format_value, render_csv, render_markdown
+from workbench.reports.row_check import row_problem
+from workbench.reports import row_keys as R
 
 __all__ = ["load_run", "render_report", "write_report", "compare_runs"]
 
@@ -28,7 +28,7 @@ def load_run(folder: str | Path) -> tuple[Experiment, list[dict[str, Any]]]:
         raise ReportError(f"{folder}: no such run folder")
     if not config.exists():
         raise ReportError(f"{folder}: no config.yaml (not a run folder written by `workbench run`)")
-    from workbench.safe_load import boolean, load_file, refuse_special
+    from workbench.util.safe_load import boolean, load_file, refuse_special
 
     run_info = {}
     if (folder / "run.json").exists():
@@ -41,7 +41,7 @@ def load_run(folder: str | Path) -> tuple[Experiment, list[dict[str, Any]]]:
         raise ReportError(f"{folder / 'run.json'}: config_dir: expected a folder name, got {config_dir!r}")
     experiment = parse_experiment(load_file(config, "config snapshot", ReportError, syntax="yaml"), str(config),
                                   quick=quick, base_dir=Path(config_dir), check_files=False)
-    from workbench.results import ResultStore
+    from workbench.reports.results import ResultStore
 
     rows = []
     if rows_path.exists():
@@ -83,7 +83,7 @@ def render_report(folder: str | Path) -> str:
 
 def write_report(folder: str | Path, figures: bool = True) -> Path:
     """Write table.md, table.csv and figures into the run folder; returns table.md's path."""
-    from workbench.files import write_atomic
+    from workbench.util.files import write_atomic
 
     folder = Path(folder)
     experiment, rows = load_run(folder)
@@ -92,7 +92,7 @@ def write_report(folder: str | Path, figures: bool = True) -> Path:
     write_atomic(folder / "table.md", markdown)
     write_atomic(folder / "table.csv", render_csv(table))
     if figures and rows:
-        from workbench import plots
+        from workbench.reports import plots
 
         plots.write_figures(folder, experiment, rows, table)
     return folder / "table.md"

@@ -23,8 +23,8 @@ from typing import Any, Callable
 
 from workbench.run.request import CellRequest
 from workbench.run.wire import LIFELINE_ENV
-from workbench.safe_path import safe_sys_path
-from workbench import row_keys as R
+from workbench.util.safe_path import safe_sys_path
+from workbench.reports import row_keys as R
 
 __all__ = ["execute", "prestart", "environment_info", "GRACE_SECONDS", "LIFELINE_ENV", "STARTUP_LIMIT"]
 
@@ -176,7 +176,7 @@ class _ForkedCell:
                 for fd in (request_in, request_out, messages_in, messages_out, lifeline_writer):
                     os.close(fd)
                 os.environ[LIFELINE_ENV] = str(lifeline)
-                os.environ.setdefault("OMP_NUM_THREADS", "1")  # numpy loads later (workbench.lazy)
+                os.environ.setdefault("OMP_NUM_THREADS", "1")  # numpy loads later (workbench.util.lazy)
                 sys.path[:] = safe_sys_path(sys.path)  # what the cell imports from now on, not from here
                 os.environ["PYTHONSAFEPATH"] = "1"
                 sys.stdin = open(0, "r", closefd=False)

@@ -95,7 +95,7 @@ class Progress:
             status = row.get("status", "?")
             time_text = ""
             if row.get("collective_time") is not None:
-                from workbench.units import format_time
+                from workbench.util.units import format_time
 
                 time_text = f" {format_time(row['collective_time'])}"
             synth = row.get("synthesis_seconds")

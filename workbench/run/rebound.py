@@ -7,7 +7,7 @@ recomputes, for every schedule row of the run's config, the problem's bounds
 every bound of the row is recomputed, including those older rows took from a schedule's chunk
 size; each problem is solved once and the run's bounds cache, ``bounds/``, is rewritten with it).
 ``bound``, ``bound_exact``, ``achievable``, ``efficiency`` and ``bounds`` are rewritten,
-the status is decided again by ``workbench.yardstick`` (the formulation's kept as
+the status is decided again by ``workbench.bounds.yardstick`` (the formulation's kept as
 ``solver_status``), the rows file is replaced atomically and the report re-rendered, under the
 folder's lock (a live run's folder is refused, naming the run). A row whose topology comes from a design cell
 gets its topology from that design's row in the same run, as the run gave it to the cell; only
@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import Any
 
 from workbench.bounds import Bounds
-from workbench.yardstick import settle_status
-from workbench import row_keys as R
+from workbench.bounds.yardstick import settle_status
+from workbench.reports import row_keys as R
 
 __all__ = ["rebound_run"]
 
@@ -66,7 +66,7 @@ def rebound_run(folder: str | Path, progress: bool = True) -> tuple[int, int]:
     Holds the folder's lock (``workbench.run.lock``) throughout: a folder a live run or rebound
     holds is refused with ``RunLockError`` naming the holder, before anything is read or written.
     """
-    from workbench.report import ReportError
+    from workbench.reports.report import ReportError
     from workbench.run.lock import RunLock
 
     folder = Path(folder)
@@ -79,9 +79,9 @@ def rebound_run(folder: str | Path, progress: bool = True) -> tuple[int, int]:
 def _rebound_locked(folder: Path, progress: bool) -> tuple[int, int]:
     import sys
 
-    from workbench.files import write_atomic
+    from workbench.util.files import write_atomic
     from workbench.run.folder import load_run, write_report
-    from workbench.results import ResultStore
+    from workbench.reports.results import ResultStore
 
     experiment, _ = load_run(folder)
     cells = {c.cell_id: c for c in experiment.cells()}

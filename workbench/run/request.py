@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 from workbench.config.evaluation import Evaluation
 
 if TYPE_CHECKING:
-    from workbench.algorithm import Algorithm
+    from workbench.model.algorithm import Algorithm
     from workbench.config.experiment import Cell, DesignCell
     from workbench.topology import Topology
 

@@ -1,7 +1,7 @@
 """A result row as the runner writes it: the cell's identity (typed), then the fields its process
 returned, then the environment, as one line of ``rows.jsonl``.
 
-The identity's field names are the row keys (``workbench.row_keys``) and its field order is the
+The identity's field names are the row keys (``workbench.reports.row_keys``) and its field order is the
 order of the keys in the line; what the cell returned keeps its own order after them.
 """
 
@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from workbench import row_keys as R
+from workbench.reports import row_keys as R
 
 __all__ = ["ScheduleHead", "DesignHead", "Row", "schedule_head", "design_head"]
 

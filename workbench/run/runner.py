@@ -22,10 +22,10 @@ from workbench.run.monitor import environment_info, execute
 from workbench.run.evaluate import (build_problem, build_topology, evaluate_algorithms, resolve_design_topology,
                                      solver_time_limit)
 from workbench.config.experiment import Cell, DesignCell, Experiment
-from workbench.results import ResultStore
+from workbench.reports.results import ResultStore
 from workbench.run.request import CellRequest
 from workbench.run.row import Row, design_head, schedule_head
-from workbench import row_keys as R
+from workbench.reports import row_keys as R
 
 __all__ = ["ResultStore", "execute", "run_experiment", "evaluate_algorithms", "solver_time_limit",
            "environment_info", "RunSummary", "build_topology", "build_problem"]

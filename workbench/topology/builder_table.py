@@ -4,7 +4,7 @@
 wrong), its size estimate (NPUs, nodes and links before anything is built) and its build.
 
 Everything that reads a spec reads it here: ``workbench.topology.builders`` builds through
-``parse_spec``, ``workbench.size_guard.spec_size`` estimates through ``estimate`` (so an oversized
+``parse_spec``, ``spec_size`` prices ``estimate`` as the size guard's ``Estimate`` (so an oversized
 request is refused before it eats memory), the config checks build through ``load_topology``, and
 ``workbench builders`` lists ``help_lines``. A new builder is one more entry.
 
@@ -26,9 +26,11 @@ from workbench.topology import clusters, shapes
 from workbench.topology.edge_lists import Size, check_spec_numbers, parse_int, per_dim
 from workbench.topology.graph import Topology, TopologyError
 from workbench.topology.systems import amd, dgx1, dgx2, dgx2_nic, ndv2, ndv2_nic, z52
-from workbench.units import UnitError
+from workbench.util.size_guard import Estimate
+from workbench.util.units import UnitError
 
-__all__ = ["Builder", "ParsedSpec", "Size", "TABLE", "parse_spec", "estimate", "help_lines", "known_names"]
+__all__ = ["Builder", "ParsedSpec", "Size", "TABLE", "parse_spec", "estimate", "spec_size", "help_lines",
+           "known_names"]
 
 Costs = Sequence[float] | float | None
 
@@ -248,3 +250,9 @@ def estimate(spec: str) -> Size | None:
         return parse_spec(spec).size()
     except TopologyError:
         return None
+
+
+def spec_size(spec: str) -> Estimate | None:
+    """``estimate`` as the size guard's ``Estimate`` (which prices it in bytes); None as ``estimate``."""
+    size = estimate(spec)
+    return None if size is None else Estimate(*size)

@@ -36,12 +36,12 @@ def load_topology(
 ) -> Topology:
     """A topology from a builder spec string or a YAML/JSON file path (a file carries its own link
     costs; ``alpha``, ``bandwidth`` and ``overhead`` apply to specs)."""
-    from workbench import size_guard
+    from workbench.util import size_guard
 
     text = str(spec_or_path)
     path = Path(text)
     if path.suffix.lower() in (".json", ".yaml", ".yml"):
-        from workbench.safe_load import load_file
+        from workbench.util.safe_load import load_file
 
         if path.is_file():  # parsed text and built objects: ~30 bytes per byte of file
             _guard(size_guard, text, 30.0 * path.stat().st_size)

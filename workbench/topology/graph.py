@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable
 
-from workbench.units import UnitError, parse_bandwidth, parse_time
+from workbench.util.units import UnitError, parse_bandwidth, parse_time
 
 if TYPE_CHECKING:  # networkx and numpy cost ~0.15 s to import; only a few queries need them
     import networkx as nx
@@ -208,7 +208,7 @@ class Topology:
         """BFS from ``src`` over out-links, neighbours in increasing id, first parent kept."""
         parents = self._bfs_parents.get(src)
         if parents is None:
-            from workbench.graphs import bfs
+            from workbench.model.graphs import bfs
 
             parents = self._bfs_parents[src] = bfs(self._out, (src,)).parent
         return parents
@@ -247,7 +247,7 @@ class Topology:
         more than the search on any fabric of that size); scipy beyond.
         """
         if self.num_nodes <= 20_000:
-            from workbench.graphs import strong_components
+            from workbench.model.graphs import strong_components
 
             return strong_components(self.num_nodes, [(l.src, l.dst) for l in self.links])
         import numpy as np
@@ -263,7 +263,7 @@ class Topology:
 
     def hop_distances(self) -> list[list[int]]:
         """Unweighted shortest-path hop counts between all nodes (-1 when unreachable)."""
-        from workbench.graphs import all_pairs_hops
+        from workbench.model.graphs import all_pairs_hops
 
         return all_pairs_hops(self._out)
 
@@ -271,10 +271,10 @@ class Topology:
         """Shortest-path sums of alpha between all nodes (inf when unreachable), computed once.
 
         Plain Python on small fabrics (no scipy import, ~0.4 s, for a few ms of work), scipy beyond
-        (``workbench.graphs.all_pairs_shortest``).
+        (``workbench.model.graphs.all_pairs_shortest``).
         """
         if self._alpha is None:
-            from workbench.graphs import all_pairs_shortest
+            from workbench.model.graphs import all_pairs_shortest
 
             # the 1e-30 on every alpha is kept from when the scipy twin needed non-zero weights:
             # zero-alpha fabrics then keep their distances, and bounds built on them, unchanged
@@ -292,7 +292,7 @@ class Topology:
         """
         if not any(l.overhead for l in self.links):
             return self.alpha_distances()
-        from workbench.graphs import all_pairs_shortest
+        from workbench.model.graphs import all_pairs_shortest
 
         return all_pairs_shortest(self.num_nodes, [
             (l.src, l.dst, l.alpha + (0.0 if self.is_switch(l.src) else l.overhead) + 1e-30) for l in self.links])
@@ -363,8 +363,8 @@ class Topology:
 
     def save(self, path: str | Path) -> None:
         """Write the {nodes, links} document: YAML for a .yaml/.yml name, else JSON (through
-        ``workbench.files.write_output``: atomic, a character device written through)."""
-        from workbench.files import write_output
+        ``workbench.util.files.write_output``: atomic, a character device written through)."""
+        from workbench.util.files import write_output
 
         path = Path(path)
         data = self.to_dict()
@@ -426,7 +426,7 @@ def topology_from_dict(data: Any, source: str = "topology") -> Topology:
     """Parse the ``{nodes, links}`` schema; unit strings are accepted for alpha, bandwidth and the
     optional per-message ``overhead`` (default 0), and ``bidirectional`` must be true or false (the
     string "no" is not read as true)."""
-    from workbench.safe_load import boolean
+    from workbench.util.safe_load import boolean
 
     if not isinstance(data, dict):
         raise TopologyError(f"{source}: expected a mapping with 'nodes' and 'links'")

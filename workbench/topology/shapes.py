@@ -2,7 +2,7 @@
 multi-dimensional ``md:``/``rfs:`` fabrics and the dragonfly. For each shape: ``parse_*`` reads the
 argument of its spec (the part after ``kind:``) into typed values or raises a one-line
 ``TopologyError``; ``*_size`` bounds its NPUs, nodes and links from above before anything is built
-(``workbench.size_guard``); the builder makes the ``Topology`` from the parsed values. The builder
+(``workbench.util.size_guard``); the builder makes the ``Topology`` from the parsed values. The builder
 table (``workbench.topology.builder_table``) ties them to their spec names.
 
 Alpha, bandwidth and overhead are per dimension (``per_dim``: one value for all, or one each).

@@ -1,0 +1,437 @@
+"""The semantic verifier (docs/verifier.md).
+
+Every (node, chunk) buffer holds a contribution set, kept as a bitset (a Python int over ranks).
+``copy`` overwrites the destination with what the source held; ``reduce`` adds it and fails on
+overlap (double counting). An algorithm is valid when
+
+1. replaying its transfers in file order breaks no rule and meets every postcondition, and
+2. replaying the default simulation's timeline (arrivals at an instant in file order, before any
+   start at that instant) every transfer reads exactly what it read in the file-order replay.
+
+A periodic schedule (``workbench.model.periodic``) is checked on one piece plus the repetition rule
+(see the section at the end).
+
+Every failure is an ``InvalidAlgorithm`` naming the transfer, chunk, ranks and the reason.
+"""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+from workbench.util.lazy import lazy_module
+from workbench.model.algorithm import Algorithm
+from workbench.compiled.engines import choose_engine
+from workbench.model.periodic import PeriodError, check_repetition, one_piece, piece_collective
+from workbench.checking.simulate import DEFAULT_MODEL, SimulationError, SimulationResult, simulate, simulate_with_arrays
+
+np = lazy_module("numpy")  # imported on first use (workbench.util.lazy)
+
+__all__ = ["InvalidAlgorithm", "VerifyReport", "verify", "check_structure"]
+
+
+class InvalidAlgorithm(ValueError):
+    """Why an algorithm does not implement its collective."""
+
+    def __init__(self, message: str, transfer: int | None = None, chunk: int | None = None,
+                 ranks: tuple[int, ...] = (), kind: str = "invalid") -> None:
+        super().__init__(message)
+        self.transfer = transfer
+        self.chunk = chunk
+        self.ranks = ranks
+        self.kind = kind
+
+
+@dataclass
+class VerifyReport:
+    transfers: int
+    delivered_pairs: int
+    simulation: SimulationResult | None
+
+    def to_dict(self) -> dict[str, Any]:
+        """The report as JSON (``valid`` is always true: an invalid algorithm raises instead)."""
+        return {"valid": True, "transfers": self.transfers, "delivered_pairs": self.delivered_pairs}
+
+
+def _ranks_of(mask: int) -> list[int]:
+    ranks = []
+    index = 0
+    while mask:
+        if mask & 1:
+            ranks.append(index)
+        mask >>= 1
+        index += 1
+    return ranks
+
+
+def _show(ranks: list[int], limit: int = 12) -> str:
+    if len(ranks) <= limit:
+        return "{" + ", ".join(map(str, ranks)) + "}"
+    return "{" + ", ".join(map(str, ranks[:limit])) + f", ... ({len(ranks)} ranks)" + "}"
+
+
+def check_structure(algorithm: Algorithm) -> None:
+    """The structural rules: ids are positions, deps point back, src != dst, endpoints exist and
+    are connected, chunks exist, ``reduce`` only on a combining collective and never into a switch."""
+    topology = algorithm.topology
+    collective = algorithm.collective
+    if collective.num_ranks > topology.num_npus:
+        raise InvalidAlgorithm(
+            f"the collective has {collective.num_ranks} ranks but the topology has {topology.num_npus} NPUs",
+            kind="structure")
+    num_nodes = topology.num_nodes
+    num_chunks = collective.num_chunks
+    combining = collective.combining
+    first_switch = topology.num_npus
+    connected: dict[tuple[int, int], bool] = {}
+    for position, t in enumerate(algorithm.transfers):
+        if t.id != position:
+            raise InvalidAlgorithm(f"transfer at position {position} has id {t.id}; ids must equal positions",
+                                   transfer=position, kind="structure")
+        for node in (t.src, t.dst):
+            if not (0 <= node < num_nodes):
+                raise InvalidAlgorithm(f"transfer {t.id}: node {node} does not exist (nodes 0..{num_nodes - 1})",
+                                       transfer=t.id, kind="structure")
+        if t.src == t.dst:
+            raise InvalidAlgorithm(f"transfer {t.id}: src and dst are both {t.src}", transfer=t.id, kind="structure")
+        for d in t.deps:
+            if not (0 <= d < t.id):
+                raise InvalidAlgorithm(f"transfer {t.id}: dependency {d} does not name an earlier transfer",
+                                       transfer=t.id, kind="structure")
+        if len(set(t.chunks)) != len(t.chunks):
+            raise InvalidAlgorithm(f"transfer {t.id}: a chunk appears twice in one message", transfer=t.id,
+                                   kind="structure")
+        for c in t.chunks:
+            if not (0 <= c < num_chunks):
+                raise InvalidAlgorithm(f"transfer {t.id}: chunk {c} does not exist (chunks 0..{num_chunks - 1})",
+                                       transfer=t.id, chunk=c, kind="structure")
+        if t.op == "reduce":
+            if not combining:
+                raise InvalidAlgorithm(
+                    f"transfer {t.id}: reduce of chunk {t.chunks[0]} in a non-combining {collective.kind}",
+                    transfer=t.id, chunk=t.chunks[0], kind="structure")
+            if t.dst >= first_switch:
+                raise InvalidAlgorithm(f"transfer {t.id}: reduce into switch {t.dst} (a switch cannot reduce)",
+                                       transfer=t.id, chunk=t.chunks[0], kind="structure")
+        elif t.op != "copy":
+            raise InvalidAlgorithm(f"transfer {t.id}: unknown op {t.op!r}", transfer=t.id, kind="structure")
+        key = (t.src, t.dst)
+        ok = connected.get(key)
+        if ok is None:
+            ok = connected[key] = topology.route(t.src, t.dst) is not None
+        if not ok:
+            raise InvalidAlgorithm(f"transfer {t.id}: no path from node {t.src} to node {t.dst}",
+                                   transfer=t.id, kind="structure")
+
+
+def _initial_state(algorithm: Algorithm) -> dict[int, int]:
+    collective = algorithm.collective
+    num_chunks = collective.num_chunks
+    full, _ = collective.masks()
+    state: dict[int, int] = {}
+    for chunk, holders in enumerate(collective.pre):
+        if collective.combining:
+            for rank in holders:
+                state[rank * num_chunks + chunk] = 1 << rank
+        else:
+            for rank in holders:
+                state[rank * num_chunks + chunk] = full[chunk]
+    return state
+
+
+def _file_order_replay(algorithm: Algorithm) -> tuple[list, list, dict[int, int]]:
+    """Apply transfers in file order. Returns per transfer the sets read and the writer of each
+    buffer read (-1 = initial), plus the final state."""
+    num_chunks = algorithm.collective.num_chunks
+    state = _initial_state(algorithm)
+    writer: dict[int, int] = {}
+    reads: list = [None] * len(algorithm.transfers)
+    read_from: list = [None] * len(algorithm.transfers)
+    for t in algorithm.transfers:
+        src_base = t.src * num_chunks
+        values = []
+        sources = []
+        for c in t.chunks:
+            key = src_base + c
+            value = state.get(key)
+            if not value:
+                _fail_nothing(algorithm, t, c)
+            values.append(value)
+            sources.append(writer.get(key, -1))
+        dst_base = t.dst * num_chunks
+        for c, value in zip(t.chunks, values):
+            target = dst_base + c
+            if t.op == "copy":
+                state[target] = value
+            else:
+                old = state.get(target, 0)
+                if old & value:
+                    _fail_double(algorithm, t, c, old & value)
+                state[target] = old | value
+            writer[target] = t.id
+        if len(values) == 1:  # the common single-chunk transfer keeps plain values (less memory)
+            reads[t.id] = values[0]
+            read_from[t.id] = sources[0]
+        else:
+            reads[t.id] = tuple(values)
+            read_from[t.id] = tuple(sources)
+    return reads, read_from, state
+
+
+def _fail_nothing(algorithm: Algorithm, t, chunk: int) -> None:
+    where = "switch" if algorithm.topology.is_switch(t.src) else "rank"
+    raise InvalidAlgorithm(
+        f"transfer {t.id}: {where} {t.src} sends chunk {chunk} to {t.dst} but holds nothing for it "
+        f"(in file order no earlier transfer delivered it)",
+        transfer=t.id, chunk=chunk, ranks=(t.src, t.dst), kind="missing")
+
+
+def _fail_double(algorithm: Algorithm, t, chunk: int, overlap: int) -> None:
+    ranks = _ranks_of(overlap)
+    raise InvalidAlgorithm(
+        f"transfer {t.id}: reduce of chunk {chunk} from {t.src} into {t.dst} double counts the "
+        f"contributions of ranks {_show(ranks)}",
+        transfer=t.id, chunk=chunk, ranks=tuple(ranks), kind="double-count")
+
+
+def _check_post(algorithm: Algorithm, state: dict[int, int]) -> int:
+    collective = algorithm.collective
+    num_chunks = collective.num_chunks
+    full, _ = collective.masks()
+    delivered = 0
+    for chunk, ranks in enumerate(collective.post):
+        want = full[chunk]
+        for rank in ranks:
+            have = state.get(rank * num_chunks + chunk, 0)
+            if have != want:
+                if not have:
+                    detail = "holds nothing for it"
+                elif collective.combining:
+                    missing = _ranks_of(want & ~have)
+                    extra = _ranks_of(have & ~want)
+                    detail = f"is missing the contributions of ranks {_show(missing)}"
+                    if extra:
+                        detail += f" and has extra ones from {_show(extra)}"
+                else:
+                    detail = f"holds rank {_ranks_of(have)} data instead of rank {_ranks_of(want)}'s"
+                raise InvalidAlgorithm(
+                    f"postcondition: rank {rank} must end with chunk {chunk} but {detail}",
+                    chunk=chunk, ranks=(rank,), kind="postcondition")
+            delivered += 1
+    return delivered
+
+
+def _timeline_replay(algorithm: Algorithm, simulation: SimulationResult, reads: list, read_from: list) -> None:
+    """Replay the default timeline; every transfer must read what it read in file order."""
+    count = len(algorithm.transfers)
+    if count == 0:
+        return
+    num_chunks = algorithm.collective.num_chunks
+    times = np.concatenate((simulation.end, simulation.start))
+    kinds = np.concatenate((np.zeros(count, dtype=np.int8), np.ones(count, dtype=np.int8)))
+    ids = np.concatenate((np.arange(count), np.arange(count)))
+    order = np.lexsort((ids, kinds, times))
+    event_kind = kinds[order].tolist()
+    event_id = ids[order].tolist()
+    state = _initial_state(algorithm)
+    writer: dict[int, int] = {}
+    carried: list = [None] * count
+    transfers = algorithm.transfers
+    for kind, tid in zip(event_kind, event_id):
+        t = transfers[tid]
+        if kind == 1:  # start: read the source buffers
+            base = t.src * num_chunks
+            if len(t.chunks) == 1:
+                key = base + t.chunks[0]
+                value = state.get(key)
+                if value != reads[tid]:
+                    _fail_race(algorithm, simulation, t, t.chunks[0], read_from[tid], writer.get(key, -1))
+            else:
+                value = tuple(state.get(base + c) for c in t.chunks)
+                if value != reads[tid]:
+                    for i, c in enumerate(t.chunks):
+                        if value[i] != reads[tid][i]:
+                            _fail_race(algorithm, simulation, t, c, read_from[tid][i], writer.get(base + c, -1))
+            carried[tid] = value
+            continue
+        base = t.dst * num_chunks
+        values = (carried[tid],) if len(t.chunks) == 1 else carried[tid]
+        for c, value in zip(t.chunks, values):
+            target = base + c
+            if t.op == "copy":
+                state[target] = value
+            else:
+                state[target] = state.get(target, 0) | value
+            writer[target] = tid
+
+
+def _fail_race(algorithm: Algorithm, simulation: SimulationResult, t, chunk: int, planned: int, actual: int) -> None:
+    when = simulation.start[t.id] * 1e6
+    def name(writer: int) -> str:
+        return "the initial data" if writer < 0 else f"transfer {writer}'s write"
+    if actual == planned:
+        why = ("the buffer holds other data than in file order: a write listed before it has not arrived, "
+               "or one listed after it arrived early")
+    elif actual < planned:
+        why = (f"{name(planned)} (listed before it) has not arrived yet; it would read {name(actual)}")
+    else:
+        why = (f"{name(actual)} arrived first although it is listed after it (file order reads {name(planned)})")
+    raise InvalidAlgorithm(
+        f"race: transfer {t.id} reads chunk {chunk} at node {t.src} at t={when:.6g} us in the default "
+        f"execution, but {why}; add the missing dependency",
+        transfer=t.id, chunk=chunk, ranks=(t.src, t.dst), kind="race")
+
+
+COMPILED_FROM = 200_000  # transfers: from here the compiled replays pay for loading numba (workbench.compiled.engines)
+
+
+def verify(algorithm: Algorithm, timeline: bool = True, simulation: SimulationResult | None = None, *,
+           engine: str = "auto") -> VerifyReport:
+    """Raise ``InvalidAlgorithm`` unless the algorithm implements its collective (both rules).
+
+    ``simulation`` may pass an already computed default simulation (pipelined, in-order,
+    cut-through) to save recomputing it; the report carries the one used, so a caller that needs the
+    default simulation anyway gets it from ``verify(algorithm).simulation``. ``engine``: ``python``,
+    ``compiled`` (numba; ``workbench.compiled.verify``) or ``auto`` (compiled from ``COMPILED_FROM``
+    transfers). Both give the same verdicts; a rule the compiled replays find broken is named by
+    the Python verifier, so the messages are the same too.
+    """
+    if algorithm.period is not None:
+        return _verify_periodic(algorithm, timeline, simulation, engine)
+    if choose_engine(engine, len(algorithm.transfers), COMPILED_FROM, "verify", eager=False) == "compiled":
+        report = _verify_compiled(algorithm, timeline, simulation)
+        if report is not None:
+            return report
+    check_structure(algorithm)
+    reads, read_from, state = _file_order_replay(algorithm)
+    delivered = _check_post(algorithm, state)
+    if timeline:
+        simulation = _default_simulation(algorithm, simulation)
+        _timeline_replay(algorithm, simulation, reads, read_from)
+    return VerifyReport(len(algorithm.transfers), delivered, simulation)
+
+
+def _default_simulation(algorithm: Algorithm, simulation: SimulationResult | None, arrays=None) -> SimulationResult:
+    if simulation is not None and simulation.options == DEFAULT_MODEL:
+        return simulation
+    try:
+        return simulate(algorithm) if arrays is None else simulate_with_arrays(algorithm, arrays)
+    except SimulationError as exc:
+        raise InvalidAlgorithm(str(exc), kind="structure") from None
+
+
+def _verify_compiled(algorithm: Algorithm, timeline: bool, simulation: SimulationResult | None) -> VerifyReport | None:
+    """The report when every rule holds; None when one breaks, or the rows would not fit in memory
+    (the Python verifier then runs)."""
+    from workbench.compiled import verify as fast
+    from workbench.compiled.arrays import transfer_arrays
+
+    arrays = transfer_arrays(algorithm.transfers)
+    if arrays is None or not fast.fits(algorithm, arrays) or not fast.structure_ok(algorithm, arrays):
+        return None
+    replayed = fast.replay(algorithm, arrays)
+    if replayed is None:
+        return None
+    reads, delivered = replayed
+    if timeline:
+        simulation = _default_simulation(algorithm, simulation, arrays)
+        if not fast.timeline_ok(algorithm, arrays, simulation, reads):
+            return None
+    return VerifyReport(len(arrays), delivered, simulation)
+
+
+# ------------------------------------------------------------------ periodic schedules (workbench.model.periodic)
+# The repetition rule (``periodic.check_repetition``) makes every piece the template with its chunks
+# relabelled: the pieces tile the collective, and each relabelled chunk has the template chunk's
+# holders before and after. So (1) the file-order replay of piece 0 alone (``periodic.one_piece``,
+# on the collective of one piece) with its postconditions stands for every piece, and (2) the
+# timeline rule is checked piece by
+# piece: piece k replayed at its own simulated times (the periodic simulation's arrays,
+# piece-major) must read what piece 0 read in file order. Pieces never share a buffer, so no race
+# can cross two of them. Inside a piece, failures name transfers as ``one_piece`` numbers them (by
+# lag, then id: the template's own ids when no transfer lags).
+
+
+@dataclass
+class _PieceTimes:
+    """One piece's start and end times, indexed as ``one_piece`` numbers its transfers."""
+
+    start: "np.ndarray"
+    end: "np.ndarray"
+
+
+def _verify_periodic(algorithm: Algorithm, timeline: bool = True, simulation: SimulationResult | None = None,
+                     engine: str = "auto") -> VerifyReport:
+    """Raise ``InvalidAlgorithm`` unless the periodic algorithm implements its collective."""
+    try:
+        check_repetition(algorithm)
+    except PeriodError as exc:
+        raise InvalidAlgorithm(f"periodic schedule: {exc}", kind="period") from None
+    piece, order = one_piece(algorithm)
+    piece.collective = piece_collective(algorithm.collective, algorithm.period)  # its chunks are piece 0's
+    lagging = any(t.lag for t in algorithm.transfers)
+    with _named("piece 0", lagging):
+        check_structure(piece)
+        reads, read_from, state = _file_order_replay(piece)
+        delivered = _check_post(piece, state) * algorithm.period.repeat
+    if timeline:
+        if simulation is None or simulation.options != DEFAULT_MODEL:
+            try:
+                simulation = simulate(algorithm)
+            except SimulationError as exc:
+                raise InvalidAlgorithm(str(exc), kind="structure") from None
+        _pieces_on_timeline(algorithm, piece, order, simulation, reads, read_from, lagging, engine)
+    return VerifyReport(algorithm.total_transfers, delivered, simulation)
+
+
+def _pieces_on_timeline(algorithm, piece, order, simulation, reads, read_from, lagging, engine) -> None:
+    m = len(piece.transfers)
+    if m == 0:
+        return
+    where = np.asarray(order, dtype=np.int64)
+    compiled = None
+    if choose_engine(engine, algorithm.total_transfers, COMPILED_FROM, "verify", eager=False) == "compiled":
+        compiled = _CompiledPiece.build(piece)
+    for k in range(algorithm.period.repeat):
+        times = _PieceTimes(simulation.start[k * m + where], simulation.end[k * m + where])
+        if compiled is not None and compiled.reads_as_planned(times):
+            continue
+        with _named(f"piece {k}", lagging):
+            _timeline_replay(piece, times, reads, read_from)
+
+
+class _CompiledPiece:
+    """The compiled timeline replay for one piece (``workbench.compiled.verify``): says only whether a
+    piece reads as planned; the Python replay then names a failure."""
+
+    def __init__(self, piece, arrays, fast, initial, reads) -> None:
+        self.piece, self.arrays, self.fast, self.initial, self.reads = piece, arrays, fast, initial, reads
+
+    @classmethod
+    def build(cls, piece) -> "_CompiledPiece | None":
+        from workbench.compiled import verify as fast
+        from workbench.compiled.arrays import transfer_arrays
+
+        arrays = transfer_arrays(piece.transfers)
+        if arrays is None or not fast.fits(piece, arrays):
+            return None
+        initial = fast.initial_state(piece)
+        state = initial.copy()
+        reads = np.empty((len(arrays.chunks), state.shape[1]), dtype=np.uint64)
+        status, _ = fast.file_order_replay(arrays.src, arrays.dst, arrays.reduce, arrays.chunk_start, arrays.chunks,
+                                           piece.collective.num_chunks, state, reads)
+        return cls(piece, arrays, fast, initial, reads) if status == fast.OK else None
+
+    def reads_as_planned(self, times: _PieceTimes) -> bool:
+        return self.fast.timeline_ok_with(self.piece, self.arrays, times, self.reads, self.initial.copy())
+
+
+@contextmanager
+def _named(piece: str, lagging: bool):
+    """Prefix an ``InvalidAlgorithm`` raised inside a piece with which piece it is."""
+    try:
+        yield
+    except InvalidAlgorithm as exc:
+        prefix = f"periodic schedule, {piece}" + (" (transfers numbered by lag, then id)" if lagging else "")
+        raise InvalidAlgorithm(f"{prefix}: {exc}", exc.transfer, exc.chunk, exc.ranks, exc.kind) from None

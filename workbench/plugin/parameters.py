@@ -1,0 +1,328 @@
+"""Declared formulation parameters: one typed options object per formulation, checked before any
+cell runs, shown as help, stamped as provenance and handed to ``synthesize``.
+
+A formulation declares its parameters once, as a frozen dataclass deriving from ``Options``, each
+field made with ``option(default, help, ...)`` (accepted types, range or choices, a further
+``check``), and names it in a class attribute ``options``::
+
+    @dataclass(frozen=True)
+    class MyOptions(Options):
+        restarts: int = option(1, "independent runs; the best is kept", minimum=1)
+
+        def validate(self) -> None:  # rules across fields, run by the floor with the other checks
+            ...
+
+    class Mine:
+        name, kind, options = "mine", "schedule", MyOptions
+
+        def synthesize(self, problem, *, time_limit, seed, on_incumbent=None, options=None, **params):
+            options = MyOptions.resolve(options, params, self.name)
+            ...
+
+From that one declaration the floor (``check_parameters``) validates an experiment's ``params:`` or
+``workbench synth --set`` and raises ``ParameterError`` naming the key and the accepted values, so a
+typo (``restartz``) or an ill-typed value (``restarts: abc``) is one line and exit 2 instead of a run
+whose rows are all ``error``; ``describe_parameters`` prints the help; the runner stamps the
+declared defaults under the given values as provenance and calls ``synthesize(..., options=...)``
+with the object built once (``synthesis_keywords``). A direct call with keyword params
+(``synthesize(problem, time_limit=..., seed=..., restarts=3)``) goes through the same declaration
+(``Options.resolve``).
+
+Validation never rewrites the params as written: cell ids hash them as given, and committed
+references keep matching. The options object holds the values as given (a duration stays ``"20s"``)
+with the defaults filled in.
+
+A formulation may instead declare ``parameters``, a tuple of ``Parameter`` (the older form): its
+params are checked the same way and passed to ``synthesize`` as keywords. A formulation without
+declarations (a researcher's own, named by import path) still runs; its params pass unchecked, as
+keywords, and ``undeclared_warning`` says so once.
+
+``time_limit`` is the runner's own key (a per-formulation time limit) and is accepted everywhere.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, fields
+from typing import Any, Callable, Mapping
+
+__all__ = ["Options", "option", "Parameter", "ParameterError", "check_parameters", "declared_options",
+           "declared_parameters", "describe_parameters", "synthesis_keywords", "undeclared_warning", "RUNNER_KEYS"]
+
+RUNNER_KEYS = ("time_limit",)
+
+_TYPE_WORDS = {"int": "an integer", "float": "a number", "str": "a string", "bool": "true or false",
+               "none": "null", "list": "a list", "dict": "a mapping", "duration": "a duration like '20s'"}
+
+
+class ParameterError(ValueError):
+    """A params key that is unknown or whose value the formulation does not accept."""
+
+
+@dataclass(frozen=True)
+class Parameter:
+    """One declared parameter.
+
+    ``types``: the accepted kinds, any of int, float, str, bool, none, list, dict, duration.
+    ``choices`` restricts the strings; ``minimum``/``maximum`` the numbers (inclusive).
+    ``check``: a further test of an accepted value, raising ``ValueError`` with what is wrong (the
+    shape of a nested list, or a file the value names: a sketch). It runs where the parameters are
+    checked, so bad input is one line before any cell starts, not an error row; with
+    ``read_files=False`` (a report on an old run, whose files may have moved) it is skipped.
+    """
+
+    name: str
+    types: tuple[str, ...]
+    default: Any
+    help: str
+    choices: tuple[str, ...] = ()
+    minimum: float | None = None
+    maximum: float | None = None
+    check: Callable[[Any], None] | None = field(default=None, compare=False)
+
+    def accepts(self, value: Any) -> bool:
+        """Whether ``value`` is one of the declared kinds, within the range or choices."""
+        return any(self._matches(kind, value) for kind in self.types)
+
+    def _matches(self, kind: str, value: Any) -> bool:
+        if kind == "none":
+            return value is None
+        if kind == "bool":
+            return isinstance(value, bool)
+        if kind in ("int", "float"):
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                return False
+            if kind == "int" and not isinstance(value, int):
+                return False
+            if not math.isfinite(value):
+                return False
+            return ((self.minimum is None or value >= self.minimum)
+                    and (self.maximum is None or value <= self.maximum))
+        if kind == "str":
+            return isinstance(value, str) and (not self.choices or value in self.choices)
+        if kind == "list":
+            return isinstance(value, (list, tuple))
+        if kind == "dict":
+            return isinstance(value, dict)
+        if kind == "duration":
+            from workbench.util.units import UnitError, parse_time
+
+            if isinstance(value, bool):
+                return False
+            try:
+                seconds = parse_time(value) if isinstance(value, str) else float(value)
+            except (UnitError, TypeError, ValueError):
+                return False
+            return math.isfinite(seconds) and seconds > 0
+        raise ValueError(f"unknown parameter type {kind!r}")
+
+    def expected(self) -> str:
+        """The accepted values in words, e.g. "an integer >= 1 or 'full'"."""
+        words = []
+        for kind in self.types:
+            if kind == "str" and self.choices:
+                words.append(" or ".join(repr(c) for c in self.choices))
+                continue
+            word = _TYPE_WORDS[kind]
+            if kind in ("int", "float"):
+                if self.minimum is not None and self.maximum is not None:
+                    word += f" in [{self.minimum:g}, {self.maximum:g}]"
+                elif self.minimum is not None:
+                    word += f" >= {self.minimum:g}"
+                elif self.maximum is not None:
+                    word += f" <= {self.maximum:g}"
+            words.append(word)
+        return " or ".join(words)
+
+
+def option(default: Any, help: str, *, types: tuple[str, ...] | None = None, choices: tuple[str, ...] = (),
+           minimum: float | None = None, maximum: float | None = None,
+           check: Callable[[Any], None] | None = None) -> Any:
+    """A field of an ``Options`` dataclass: its default and what ``Parameter`` carries (see there).
+
+    ``types`` may be left out where the annotation names only int, float, str, bool, None, list
+    and dict (``int | None``, ``list | None``); a duration or anything else is given explicitly.
+    """
+    spec = {"help": help, "types": types, "choices": tuple(choices), "minimum": minimum, "maximum": maximum,
+            "check": check}
+    return field(default=default, metadata={"option": spec})
+
+
+_ANNOTATION_TYPES = {"int": "int", "float": "float", "str": "str", "bool": "bool", "None": "none",
+                     "NoneType": "none", "list": "list", "dict": "dict"}
+
+
+def _annotation_types(annotation: Any, where: str) -> tuple[str, ...]:
+    """The accepted kinds an annotation names (``int | None`` -> int, none), in its order."""
+    text = annotation if isinstance(annotation, str) else getattr(annotation, "__name__", str(annotation))
+    kinds = []
+    for part in text.split("|"):
+        word = part.strip().split("[")[0]
+        if word not in _ANNOTATION_TYPES:
+            raise TypeError(f"{where}: cannot read the accepted types from {text!r}; give option(types=...)")
+        kinds.append(_ANNOTATION_TYPES[word])
+    return tuple(kinds)
+
+
+_DERIVED: dict[type, tuple[Parameter, ...]] = {}
+
+
+@dataclass(frozen=True)
+class Options:
+    """Base of a formulation's options: a frozen dataclass whose fields are ``option(...)``.
+
+    The values are those given (as written) over the declared defaults. ``validate`` holds the
+    rules a field's declaration cannot say (across fields); the floor runs it with the other checks.
+    This base, with no fields, is the declaration of a formulation that takes no parameters.
+    """
+
+    _given: frozenset = field(default=frozenset(), init=False, repr=False, compare=False)
+
+    @classmethod
+    def parameters(cls) -> tuple[Parameter, ...]:
+        """The declaration as ``Parameter`` rows, in field order (derived once per class)."""
+        if cls not in _DERIVED:
+            rows = []
+            for f in fields(cls):
+                spec = f.metadata.get("option")
+                if spec is None:
+                    continue
+                types = spec["types"] or _annotation_types(f.type, f"{cls.__name__}.{f.name}")
+                rows.append(Parameter(f.name, tuple(types), f.default, spec["help"], spec["choices"],
+                                      spec["minimum"], spec["maximum"], spec["check"]))
+            _DERIVED[cls] = tuple(rows)
+        return _DERIVED[cls]
+
+    @classmethod
+    def from_params(cls, params: Mapping[str, Any], where: str = "params", *, owner: str = "formulation",
+                    sep: str = ".", read_files: bool = True) -> "Options":
+        """The options from a params mapping: every key checked against the declaration (the
+        runner's ``time_limit`` skipped), the defaults filled in, then ``validate``. Raises
+        ``ParameterError``, one line starting with ``where`` (``owner`` names the formulation in
+        it; ``sep`` and ``read_files`` as in ``check_parameters``)."""
+        given = {k: v for k, v in params.items() if k not in RUNNER_KEYS}
+        _check_values(cls.parameters(), given, where, sep, owner, read_files)
+        options = cls(**given)
+        object.__setattr__(options, "_given", frozenset(given))
+        try:
+            options.validate()
+        except ValueError as exc:
+            raise ParameterError(f"{where}: {(str(exc).splitlines() or ['refused'])[0]}") from None
+        return options
+
+    @classmethod
+    def resolve(cls, options: "Options | None", params: Mapping[str, Any], owner: str) -> "Options":
+        """What ``synthesize`` works with: the ``options`` the runner built, or (a direct call with
+        keyword params) the same built here by ``from_params``; never both. The declarations' own
+        ``check`` is the floor's, run where a config or ``--set`` is read: a direct call meets what
+        the formulation's own reading of a value raises (a sketch's ``SketchError``), as it always did."""
+        if options is None:
+            return cls.from_params(params, owner=owner, read_files=False)
+        if params:
+            raise ParameterError(f"{owner}: pass options= or keyword params, not both (got {sorted(params)})")
+        if not isinstance(options, cls):
+            raise TypeError(f"{owner}: options must be a {cls.__name__}, got {type(options).__name__}")
+        return options
+
+    def validate(self) -> None:
+        """Raise ``ValueError`` for a combination of values the formulation refuses (none here)."""
+
+    def as_dict(self) -> dict[str, Any]:
+        """Every declared parameter and its value, in declaration order."""
+        return {p.name: getattr(self, p.name) for p in self.parameters()}
+
+    def is_given(self, name: str) -> bool:
+        """Whether ``name`` was given (to ``from_params``) or differs from its default: a default
+        that means "chosen for you" can then be told from the same value asked for."""
+        return name in self._given or getattr(self, name) != next(p.default for p in self.parameters()
+                                                                  if p.name == name)
+
+
+def declared_options(formulation: Any) -> type[Options] | None:
+    """The formulation's ``Options`` class, or None when it declares none (or only ``parameters``)."""
+    declared = getattr(formulation, "options", None)
+    return declared if isinstance(declared, type) and issubclass(declared, Options) else None
+
+
+def declared_parameters(formulation: Any) -> tuple[Parameter, ...] | None:
+    """The formulation's declarations (from its ``options`` class, else its ``parameters``
+    tuple), or None when it declares none."""
+    options = declared_options(formulation)
+    if options is not None:
+        return options.parameters()
+    declared = getattr(formulation, "parameters", None)
+    if declared is None or not all(isinstance(p, Parameter) for p in declared):
+        return None
+    return tuple(declared)
+
+
+def _check_values(declared: tuple[Parameter, ...], params: Mapping[str, Any], where: str, sep: str, name: str,
+                  read_files: bool) -> None:
+    """``ParameterError`` for the first key not declared or value not accepted (``check_parameters``)."""
+    by_name = {p.name: p for p in declared}
+    for key, value in params.items():
+        if key in RUNNER_KEYS:
+            continue
+        parameter = by_name.get(key)
+        if parameter is None:
+            known = ", ".join(sorted(by_name)) or "none"
+            raise ParameterError(f"{where}{sep}{key}: {name} has no parameter {key!r} (accepted: {known})")
+        if not parameter.accepts(value):
+            raise ParameterError(f"{where}{sep}{key}: expected {parameter.expected()}, got {value!r}")
+        if parameter.check is not None and read_files:
+            try:
+                parameter.check(value)
+            except ValueError as exc:
+                raise ParameterError(f"{where}{sep}{key}: {(str(exc).splitlines() or ['refused'])[0]}") from None
+
+
+def check_parameters(formulation: Any, params: Mapping[str, Any], where: str, sep: str = ".",
+                     read_files: bool = True) -> None:
+    """Raise ``ParameterError`` (one line starting with ``where``) unless every key is declared,
+    every value accepted and (an ``Options`` declaration) the values pass its ``validate``.
+    ``where`` names the place, e.g. ``x.yaml: grid.formulations[2].params`` (keys joined with
+    ``sep``), or ``--set`` with ``sep=" "``. ``read_files=False`` skips the declarations' own
+    ``check`` (see ``Parameter``). Nothing is checked for a formulation that declares nothing."""
+    name = getattr(formulation, "name", "formulation")
+    options = declared_options(formulation)
+    if options is not None:
+        options.from_params(params, where, owner=name, sep=sep, read_files=read_files)
+        return
+    declared = declared_parameters(formulation)
+    if declared is not None:
+        _check_values(declared, params, where, sep, name, read_files)
+
+
+def synthesis_keywords(formulation: Any, params: Mapping[str, Any], where: str = "params") -> dict[str, Any]:
+    """The keywords the runner adds to ``synthesize``: ``options=`` built once from ``params`` for
+    a formulation with an ``Options`` declaration, else the params themselves (unchecked for an
+    undeclared one, as they always were). The params were checked when the experiment or
+    ``--set`` was read, so the declarations' file checks are not run again here."""
+    options = declared_options(formulation)
+    given = {k: v for k, v in params.items() if k not in RUNNER_KEYS}
+    if options is None:
+        return given
+    return {"options": options.from_params(given, where, owner=getattr(formulation, "name", "formulation"),
+                                           read_files=False)}
+
+
+def undeclared_warning(formulation: Any) -> str | None:
+    """One warning line for a formulation that declares no parameters, else None."""
+    if declared_parameters(formulation) is not None:
+        return None
+    name = getattr(formulation, "name", "formulation")
+    return f"warning: formulation {name!r} declares no parameters; its params pass unchecked"
+
+
+def describe_parameters(formulation: Any) -> list[str]:
+    """Help lines: name, accepted values, default, what it does."""
+    declared = declared_parameters(formulation)
+    if declared is None:
+        return ["(declares no parameters; any params pass unchecked)"]
+    if not declared:
+        return ["(no parameters)"]
+    lines = []
+    for p in declared:
+        lines.append(f"  {p.name:<22} {p.expected()}; default {p.default!r}")
+        lines.append(f"  {'':<22} {p.help}")
+    return lines
