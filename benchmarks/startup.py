@@ -36,9 +36,9 @@ CASES = [
 ]
 
 
-def _wall(argv: list[str], env: dict[str, str]) -> float:
+def _wall(argv: list[str], env: dict[str, str], cwd: Path = ROOT) -> float:
     started = time.perf_counter()
-    done = subprocess.run(WORKBENCH + argv, capture_output=True, text=True, cwd=ROOT, env=env)
+    done = subprocess.run(WORKBENCH + argv, capture_output=True, text=True, cwd=cwd, env=env)
     elapsed = time.perf_counter() - started
     if done.returncode != 0:
         raise RuntimeError(f"{' '.join(argv)} exited {done.returncode}: {done.stderr.strip()[-300:]}")
@@ -52,10 +52,48 @@ def _forget_bytecode() -> None:
             path.unlink()
 
 
+COMPARED = [("`workbench --help`", ["--help"]), ("`workbench formulations`", ["formulations"]),
+            ("`workbench synth ring` on ring:8 (All-Gather, 1 MB)",
+             ["synth", "ring", "--topology", "ring:8", "--collective", "allgather", "--size", "1MB", "-o", "{out}"])]
+
+
+def compare(other: Path, repeats: int) -> list[str]:
+    """Medians of this checkout and ``other`` (an older one) run alternately, each condition in turn,
+    so that the machine's drift falls on both alike; the lines of a markdown table."""
+    lines = ["| command | condition | other checkout (s) | this one (s) | ratio |", "|---|---|---|---|---|"]
+    trees = {"other": other.resolve(), "this": ROOT}
+    with tempfile.TemporaryDirectory() as folder:
+        for condition in ("byte-compiled", "compiling"):
+            env = {key: value for key, value in os.environ.items() if key != "PYTHONDONTWRITEBYTECODE"}
+            if condition == "compiling":
+                env["PYTHONDONTWRITEBYTECODE"] = "1"
+            for name, words in COMPARED:
+                argv = [w.format(out=str(Path(folder) / "out.json")) for w in words]
+                samples: dict[str, list[float]] = {"other": [], "this": []}
+                for i in range(repeats + 1):
+                    for tree in (("other", "this") if i % 2 == 0 else ("this", "other")):
+                        wall = _wall(argv, dict(env, PYTHONPATH=str(trees[tree])), cwd=trees[tree])
+                        if i:  # the first round warms the file cache (and writes byte-code)
+                            samples[tree].append(wall)
+                old, new = statistics.median(samples["other"]), statistics.median(samples["this"])
+                lines.append(f"| {name} | {condition} | {old:.3f} | {new:.3f} | {new / old:.2f} |")
+                print(lines[-1], flush=True)
+    return lines
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--repeats", type=int, default=9)
+    parser.add_argument("--against", type=Path, help="another checkout (e.g. the previous release) to compare with, "
+                        "alternating runs; the table goes to startup_compared.md")
     args = parser.parse_args(argv)
+    if args.against is not None:
+        lines = ["# Start-up against another checkout: whole commands, wall seconds", "",
+                 f"Median of {args.repeats} runs of each checkout, alternating. Machine: {machine()}.", "",
+                 *compare(args.against, args.repeats), "",
+                 f"Regenerate with `python -m benchmarks.startup --against <checkout>`."]
+        write("startup_compared.md", "\n".join(lines) + "\n")
+        return 0
     lines = ["# Start-up: whole commands, wall seconds", "",
              f"Median of {args.repeats} runs per command, each a fresh process (exec to exit). Machine: {machine()}.",
              "", " ".join(__doc__.strip().split("\n\n")[1:]).replace("\n", " "), "",
