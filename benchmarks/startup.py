@@ -57,6 +57,12 @@ COMPARED = [("`workbench --help`", ["--help"]), ("`workbench formulations`", ["f
              ["synth", "ring", "--topology", "ring:8", "--collective", "allgather", "--size", "1MB", "-o", "{out}"])]
 
 
+def _commit(tree: Path) -> str:
+    """The short commit of a checkout, or its path when it is not one."""
+    done = subprocess.run(["git", "-C", str(tree), "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
+    return done.stdout.strip() or str(tree)
+
+
 def compare(other: Path, repeats: int) -> list[str]:
     """Medians of this checkout and ``other`` (an older one) run alternately, each condition in turn,
     so that the machine's drift falls on both alike; the lines of a markdown table."""
@@ -89,7 +95,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.against is not None:
         lines = ["# Start-up against another checkout: whole commands, wall seconds", "",
-                 f"Median of {args.repeats} runs of each checkout, alternating. Machine: {machine()}.", "",
+                 f"Median of {args.repeats} runs of each checkout, alternating; the other checkout is "
+                 f"{_commit(args.against)}. Machine: {machine()}.", "",
                  *compare(args.against, args.repeats), "",
                  f"Regenerate with `python -m benchmarks.startup --against <checkout>`."]
         write("startup_compared.md", "\n".join(lines) + "\n")
