@@ -68,6 +68,8 @@ def _phases(collective: Collective, supported: tuple[str, ...], name: str) -> tu
 
 # ---------------------------------------------------------------------------------------- ring
 def ring_schedule(problem: Problem, bidirectional: bool = True) -> Algorithm:
+    """Ring Reduce-Scatter, All-Gather or All-Reduce (RS then AG) over ranks in id order, n-1 steps
+    per phase; ``bidirectional``: with two or more chunks per rank, alternate chunks go the other way."""
     collective = problem.collective
     rs, ag = _phases(collective, ("allgather", "reducescatter", "allreduce"), "ring")
     n, k = collective.num_ranks, collective.chunks_per_rank
@@ -93,6 +95,9 @@ def ring_schedule(problem: Problem, bidirectional: bool = True) -> Algorithm:
 
 # ---------------------------------------------------------------------------------------- direct
 def direct_schedule(problem: Problem) -> Algorithm:
+    """Direct exchange: All-to-All as one message per (source, destination) pair; Reduce-Scatter as
+    every rank sending each owner its contribution, All-Gather as every owner sending its chunks to
+    every rank (All-Reduce: both), in n-1 rounds of rotating offset."""
     collective = problem.collective
     if collective.kind == "alltoall":
         return _direct_alltoall(problem)
@@ -126,6 +131,8 @@ def _direct_alltoall(problem: Problem) -> Algorithm:
 
 # ---------------------------------------------------------------------------------------- rhd
 def rhd_schedule(problem: Problem) -> Algorithm:
+    """Recursive halving (Reduce-Scatter) and doubling (All-Gather), log2 n steps each, for a
+    power-of-two rank count."""
     collective = problem.collective
     rs, ag = _phases(collective, ("allgather", "reducescatter", "allreduce"), "rhd")
     n = collective.num_ranks
@@ -210,6 +217,8 @@ def _tree(n: int, which: int) -> tuple[list[int], list[list[int]]]:
 
 
 def dbt_schedule(problem: Problem) -> Algorithm:
+    """NCCL's double binary tree All-Reduce: two complementary trees, each reducing then
+    broadcasting half of the data."""
     collective = problem.collective
     require_kind(collective, "dbt", ("allreduce",))
     n = collective.num_ranks
@@ -240,6 +249,9 @@ def dbt_schedule(problem: Problem) -> Algorithm:
 
 # ---------------------------------------------------------------------------------------- hierarchical
 def hierarchical_schedule(problem: Problem) -> Algorithm:
+    """Rings dimension by dimension on a topology built from dimensions: Reduce-Scatter from the
+    first dimension up, All-Gather from the last down; with two or more chunks per rank, alternate
+    chunks go round the rings in opposite directions."""
     collective = problem.collective
     rs, ag = _phases(collective, ("allgather", "reducescatter", "allreduce"), "hierarchical")
     n = collective.num_ranks

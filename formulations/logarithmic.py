@@ -116,6 +116,8 @@ def _check(collective: Collective, name: str, defined: tuple[str, ...]) -> None:
 
 
 def bruck_schedule(problem: Problem) -> Algorithm:
+    """Bruck's log-step schedule: All-Gather (and its dual reductions) and All-to-All in
+    ceil(log2 n) rounds of doubling distance."""
     collective = problem.collective
     _check(collective, "bruck", _DEFINED + ("alltoall",))
     if collective.kind == "alltoall":
@@ -127,6 +129,8 @@ def bruck_schedule(problem: Problem) -> Algorithm:
 
 
 def pat_schedule(problem: Problem, aggregation: int = 0) -> Algorithm:
+    """PAT (parallel aggregated trees) for All-Gather and its dual reductions; ``aggregation`` is
+    the most ranks' blocks one message carries (the paper's R_agg; 0: unbounded)."""
     collective = problem.collective
     _check(collective, "pat", _DEFINED)
     algorithm = by_duality(problem.topology, collective, problem.chunk_bytes,

@@ -160,7 +160,9 @@ class Formulation(Protocol):
     kind: Literal["schedule", "design"]
 
     def synthesize(self, problem: Any, *, time_limit: float, seed: int,
-                   on_incumbent: IncumbentCallback | None = None, **params: Any) -> Any:
+                   on_incumbent: IncumbentCallback | None = None, options: Any = None, **params: Any) -> Any:
+        """A ``SynthesisResult`` (``DesignResult`` for a design) within ``time_limit`` seconds,
+        reporting each improved answer to ``on_incumbent``."""
         ...
 
 
