@@ -63,6 +63,7 @@ class Sccl:
 
     name = "sccl"
     kind = "schedule"
+    tune_candidate = False  # minutes per size: not a candidate of `workbench tune` by default
     row_facts = {"sccl_chunks": "chunks"}  # C, kept in the rows; a plot's bandwidth cost is rounds / C
     options = ScclOptions
 

@@ -55,6 +55,7 @@ class Taccl:
 
     name = "taccl"
     kind = "schedule"
+    tune_candidate = False  # minutes per size: not a candidate of `workbench tune` by default
     options = TacclOptions
 
     def synthesize(self, problem: Any, *, time_limit: float, seed: int, on_incumbent: Callable | None = None,

@@ -73,6 +73,7 @@ class _NoSchedule(Exception):
 class Teccl:
     name = "teccl"
     kind = "schedule"
+    tune_candidate = False  # minutes per size: not a candidate of `workbench tune` by default
     options = TecclOptions
 
     def synthesize(self, problem: Problem, *, time_limit: float, seed: int,

@@ -24,11 +24,10 @@ from dataclasses import dataclass
 from typing import Any
 from workbench.reports import row_keys as R
 
-__all__ = ["Bucket", "buckets", "parse_range", "RangeError", "SOLVER_FORMULATIONS", "fast_formulations"]
+__all__ = ["Bucket", "buckets", "parse_range", "RangeError", "fast_formulations"]
 
 STEP = 4  # each bucket spans a factor of four in size
 MAX_BUCKETS = 32  # 4^32 bytes is far beyond any message; a range needing more is refused
-SOLVER_FORMULATIONS = ("sccl", "taccl", "teccl")  # solver methods: minutes per size, not a per-size tuner's
 
 
 class RangeError(ValueError):
@@ -91,11 +90,12 @@ def buckets(low: int, high: int) -> list[Bucket]:
 
 
 def fast_formulations() -> list[str]:
-    """Every registered schedule formulation but the solver ones, by name."""
+    """Every registered schedule formulation but those that say they take minutes per size (a class
+    attribute ``tune_candidate = False``: the solver methods), by name."""
     from workbench.plugin.registry import available_formulations, get_formulation
 
     return [name for name in available_formulations()
-            if name not in SOLVER_FORMULATIONS and get_formulation(name).kind == "schedule"]
+            if get_formulation(name).kind == "schedule" and getattr(get_formulation(name), "tune_candidate", True)]
 
 
 def summary_row(bucket: Bucket, winner: str | None, fields: dict[str, Any] | None, ring: float | None,
