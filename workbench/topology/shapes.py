@@ -18,12 +18,19 @@ from workbench.topology.edge_lists import (Edges, Size, fc_edges, parse_int, per
                                            unwound_edges)
 from workbench.topology.graph import DEFAULT_ALPHA, DEFAULT_BANDWIDTH, Topology, TopologyError
 
-__all__ = ["Dim", "parse_count", "single_dim", "single_dim_size", "parse_grid", "grid", "grid_size", "parse_switch",
+__all__ = ["Dim", "dim_costs", "parse_count", "single_dim", "single_dim_size", "parse_grid", "grid", "grid_size", "parse_switch",
            "switch", "switch_size", "parse_md", "parse_rfs", "multi_dim", "multi_dim_size", "parse_dragonfly",
            "dragonfly", "dragonfly_size"]
 
 Dim = tuple[str, int, "int | None"]  # (kind: ring, fc or switch; size; switch degree when unwound)
 Costs = Sequence[float] | float | None
+
+
+def dim_costs(dims: int, alpha: Costs, bandwidth: Costs, overhead: Costs) -> tuple[list[float], list[float], list[float]]:
+    """Alpha, bandwidth and overhead per dimension from the values given (the builders' defaults
+    where none are)."""
+    return (per_dim(alpha, dims, DEFAULT_ALPHA, "alpha"), per_dim(bandwidth, dims, DEFAULT_BANDWIDTH, "bandwidth"),
+            per_dim(overhead, dims, 0.0, "overhead"))
 
 
 def parse_count(spec: str, arg: str) -> int:
@@ -38,9 +45,7 @@ def single_dim_size(kind: str, n: int) -> Size:
 
 def single_dim(kind: str, spec: str, n: int, alpha: Costs, bandwidth: Costs, overhead: Costs) -> Topology:
     """A ring (a ring of 2 is one link each way), one-way ring, line or fully connected group of ``n``."""
-    a = per_dim(alpha, 1, DEFAULT_ALPHA, "alpha")[0]
-    bw = per_dim(bandwidth, 1, DEFAULT_BANDWIDTH, "bandwidth")[0]
-    o = per_dim(overhead, 1, 0.0, "overhead")[0]
+    (a,), (bw,), (o,) = dim_costs(1, alpha, bandwidth, overhead)
     edges = Edges()
     members = list(range(n))
     if kind == "ring":
@@ -72,9 +77,7 @@ def grid_size(sizes: Sequence[int]) -> Size:
 def grid(wrap: bool, spec: str, sizes: Sequence[int], alpha: Costs, bandwidth: Costs, overhead: Costs) -> Topology:
     """A mesh (``wrap`` False) or torus; dimension 0 fastest. Named ``mesh:``/``torus:`` and the
     argument as written."""
-    alphas = per_dim(alpha, len(sizes), DEFAULT_ALPHA, "alpha")
-    bws = per_dim(bandwidth, len(sizes), DEFAULT_BANDWIDTH, "bandwidth")
-    overheads = per_dim(overhead, len(sizes), 0.0, "overhead")
+    alphas, bws, overheads = dim_costs(len(sizes), alpha, bandwidth, overhead)
     n = math.prod(sizes)
     strides = [math.prod(sizes[:k]) for k in range(len(sizes))]
     edges = Edges()
@@ -108,9 +111,7 @@ def switch_size(shape: tuple[int, int | None]) -> Size:
 def switch(spec: str, shape: tuple[int, int | None], alpha: Costs, bandwidth: Costs, overhead: Costs) -> Topology:
     """N NPUs on one switch node, or with ``@d`` the switch unwound to direct links of degree d."""
     n, degree = shape
-    a = per_dim(alpha, 1, DEFAULT_ALPHA, "alpha")[0]
-    bw = per_dim(bandwidth, 1, DEFAULT_BANDWIDTH, "bandwidth")[0]
-    o = per_dim(overhead, 1, 0.0, "overhead")[0]
+    (a,), (bw,), (o,) = dim_costs(1, alpha, bandwidth, overhead)
     edges = Edges()
     if degree is not None:
         unwound_edges(edges, list(range(n)), degree, a, bw, overhead=o)
@@ -164,9 +165,7 @@ def multi_dim(spec: str, dims: Sequence[Dim], alpha: Costs, bandwidth: Costs, ov
     """A fabric of ring, fully connected and switch dimensions, dimension 0 fastest; a switch
     dimension has one switch node per group unless unwound (``S<n>@<d>``)."""
     sizes = [d[1] for d in dims]
-    alphas = per_dim(alpha, len(dims), DEFAULT_ALPHA, "alpha")
-    bws = per_dim(bandwidth, len(dims), DEFAULT_BANDWIDTH, "bandwidth")
-    overheads = per_dim(overhead, len(dims), 0.0, "overhead")
+    alphas, bws, overheads = dim_costs(len(dims), alpha, bandwidth, overhead)
     n = math.prod(sizes)
     strides = [math.prod(sizes[:k]) for k in range(len(sizes))]
     edges = Edges()
@@ -218,9 +217,7 @@ def dragonfly(spec: str, shape: tuple[int, int], alpha: Costs, bandwidth: Costs,
     which is what makes the topology asymmetric.
     """
     per_group, groups = shape
-    alphas = per_dim(alpha, 2, DEFAULT_ALPHA, "alpha")
-    bws = per_dim(bandwidth, 2, DEFAULT_BANDWIDTH, "bandwidth")
-    overheads = per_dim(overhead, 2, 0.0, "overhead")
+    alphas, bws, overheads = dim_costs(2, alpha, bandwidth, overhead)
     edges = Edges()
     for g in range(groups):
         fc_edges(edges, [g * per_group + i for i in range(per_group)], alphas[0], bws[0], overhead=overheads[0])
