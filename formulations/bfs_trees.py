@@ -2,7 +2,7 @@
 
 Not from a paper (method note: ``docs/methods/baselines.md`` section 11). Every chunk travels from
 its origin along a breadth-first-search tree of the NPU graph (two NPUs are adjacent when a direct
-link, or a path through switches only, joins them; ``workbench.model.graphs.bfs``), pruned to the
+link, or a path through switches only, joins them; ``workbench.util.graphs.bfs``), pruned to the
 branches that lead to ranks that need the chunk. Transfers are emitted level by level (all chunks'
 first hops, then second hops, ...), each waiting for the transfer that delivered its chunk
 (``workbench.kit.schedule.DeliveryChain``), so the plan order follows the planned start.
@@ -39,7 +39,7 @@ from workbench.model.algorithm import Algorithm
 from workbench.plugin.closed_form import ClosedForm, UnsupportedCollective
 from workbench.model.collective import Collective
 from workbench.kit.duality import by_duality
-from workbench.model.graphs import Bfs, bfs
+from workbench.util.graphs import Bfs, bfs
 from workbench.plugin.parameters import Options, option
 from workbench.plugin.registry import Problem
 from workbench.kit.schedule import DeliveryChain

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from schedules import random_connected_topology
 from workbench.model.collective import make_collective
-from workbench.model.graphs import bfs
+from workbench.util.graphs import bfs
 from workbench.kit.schedule import DeliveryChain
 from workbench.topology import build
 from workbench.checking.verify import verify

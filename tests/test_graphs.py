@@ -1,4 +1,4 @@
-"""The floor's graph searches (workbench.model.graphs): known answers, then drawn graphs against networkx
+"""The floor's graph searches (workbench.util.graphs): known answers, then drawn graphs against networkx
 and scipy."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from workbench.model.graphs import (all_pairs_hops, all_pairs_shortest, bfs, dijkstra, hop_distances,
+from workbench.util.graphs import (all_pairs_hops, all_pairs_shortest, bfs, dijkstra, hop_distances,
                               successor_lists)
 
 # ------------------------------------------------------------------------------------------ known answers

@@ -26,7 +26,7 @@ RETIRED = {
     "cluster_translations": "kit.cluster_translations", "collective": "model.collective",
     "deadline": "kit.deadline", "duality": "kit.duality", "examples": "kit.examples",
     "fastjson": "util.fastjson", "files": "util.files", "flow_lp": "bounds.flow_lp",
-    "flow_routes": "bounds.flow_routes", "graphs": "model.graphs", "group_cuts": "bounds.group_cuts",
+    "flow_routes": "bounds.flow_routes", "graphs": "util.graphs", "group_cuts": "bounds.group_cuts",
     "happens_before": "checking.happens_before", "lazy": "util.lazy", "maxflow": "kit.maxflow",
     "milp": "kit.milp", "milp_expressions": "kit.milp_expressions", "optimum": "bounds.optimum",
     "parameters": "plugin.parameters", "periodic": "model.periodic", "plots": "reports.plots",

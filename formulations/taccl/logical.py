@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from workbench.util.lazy import lazy_module
 
 from formulations.taccl.sketch import Sketch, SketchError
-from workbench.model.graphs import all_pairs_hops, successor_lists
+from workbench.util.graphs import all_pairs_hops, successor_lists
 from workbench.topology import Topology
 
 np = lazy_module("numpy")  # imported on first use (workbench.util.lazy)

@@ -15,7 +15,7 @@ from formulations.taccl.logical import LogicalTopology
 from formulations.taccl.sketch import Sketch
 from formulations.taccl.symmetry import Generator
 from workbench.model.collective import Collective
-from workbench.model.graphs import dijkstra
+from workbench.util.graphs import dijkstra
 from workbench.kit.milp import LinearExpr, MilpModel
 
 np = lazy_module("numpy")  # imported on first use (workbench.util.lazy)
@@ -76,7 +76,7 @@ def symmetric_trees(logical: LogicalTopology, collective: Collective, allowed: n
 def _bfs_tree(logical: LogicalTopology, collective: Collective, mask: np.ndarray, chunk: int,
               lat_u: np.ndarray) -> dict[int, int] | None:
     """Fewest hops, then least latency, from the chunk's holders over the allowed links
-    (``workbench.model.graphs.dijkstra``); the tree pruned to the ranks that want it."""
+    (``workbench.util.graphs.dijkstra``); the tree pruned to the ranks that want it."""
     pre, post = collective.pre[chunk], collective.post[chunk]
     # arcs in each node's out-link order (a sketch's logical links are not listed by source), so
     # equal (hops, latency) ties resolve as the links are listed there

@@ -52,7 +52,7 @@ from workbench.model.algorithm import Algorithm, Transfer
 from workbench.model.collective import Collective, custom_collective, make_collective
 from workbench.kit.deadline import Deadline
 from workbench.kit.duality import Phase, by_duality_phases
-from workbench.model.graphs import dijkstra
+from workbench.util.graphs import dijkstra
 from workbench.plugin.registry import Problem, SynthesisResult
 from workbench.topology import Topology
 

@@ -109,7 +109,7 @@ def solve_astar(graph: EpochGraph, collective: Collective, *, time_limit: float,
 
 
 def _floyd_warshall(graph: EpochGraph) -> np.ndarray:
-    # scipy's shortest_path on purpose, not workbench.model.graphs: its default method is Floyd-Warshall on
+    # scipy's shortest_path on purpose, not workbench.util.graphs: its default method is Floyd-Warshall on
     # dense graphs and Dijkstra on sparse ones, and the two sum a path in different orders, which
     # differ in the last bit on ndv2:2 and dgx2:2 (experiments/teccl_astar.yaml). These distances are
     # objective coefficients, so a one-bit change can change the solver's path and the schedule.

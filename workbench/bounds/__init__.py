@@ -349,7 +349,7 @@ def alltoall_cut_bound(topology: Topology, collective: Collective, chunk_bytes: 
     dst = np.array([l.dst for l in topology.links])
     bw = np.array([l.bandwidth for l in topology.links])
     alpha = np.array([l.alpha for l in topology.links])
-    from workbench.model.graphs import bfs
+    from workbench.util.graphs import bfs
 
     # links followed both ways, out-neighbours then in-neighbours, each by id: the order of
     # scipy's breadth_first_order(directed=False), which this replaced without its import

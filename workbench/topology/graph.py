@@ -208,7 +208,7 @@ class Topology:
         """BFS from ``src`` over out-links, neighbours in increasing id, first parent kept."""
         parents = self._bfs_parents.get(src)
         if parents is None:
-            from workbench.model.graphs import bfs
+            from workbench.util.graphs import bfs
 
             parents = self._bfs_parents[src] = bfs(self._out, (src,)).parent
         return parents
@@ -247,7 +247,7 @@ class Topology:
         more than the search on any fabric of that size); scipy beyond.
         """
         if self.num_nodes <= 20_000:
-            from workbench.model.graphs import strong_components
+            from workbench.util.graphs import strong_components
 
             return strong_components(self.num_nodes, [(l.src, l.dst) for l in self.links])
         import numpy as np
@@ -263,7 +263,7 @@ class Topology:
 
     def hop_distances(self) -> list[list[int]]:
         """Unweighted shortest-path hop counts between all nodes (-1 when unreachable)."""
-        from workbench.model.graphs import all_pairs_hops
+        from workbench.util.graphs import all_pairs_hops
 
         return all_pairs_hops(self._out)
 
@@ -271,10 +271,10 @@ class Topology:
         """Shortest-path sums of alpha between all nodes (inf when unreachable), computed once.
 
         Plain Python on small fabrics (no scipy import, ~0.4 s, for a few ms of work), scipy beyond
-        (``workbench.model.graphs.all_pairs_shortest``).
+        (``workbench.util.graphs.all_pairs_shortest``).
         """
         if self._alpha is None:
-            from workbench.model.graphs import all_pairs_shortest
+            from workbench.util.graphs import all_pairs_shortest
 
             # the 1e-30 on every alpha is kept from when the scipy twin needed non-zero weights:
             # zero-alpha fabrics then keep their distances, and bounds built on them, unchanged
@@ -292,7 +292,7 @@ class Topology:
         """
         if not any(l.overhead for l in self.links):
             return self.alpha_distances()
-        from workbench.model.graphs import all_pairs_shortest
+        from workbench.util.graphs import all_pairs_shortest
 
         return all_pairs_shortest(self.num_nodes, [
             (l.src, l.dst, l.alpha + (0.0 if self.is_switch(l.src) else l.overhead) + 1e-30) for l in self.links])
