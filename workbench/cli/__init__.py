@@ -56,11 +56,10 @@ def _add_common_options(command: argparse.ArgumentParser) -> None:
 
 
 def command_entry_points() -> list:
-    """The installed ``workbench.commands`` entry points (``importlib.metadata``, read once per
-    command: the parser lists them)."""
-    from importlib.metadata import entry_points
+    """The installed ``workbench.commands`` entry points (read once per command: the parser lists them)."""
+    from workbench.plugin.installed import entry_points
 
-    return list(entry_points(group=COMMAND_GROUP))
+    return entry_points(COMMAND_GROUP)
 
 
 def _register_commands(sub: argparse._SubParsersAction) -> None:

@@ -18,7 +18,7 @@ from typing import Any, Callable
 
 from workbench.model.algorithm import Algorithm
 from workbench.model.collective import Collective
-from workbench.plugin.parameters import Options
+from workbench.plugin.parameters import Options, Parameter
 from workbench.plugin.registry import Problem, SynthesisResult
 from workbench.kit.schedule import claim_listing
 
@@ -37,13 +37,15 @@ def require_kind(collective: Collective, name: str, defined: tuple[str, ...]) ->
 
 class ClosedForm:
     """Base of rule-built formulations: subclasses set ``name``, ``builder`` and, where the rule
-    takes parameters, ``options`` (an ``Options`` dataclass; the base declares none), or override
-    ``build`` where the seed matters."""
+    takes parameters, ``options`` (an ``Options`` dataclass), or override ``build`` where the seed
+    matters. A subclass without ``options`` takes the parameters its ``parameters`` tuple declares
+    (none by default), passed to ``build`` as keywords, as subclasses written for 0.1 expect."""
 
     name = ""
     kind = "schedule"
     builder: Callable[..., Algorithm]
-    options: type[Options] = Options
+    options: type[Options] | None = None
+    parameters: tuple[Parameter, ...] = ()
 
     def synthesize(self, problem: Problem, *, time_limit: float, seed: int,
                    on_incumbent: Callable[[Algorithm], None] | None = None, options: Options | None = None,
@@ -51,10 +53,15 @@ class ClosedForm:
         """The rule's schedule as a ``feasible`` result, or an ``error`` one where the rule does
         not cover the problem (module docstring). ``options``: as built by the runner; a direct
         call may give keyword params instead (checked against the same declaration)."""
-        resolved = self.options.resolve(options, params, self.name)
         started = time.perf_counter()
         try:
-            algorithm = self.build(problem, seed, resolved)
+            if self.options is not None:
+                algorithm = self.build(problem, seed, self.options.resolve(options, params, self.name))
+            else:
+                unknown = sorted(set(params) - {p.name for p in self.parameters})
+                if unknown:
+                    raise ValueError(f"{self.name}: unknown parameters {unknown}")
+                algorithm = self.build(problem, seed, **params)
         except UnsupportedCollective as exc:
             return SynthesisResult([], "error", time.perf_counter() - started, message=str(exc))
         # below 256 MB the listing that simulates faster, planned or settled (claim_listing); the
@@ -66,7 +73,7 @@ class ClosedForm:
             on_incumbent(algorithm)
         return SynthesisResult([algorithm], "feasible", seconds, {"transfers": len(algorithm.transfers)})
 
-    def build(self, problem: Problem, seed: int, options: Options) -> Algorithm:
-        """The schedule: the builder given the options as keywords; a rule that draws from the
-        seed (tie breaks) overrides this."""
-        return type(self).builder(problem, **options.as_dict())
+    def build(self, problem: Problem, seed: int, options: Options | None = None, **params: Any) -> Algorithm:
+        """The schedule: the builder given the options (or, undeclared, the params) as keywords; a
+        rule that draws from the seed (tie breaks) overrides this."""
+        return type(self).builder(problem, **(options.as_dict() if options is not None else params))

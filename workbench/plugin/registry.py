@@ -50,6 +50,7 @@ from workbench.model.algorithm import Algorithm
 from workbench.model.collective import Collective, make_collective
 from workbench.kit.solvers import STATUSES, Status, smt_status
 from workbench.topology import Topology
+from workbench.plugin.installed import entry_points
 
 __all__ = [
     "Problem",
@@ -243,14 +244,6 @@ def _describe(obj: Any) -> str:
         return f"{module}.{qualified}" if isinstance(module, str) else qualified
     text = repr(obj)
     return text if len(text) <= 80 else text[:77] + "..."
-
-
-def entry_points(group: str) -> list[Any]:
-    """The installed distributions' entry points of ``group`` (``importlib.metadata``, imported on
-    first use: it costs a command ~30 ms, so only the commands that look a plug-in up pay it)."""
-    from importlib.metadata import entry_points as installed
-
-    return list(installed(group=group))
 
 
 def _discover() -> None:
