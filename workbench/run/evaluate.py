@@ -212,10 +212,13 @@ def child_evaluate(request: CellRequest, send: Send) -> dict[str, Any]:
     """Verify and simulate a timed-out cell's incumbent (in its own process, under the evaluation limit)."""
     from workbench.checking.verify import InvalidAlgorithm
 
-    from workbench.plugin.registry import resolve_formulation
+    from workbench.plugin.registry import FormulationError, resolve_formulation
 
     problem = build_problem(request.cell, request.topology)
-    facts = formulation_facts(resolve_formulation(request.cell.formulation.name, request.formulation_dir))
+    try:  # the formulation's own row facts; an incumbent is still evaluated if it cannot be loaded here
+        facts = formulation_facts(resolve_formulation(request.cell.formulation.name, request.formulation_dir))
+    except FormulationError:
+        facts = ()
     send("ready", None)
     fields = dict(problem_fields(problem))
     try:
