@@ -133,11 +133,6 @@ class FormulationSpec:
                 data[key] = [v.to_dict() for v in value] if key == "collectives" else list(value)
         return data
 
-    @property
-    def time_limit(self) -> float | None:
-        """The cell time limit its parameters set, if any."""
-        return self.params.get("time_limit")
-
 
 @dataclass(frozen=True)
 class DesignSpec:

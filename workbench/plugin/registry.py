@@ -53,6 +53,7 @@ from workbench.topology import Topology
 from workbench.plugin.installed import entry_points
 
 __all__ = [
+    "row_facts",
     "Problem",
     "DesignProblem",
     "SynthesisResult",
@@ -169,6 +170,14 @@ class Formulation(Protocol):
 
 _REGISTRY: dict[str, Formulation] = {}
 _DISCOVERED = False
+
+
+def row_facts(formulation: Any) -> dict[str, str | None]:
+    """A formulation's own algorithm facts its rows carry, meta key -> role: its ``row_facts``
+    declaration, a list of meta keys (no roles) or a mapping of meta key to the role a figure reads
+    it in (``workbench.reports.row_keys.CHUNKS_ROLE``); empty when it declares none."""
+    declared = getattr(formulation, "row_facts", None) or ()
+    return dict(declared) if isinstance(declared, dict) else {key: None for key in declared}
 
 
 def register(formulation: Any, name: str | None = None) -> Formulation:

@@ -129,7 +129,7 @@ def pareto(rows: list[dict[str, Any]], path: Path) -> bool:
 def steps_vs_bandwidth(rows: list[dict[str, Any]], path: Path, chunk_facts: dict[str, str]) -> bool:
     """Latency cost S vs bandwidth cost R/C of every algorithm found, per collective; the
     non-dominated points (a Pareto frontier) joined by a line. ``chunk_facts``: by formulation
-    label, the row fact that counts an algorithm's chunks C (``formulation_facts``)."""
+    label, the row fact that counts an algorithm's chunks C (``facts_in_role``)."""
     points: dict[str, set[tuple[int, float]]] = {}
     for row in rows:
         chunks = chunk_facts.get(row.get(R.FORMULATION))
@@ -284,27 +284,25 @@ def write_figures(folder: Path, experiment, rows: list[dict[str, Any]], table=No
         written.append(figures / "pareto.png")
     if efficiency(schedule, figures / "efficiency.png"):
         written.append(figures / "efficiency.png")
-    if steps_vs_bandwidth(schedule, figures / "steps_vs_bandwidth.png", formulation_facts(experiment, R.CHUNKS_ROLE)):
+    if steps_vs_bandwidth(schedule, figures / "steps_vs_bandwidth.png", facts_in_role(experiment, R.CHUNKS_ROLE)):
         written.append(figures / "steps_vs_bandwidth.png")
     written += time_by_size(schedule, figures / "by_size")
     written += efficiency_by_npus(schedule, figures / "by_npus")
     return written
 
 
-def formulation_facts(experiment, role: str) -> dict[str, str]:
+def facts_in_role(experiment, role: str) -> dict[str, str]:
     """By formulation label, the row fact each of the experiment's formulations gives ``role`` in
     its ``row_facts`` (a formulation that cannot be loaded declares none)."""
-    from workbench.plugin.registry import FormulationError, resolve_formulation
+    from workbench.plugin.registry import FormulationError, resolve_formulation, row_facts
 
     found = {}
     for spec in experiment.formulations:
         try:
-            declared = getattr(resolve_formulation(spec.name, experiment.base_dir), "row_facts", None)
+            declared = row_facts(resolve_formulation(spec.name, experiment.base_dir))
         except FormulationError:
             continue
-        for key, given in (declared.items() if isinstance(declared, dict) else ()):
-            if given == role:
-                found[spec.label] = key
+        found.update({spec.label: key for key, given in declared.items() if given == role})
     return found
 
 

@@ -154,7 +154,9 @@ def problem_fields(problem) -> dict[str, Any]:
 
 def formulation_facts(formulation: Any) -> tuple[str, ...]:
     """The meta keys of a formulation's own algorithm facts the rows carry (its ``row_facts``)."""
-    return tuple(getattr(formulation, "row_facts", ()) or ())
+    from workbench.plugin.registry import row_facts
+
+    return tuple(row_facts(formulation))
 
 
 # ============================================================================ child side
@@ -166,10 +168,6 @@ def remaining_limit(request: CellRequest) -> float:
     if request.deadline is not None:
         limit = min(limit, request.deadline - time.time())
     return max(limit, 0.05)
-
-
-def _formulation_params(request: CellRequest) -> dict[str, Any]:
-    return {k: v for k, v in request.cell.formulation.params.items() if k != "time_limit"}
 
 
 def child_run_schedule(request: CellRequest, send: Send) -> dict[str, Any]:
@@ -185,7 +183,7 @@ def child_run_schedule(request: CellRequest, send: Send) -> dict[str, Any]:
     started = time.perf_counter()
     result = formulation.synthesize(problem, time_limit=solver_time_limit(remaining_limit(request)), seed=cell.seed,
                                     on_incumbent=lambda algorithm: send("incumbent", algorithm),
-                                    **synthesis_keywords(formulation, _formulation_params(request)))
+                                    **synthesis_keywords(formulation, request.cell.formulation.params))
     seconds = time.perf_counter() - started
     summary = {"status": result.status, "synthesis_seconds": seconds, "stats": result.stats,
                "message": result.message, "claimed_times": result.claimed_times}
@@ -237,11 +235,11 @@ def provenance(request: CellRequest, status: str, seconds: float) -> dict[str, A
     parameters (the declared defaults under the ones given), the seed, the status and the
     synthesis time. Stamped here, for every formulation alike; formulations record only their
     own facts (views, engines, claimed times)."""
-    from workbench.plugin.parameters import declared_parameters
+    from workbench.plugin.parameters import RUNNER_KEYS, declared_parameters
     from workbench.plugin.registry import resolve_formulation
 
     name = request.cell.formulation.name
-    given = _formulation_params(request)
+    given = {k: v for k, v in request.cell.formulation.params.items() if k not in RUNNER_KEYS}
     declared = declared_parameters(resolve_formulation(name, request.formulation_dir)) or ()
     params = {**{p.name: p.default for p in declared}, **given}
     return {"formulation": name, "params": params, "seed": request.cell.seed, "status": status,
@@ -314,7 +312,7 @@ def child_run_design(request: CellRequest, send: Send) -> dict[str, Any]:
     send("ready", None)
     started = time.perf_counter()
     result = formulation.synthesize(problem, time_limit=solver_time_limit(request.time_limit), seed=cell.seed,
-                                    **synthesis_keywords(formulation, _formulation_params(request)))
+                                    **synthesis_keywords(formulation, request.cell.formulation.params))
     seconds = time.perf_counter() - started
     send("synthesized", {"status": result.status, "synthesis_seconds": seconds})
     return {"status": result.status, "synthesis_seconds": seconds, "bandwidths": list(result.bandwidths),
