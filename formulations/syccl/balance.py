@@ -27,15 +27,16 @@ def balance(sketches: list[Sketch], bandwidth: dict[str, float], time_limit: flo
     shares = [model.add_var(0.0, 1.0) for _ in sketches]
     z = model.add_var(0.0, cost=1.0)
     dims = sorted({d for s in sketches for d in s.sends})
+    unit = min(s.seconds_per_byte for s in sketches)  # loads in units of the best sketch's: well-scaled rows
     for d in dims:
-        model.add_row(shares + [z], [s.sends.get(d, 0) / bandwidth[d] for s in sketches] + [-1.0], upper=0.0)
+        model.add_row(shares + [z], [s.sends.get(d, 0) / bandwidth[d] / unit for s in sketches] + [-1.0], upper=0.0)
     model.add_row(shares, [1.0] * len(shares), 1.0, 1.0)
     outcome = model.solve(time_limit=max(time_limit, 1.0))
     if not outcome.has_solution:
         best = min(range(len(sketches)), key=lambda i: sketches[i].seconds_per_byte)
         return [1.0 if i == best else 0.0 for i in range(len(sketches))], sketches[best].seconds_per_byte, outcome.status
     values = [max(0.0, outcome.value(c)) for c in shares]
-    return values, outcome.value(z), outcome.status
+    return values, outcome.value(z) * unit, outcome.status
 
 
 def chunk_split(shares: list[float], chunks: int) -> list[int]:

@@ -17,7 +17,7 @@ from workbench.checking.simulate import simulate
 from workbench.kit.deadline import Deadline
 from workbench.kit.decomposition import Decomposition, decompose, stitch
 from workbench.kit.duality import by_duality_phases
-from workbench.kit.schedule import claim_in_model
+from workbench.kit.schedule import adapts_to_size, claim_in_model, claim_listing
 from workbench.model.algorithm import Algorithm
 from workbench.model.collective import make_collective
 from workbench.plugin.registry import Problem, SynthesisResult
@@ -25,6 +25,7 @@ from workbench.plugin.registry import Problem, SynthesisResult
 __all__ = ["synthesize", "tier_bandwidth"]
 
 KINDS = ("allgather", "reducescatter", "allreduce", "alltoall")
+GAIN = 0.002  # a deeper pipeline must beat the best so far by this fraction for the search to go deeper
 
 
 def _say(message: str) -> None:
@@ -101,7 +102,7 @@ def synthesize(formulation: Any, problem: Problem, *, time_limit: float, seed: i
          f"balanced mix " + ", ".join(f"{s.name} {x:.2f}" for s, x in zip(sketches, shares) if x > 1e-6))
     combos = {"balanced": shares}
     best_single = [1.0 if i == 0 else 0.0 for i in range(len(sketches))]
-    if any(abs(a - b) > 1e-6 for a, b in zip(shares, best_single)):
+    if any(abs(a - b) > 1e-3 for a, b in zip(shares, best_single)):
         combos["best sketch"] = best_single
     views: dict[str, Decomposition] = {"forward": decomposition}
 
@@ -138,12 +139,17 @@ def synthesize(formulation: Any, problem: Problem, *, time_limit: float, seed: i
                 if deadline.remaining() < 1.0 and best is not None:
                     break
                 algorithm = build(k, combo, merge)
-                seconds = simulate(algorithm).collective_time
+                if adapts_to_size(problem.topology, problem.size_bytes):  # small: the better of two listings
+                    algorithm = claim_listing(algorithm, problem.size_bytes, deadline.remaining())
+                    seconds = algorithm.meta["claimed_time"]
+                else:
+                    seconds = simulate(algorithm).collective_time
                 entry = {"chunks": k, "combination": combo_name, "merge": merge, "time": seconds,
                          "transfers": len(algorithm.transfers)}
                 tried.append(entry)
                 if best is None or seconds < best[0] * (1 - 1e-9):
-                    best, improved = (seconds, algorithm, entry), True
+                    improved = best is None or seconds < best[0] * (1 - GAIN)
+                    best = (seconds, algorithm, entry)
                     if on_incumbent is not None:
                         on_incumbent(algorithm)
         _say(f"depth {k}: best so far {best[0] * 1e6:.4g} us ({best[2]['combination']}, "
@@ -163,7 +169,8 @@ def synthesize(formulation: Any, problem: Problem, *, time_limit: float, seed: i
             "candidates_simulated": len(tried), "chosen": entry, "tried": tried}
     algorithm.meta.update({"formulation": "syccl", "syccl": meta})
     synthesis_seconds = time.perf_counter() - started
-    claim_in_model(algorithm)
+    if "claimed_time" not in algorithm.meta:
+        claim_in_model(algorithm)
     status = "timeout" if deadline.expired else "feasible"
     return SynthesisResult([algorithm], status, synthesis_seconds,
                            stats={"sketches_kept": exploration.counts["kept"], "sub_models": solved.solves,
