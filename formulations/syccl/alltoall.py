@@ -31,6 +31,7 @@ from workbench.plugin.registry import SynthesisResult
 __all__ = ["alltoall_candidates", "alltoall_sends"]
 
 GAIN = 0.002  # as for the All-Gather: deeper pipelines must beat the best so far by this fraction
+PATIENCE = 3  # and the search stops after this many depths in a row without such a gain
 
 
 def _sketches(decomposition: Decomposition) -> list[Sketch]:
@@ -103,6 +104,7 @@ def alltoall_candidates(problem: Any, decomposition: Decomposition, bandwidth: d
     say("all-to-all sketches rail>box, box>rail; balanced shares " + ", ".join(f"{x:.2f}" for x in shares))
     tried: list[dict[str, Any]] = []
     best = None
+    stale = 0
     depths = [2 ** i for i in range(0, 9)] if options.depths == "auto" else \
         [int(x) for x in str(options.depths).split(",") if x.strip()]
     n = problem.collective.num_ranks
@@ -136,7 +138,8 @@ def alltoall_candidates(problem: Any, decomposition: Decomposition, bandwidth: d
                     if on_incumbent is not None:
                         on_incumbent(algorithm)
         say(f"depth {k}: best so far {best[0] * 1e6:.4g} us")
-        if not improved and options.depths == "auto" and k > 1:
+        stale = 0 if improved else stale + 1
+        if stale >= PATIENCE and options.depths == "auto":
             break
     if best is None:
         return SynthesisResult([], "timeout", time.perf_counter() - started,

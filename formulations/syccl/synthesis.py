@@ -25,7 +25,8 @@ from workbench.plugin.registry import Problem, SynthesisResult
 __all__ = ["synthesize", "tier_bandwidth"]
 
 KINDS = ("allgather", "reducescatter", "allreduce", "alltoall")
-GAIN = 0.002  # a deeper pipeline must beat the best so far by this fraction for the search to go deeper
+GAIN = 0.002  # a deeper pipeline must beat the best so far by this fraction, or the search
+PATIENCE = 3  # ... stops after this many depths in a row without such a gain
 
 
 def _say(message: str) -> None:
@@ -127,6 +128,7 @@ def synthesize(formulation: Any, problem: Problem, *, time_limit: float, seed: i
 
     tried: list[dict[str, Any]] = []
     best: tuple[float, Algorithm, dict] | None = None
+    stale = 0
     for k in _depths(options, collective, problem):
         if deadline.expired:
             break
@@ -154,7 +156,8 @@ def synthesize(formulation: Any, problem: Problem, *, time_limit: float, seed: i
                         on_incumbent(algorithm)
         _say(f"depth {k}: best so far {best[0] * 1e6:.4g} us ({best[2]['combination']}, "
              f"{'merged' if best[2]['merge'] else 'per chunk'}, {best[2]['chunks']} chunks)")
-        if not improved and options.depths == "auto" and k > 1:
+        stale = 0 if improved else stale + 1
+        if stale >= PATIENCE and options.depths == "auto":
             break
     if best is None:
         return SynthesisResult([], "timeout", time.perf_counter() - started,
