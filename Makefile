@@ -5,7 +5,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: venv test test-fast test-all bench bench-tacos bench-tacos-large bench-sccl quality quality-sizes cluster-scale honesty clean reproduce-table5
+.PHONY: venv test test-fast test-all bench bench-tacos bench-tacos-large bench-sccl quality quality-sizes cluster-scale syccl honesty clean reproduce-table5
 
 venv: $(STAMP)
 
@@ -54,6 +54,10 @@ quality-sizes: $(STAMP)
 # efficiency and synthesis time against GPUs on rail fabrics of 32-1,024 GPUs (results/cluster_scale/; about 90 minutes)
 cluster-scale: $(STAMP)
 	$(PY) -m workbench run experiments/cluster_scale.yaml --jobs 2
+
+# SyCCL beside TACOS, ForestColl and the direct exchange on rail fabrics of 32 and 128 GPUs (results/syccl/; about 25 minutes)
+syccl: $(STAMP)
+	$(PY) -m workbench run experiments/syccl.yaml --jobs 2
 
 # statuses, claims and bounds at 64 KB-16 MB on fabrics no table uses (results/honesty/; about 25 minutes)
 honesty: $(STAMP)

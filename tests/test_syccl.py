@@ -71,7 +71,7 @@ def test_every_collective_verifies_and_its_claim_is_the_simulated_time(kind, siz
 
 
 def test_all_gather_on_32_gpus_meets_the_throughput_bound_at_1_gib():
-    problem, result = _solve("rails:4x8", "allgather", 1 << 30)
+    problem, result = _solve("rails:4x8", "allgather", 1 << 30, depths="32")
     algorithm = result.algorithms[0]
     verify(algorithm)
     bound = problem_bounds(problem.topology, problem.collective, problem.size_bytes).best
