@@ -105,8 +105,10 @@ def alltoall_candidates(problem: Any, decomposition: Decomposition, bandwidth: d
     tried: list[dict[str, Any]] = []
     best = None
     stale = 0
-    depths = [2 ** i for i in range(0, 9)] if options.depths == "auto" else \
-        [int(x) for x in str(options.depths).split(",") if x.strip()]
+    from formulations.syccl.synthesis import worth_cutting
+
+    depths = [k for k in (2 ** i for i in range(0, 9)) if k == 1 or worth_cutting(problem, k)] \
+        if options.depths == "auto" else [int(x) for x in str(options.depths).split(",") if x.strip()]
     n = problem.collective.num_ranks
     for k in depths:
         if deadline.expired or n * n * k * 2 > options.max_transfers:

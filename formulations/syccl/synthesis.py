@@ -196,7 +196,17 @@ def _depths(options: SycclOptions, collective, problem: Problem) -> list[int]:
     """The chunks per rank to try: the given list, or powers of two (module docstring of the package)."""
     if options.depths != "auto":
         return [int(x) for x in str(options.depths).split(",") if x.strip()]
-    return [2 ** i for i in range(0, 11)]
+    return [k for k in (2 ** i for i in range(0, 11)) if k == 1 or worth_cutting(problem, k)]
+
+
+def worth_cutting(problem: Problem, k: int) -> bool:
+    """Whether ``k`` chunks per rank can still pay: a chunk's serialisation on the slowest NPU link
+    must be at least a sixteenth of the smallest alpha (finer pieces only add latency and messages)."""
+    n = problem.topology.num_npus
+    npu_links = [l for l in problem.topology.links if l.src < n]
+    slowest = min(l.bandwidth for l in npu_links)
+    alpha = min((l.alpha for l in npu_links if l.alpha > 0), default=0.0)
+    return problem.with_chunks(k).chunk_bytes / slowest >= alpha / 16
 
 
 def _transfer_estimate(collective, k: int, sketches: list[Sketch]) -> int:
