@@ -22,5 +22,6 @@ class SycclOptions(Options):
     max_model_columns: int = option(20_000, "a group's sub-model above this many variables is replaced by "
                                     "direct sends", minimum=100)
     depths: str = option("auto", "pipeline depths (chunks per rank) to try, comma separated ('auto': powers "
-                         "of two up to the transfer budget, stopping when twice as many stops helping)")
+                         "of two while a chunk serialises in at least a sixteenth of the smallest alpha, stopping after "
+                         "three doublings without a gain)")
     max_transfers: int = option(2_000_000, "skip candidates listing more transfers", minimum=1)
