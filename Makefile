@@ -5,7 +5,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: venv test test-fast test-all bench bench-tacos bench-tacos-large bench-sccl quality quality-sizes cluster-scale syccl honesty clean reproduce-table5
+.PHONY: venv test test-fast test-all bench bench-tacos bench-tacos-large bench-sccl quality quality-sizes cluster-scale syccl symmetry honesty clean reproduce-table5
 
 venv: $(STAMP)
 
@@ -58,6 +58,10 @@ cluster-scale: $(STAMP)
 # SyCCL beside TACOS, ForestColl and the direct exchange on rail fabrics of 32 and 128 GPUs (results/syccl/; about 25 minutes)
 syccl: $(STAMP)
 	$(PY) -m workbench run experiments/syccl.yaml --jobs 2
+
+# TE-CCL and TACCL with and without the symmetry decomposition, beside SyCCL (results/symmetry/; about 25 minutes)
+symmetry: $(STAMP)
+	$(PY) -m workbench run experiments/symmetry.yaml --jobs 2
 
 # statuses, claims and bounds at 64 KB-16 MB on fabrics no table uses (results/honesty/; about 25 minutes)
 honesty: $(STAMP)

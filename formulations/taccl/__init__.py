@@ -62,10 +62,16 @@ class Taccl:
                    options: TacclOptions | None = None, **params: Any) -> Any:
         """Routing, ordering and contiguity under the sketch (module docstring); ``options`` as the
         runner built them, or keyword params checked against the same declaration."""
+        options = TacclOptions.resolve(options, params, self.name)
+        if options.symmetry == "dimensions":  # this model on one rail and one box group, composed
+            from workbench.kit.composition import synthesize_by_dimensions
+
+            return synthesize_by_dimensions(self, problem, time_limit=time_limit, seed=seed, options=options,
+                                            rounds=options.rounds, on_incumbent=on_incumbent)
         from formulations.taccl.synthesis import synthesize
 
         return synthesize(self, problem, time_limit=time_limit, seed=seed, on_incumbent=on_incumbent,
-                          options=TacclOptions.resolve(options, params, self.name))
+                          options=options)
 
 
 __getattr__ = forward_attributes("formulations.taccl.synthesis")  # the implementation's names, on first use

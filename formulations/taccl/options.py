@@ -33,6 +33,9 @@ class TacclOptions(Options):
     mip_gap: float = option(1e-6, "relative MIP gap", minimum=0, maximum=1)
     threads: int = option(1, "solver threads", minimum=1)
     serialise_reductions: bool = option(True, "order reductions into one buffer (runtime-safe)")
+    symmetry: str = option("off", "'dimensions': solve one rail and one box group of a rail cluster with this "
+                           "model and compose them (workbench.kit.composition)", choices=("off", "dimensions"))
+    rounds: int = option(16, "with symmetry: rounds the composed schedule pipelines", minimum=1)
 
     @property
     def stage_seconds(self) -> float | None:

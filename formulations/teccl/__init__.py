@@ -82,6 +82,11 @@ class Teccl:
         """The schedule by the chosen method (module docstring); ``options`` as the runner built
         them, or keyword params checked against the same declaration."""
         options = TecclOptions.resolve(options, params, self.name)
+        if options.symmetry == "dimensions":  # this model on one rail and one box group, composed
+            from workbench.kit.composition import synthesize_by_dimensions
+
+            return synthesize_by_dimensions(self, problem, time_limit=time_limit, seed=seed, options=options,
+                                            rounds=options.rounds, on_incumbent=on_incumbent)
         collective = problem.collective
         topology = problem.topology
         chunk_bytes = collective.chunk_bytes(problem.size_bytes)

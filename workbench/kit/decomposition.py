@@ -75,6 +75,7 @@ class Dimension:
     groups: tuple[tuple[int, ...], ...]
     classes: tuple[tuple[int, ...], ...]
     fabrics: tuple[GroupFabric, ...]
+    carriers: tuple[int, ...] = ()  # per group, the translation taking its class representative onto it
     _where: dict[int, tuple[int, int]] = field(default_factory=dict, repr=False, compare=False)
 
     def locate(self, npu: int) -> tuple[int, int]:
@@ -86,6 +87,12 @@ class Dimension:
     def class_of(self, group: int) -> int:
         """The isomorphism class of group ``group``."""
         return next(c for c, members in enumerate(self.classes) if group in members)
+
+    def node_map(self, group: int, table) -> list[int]:
+        """The global id of every local node of ``group``'s fabric (its class representative's
+        local nodes carried by the group's translation; ``table``: ``Decomposition.translations.nodes``)."""
+        fabric = self.fabrics[self.class_of(group)]
+        return [int(v) for v in table[self.carriers[group], list(fabric.nodes)]]
 
     @property
     def group_size(self) -> int:
@@ -154,10 +161,13 @@ def _dimension(topology: Topology, translations: NodeTranslations, name: str,
     table = translations.nodes
     classes: list[list[int]] = []
     fabrics: list[GroupFabric] = []
+    carriers: list[int] = []
     for i, group in enumerate(groups):
         for members in classes:
-            if _maps(table, groups[members[0]], group) is not None:
+            carrier = _maps(table, groups[members[0]], group)
+            if carrier is not None:
                 members.append(i)
+                carriers.append(carrier)
                 break
         else:
             fabric = _group_fabric(topology, table, group,
@@ -167,7 +177,8 @@ def _dimension(topology: Topology, translations: NodeTranslations, name: str,
                 return None
             classes.append([i])
             fabrics.append(fabric)
-    return Dimension(name, groups, tuple(tuple(c) for c in classes), tuple(fabrics))
+            carriers.append(0)  # the identity (translation 0) carries a representative onto itself
+    return Dimension(name, groups, tuple(tuple(c) for c in classes), tuple(fabrics), tuple(carriers))
 
 
 def _maps(table, source: Sequence[int], target: Sequence[int]) -> int | None:
