@@ -107,14 +107,28 @@ def _solve_groups(found: Decomposition, round_bytes: float, solve: GroupSolver, 
         timing = simulate(algorithm)
         subs[dim.name] = (algorithm, timing.start, timing.collective_time)
         record["solved"].append({"dimension": dim.name, "gpus": g, "transfers": len(algorithm.transfers),
-                                 "chunks": algorithm.collective.chunks_per_rank, "time": timing.collective_time})
+                                 "chunks": _pieces(algorithm.collective)[1], "time": timing.collective_time})
         record["reused"] += len(dim.groups) - 1
     return subs
 
 
+def _pieces(collective: Collective) -> tuple[dict[int, tuple[int, int]], int]:
+    """Per chunk of a group All-Gather (also one a formulation cut into a ``custom`` collective of
+    finer pieces): (piece index among its origin's, origin rank), and the pieces per rank."""
+    by_origin: dict[int, list[int]] = {}
+    for c in range(collective.num_chunks):
+        if len(collective.pre[c]) != 1 or len(collective.post[c]) != collective.num_ranks:
+            raise _NoComposition("a group's schedule is not an All-Gather of its GPUs")
+        by_origin.setdefault(min(collective.pre[c]), []).append(c)
+    counts = {len(chunks) for chunks in by_origin.values()}
+    if len(by_origin) != collective.num_ranks or len(counts) != 1:
+        raise _NoComposition("a group's schedule gives its GPUs unequal numbers of pieces")
+    return {c: (j, r) for r, chunks in by_origin.items() for j, c in enumerate(sorted(chunks))}, counts.pop()
+
+
 def _per_round(subs: dict) -> int:
     """Global chunks per rank and round: the common multiple of the sub-algorithms' chunkings."""
-    return math.lcm(subs["rail"][0].collective.chunks_per_rank, subs["box"][0].collective.chunks_per_rank)
+    return math.lcm(_pieces(subs["rail"][0].collective)[1], _pieces(subs["box"][0].collective)[1])
 
 
 def _allgather(topology: Topology, found: Decomposition, collective: Collective, chunk_bytes: float, rounds: int,
@@ -122,8 +136,8 @@ def _allgather(topology: Topology, found: Decomposition, collective: Collective,
     """The composed All-Gather of ``collective`` (``rounds * per_round`` chunks per rank)."""
     n = topology.num_npus
     rail, box = found.dimension("rail"), found.dimension("box")
-    k_rail = subs["rail"][0].collective.chunks_per_rank
-    k_box = subs["box"][0].collective.chunks_per_rank
+    k_rail = _pieces(subs["rail"][0].collective)[1]
+    k_box = _pieces(subs["box"][0].collective)[1]
     t_rail, t_box = subs["rail"][2], subs["box"][2]
     period = max(t_rail, t_box)
     table = found.translations.nodes
@@ -143,13 +157,13 @@ def _translate(dim: Dimension, table, sub: tuple, offset: float, stage: int, sen
                global_chunks: Callable[[int, int, int], list[int]]) -> None:
     """Every group's image of the sub-algorithm's transfers, with their global chunks."""
     algorithm, starts, _ = sub
-    g = algorithm.collective.num_ranks
+    piece_of = _pieces(algorithm.collective)[0]
     for group in range(len(dim.groups)):
         nodes = dim.node_map(group, table)
         for transfer, start in zip(algorithm.transfers, starts):
             chunks: list[int] = []
             for c in transfer.chunks:
-                j, local = divmod(c, g)
+                j, local = piece_of[c]
                 chunks.extend(global_chunks(group, local, j))
             sends.append(Send(offset + float(start), stage, nodes[transfer.src], nodes[transfer.dst], tuple(chunks),
                               transfer.op))
