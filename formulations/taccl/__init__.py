@@ -38,6 +38,12 @@ Status: ``timeout`` if any stage stopped at its limit (its incumbent is used; st
 one, the unmerged schedule of the same orders); otherwise ``feasible`` (the three-stage
 decomposition is a heuristic even when each MILP is solved to optimality; per-stage statuses are
 in ``stats``).
+
+With ``symmetry: dimensions`` (and ``rounds``, 16) this model solves only one rail group's and one
+box group's All-Gather of a rail cluster whose translations verify; the answers are translated to
+every group and composed, rails first, in pipelined rounds (``workbench.kit.composition``, the
+decomposition SyCCL uses: ``docs/methods/syccl.md``). The composed schedule claims its simulated
+time; ``meta.symmetry`` records the groups solved and reused; ``error`` naming why on other fabrics.
 """
 
 from __future__ import annotations

@@ -35,6 +35,12 @@ Status by the rule of docs/architecture.md ("Statuses"): HiGHS's status of the m
 ``timeout`` when a limit ended it, with the incumbent (the greedy warm start at worst) attached.
 "optimal" is proven in the epoch model (``meta.model_optimal = "teccl-epochs"``); the row's status
 is the floor's, by the simulated time (``workbench.bounds.yardstick``).
+
+With ``symmetry: dimensions`` (and ``rounds``, 16) this model solves only one rail group's and one
+box group's All-Gather of a rail cluster whose translations verify; the answers are translated to
+every group and composed, rails first, in pipelined rounds (``workbench.kit.composition``, the
+decomposition SyCCL uses: ``docs/methods/syccl.md``). The composed schedule claims its simulated
+time; ``meta.symmetry`` records the groups solved and reused; ``error`` naming why on other fabrics.
 """
 
 from __future__ import annotations
