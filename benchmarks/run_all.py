@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import sys
 
-from benchmarks import (bounds_speed, cluster_scale, libra_solve, multipath_scaling, startup, taccl_scaling,
-                        tacos_scaling, verify_simulate)
+from benchmarks import (bounds_speed, cluster_scale, libra_solve, multipath_scaling, startup, syccl_wall,
+                        taccl_scaling, tacos_scaling, verify_simulate)
 
 
 def main() -> int:
@@ -17,6 +17,7 @@ def main() -> int:
     bounds_speed.main([])
     multipath_scaling.main([])
     cluster_scale.main([])
+    syccl_wall.main([])
     return 0
 
 

@@ -11,7 +11,7 @@ from formulations.taccl import Taccl
 from formulations.teccl import Teccl
 from workbench.checking.simulate import simulate
 from workbench.checking.verify import verify
-from workbench.kit.composition import compose
+from workbench.plugin.composition import compose
 from workbench.model.collective import make_collective
 from workbench.plugin.registry import Problem
 from workbench.topology import build

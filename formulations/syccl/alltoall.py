@@ -22,6 +22,7 @@ import time
 from typing import Any, Callable
 
 from formulations.syccl.balance import balance, chunk_split
+from formulations.syccl.depths import GAIN, PATIENCE, depths
 from formulations.syccl.sketches import Sketch, Stage
 from workbench.checking.simulate import simulate
 from workbench.kit.decomposition import Decomposition, Send, stitch
@@ -30,8 +31,6 @@ from workbench.plugin.registry import SynthesisResult
 
 __all__ = ["alltoall_candidates", "alltoall_sends"]
 
-GAIN = 0.002  # as for the All-Gather: deeper pipelines must beat the best so far by this fraction
-PATIENCE = 3  # and the search stops after this many depths in a row without such a gain
 
 
 def _sketches(decomposition: Decomposition) -> list[Sketch]:
@@ -105,12 +104,9 @@ def alltoall_candidates(problem: Any, decomposition: Decomposition, bandwidth: d
     tried: list[dict[str, Any]] = []
     best = None
     stale = 0
-    from formulations.syccl.synthesis import worth_cutting
-
-    depths = [k for k in (2 ** i for i in range(0, 9)) if k == 1 or worth_cutting(problem, k)] \
-        if options.depths == "auto" else [int(x) for x in str(options.depths).split(",") if x.strip()]
+    tried_depths = depths(options.depths, problem, 8)
     n = problem.collective.num_ranks
-    for k in depths:
+    for k in tried_depths:
         if deadline.expired or n * n * k * 2 > options.max_transfers:
             break
         sized = problem.with_chunks(k)

@@ -9,6 +9,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable
 
 from formulations.syccl.balance import balance, chunk_split
+from formulations.syccl.depths import GAIN, PATIENCE, depths
 from formulations.syccl.options import SycclOptions
 from formulations.syccl.sketches import Sketch, explore
 from formulations.syccl.stitching import Round, allgather_sends
@@ -25,8 +26,6 @@ from workbench.plugin.registry import Problem, SynthesisResult
 __all__ = ["synthesize", "tier_bandwidth"]
 
 KINDS = ("allgather", "reducescatter", "allreduce", "alltoall")
-GAIN = 0.002  # a deeper pipeline must beat the best so far by this fraction, or the search
-PATIENCE = 3  # ... stops after this many depths in a row without such a gain
 
 
 def _say(message: str) -> None:
@@ -122,14 +121,14 @@ def synthesize(formulation: Any, problem: Problem, *, time_limit: float, seed: i
             counts = chunk_split(combo, k)
             rounds = [Round(j, sketch) for j, sketch in enumerate(_spread(sketches, counts))]
             sends = allgather_sends(view, collective.num_ranks, chunk_bytes, rounds, patterns, bandwidth, merge)
-            return stitch(view_topology, gather_collective, chunk_bytes, sends)
+            return stitch(view_topology, gather_collective, chunk_bytes, sends, spread=not phase.reversed)
 
         return by_duality_phases(problem.topology, target, target.chunk_bytes(problem.size_bytes), gather)
 
     tried: list[dict[str, Any]] = []
     best: tuple[float, Algorithm, dict] | None = None
     stale = 0
-    for k in _depths(options, collective, problem):
+    for k in depths(options.depths, problem, 10):
         if deadline.expired:
             break
         improved = False
@@ -190,23 +189,6 @@ def _spread(sketches: list[Sketch], counts: list[int]) -> list[Sketch]:
                 order.append(sketches[i])
                 left[i] -= 1
     return order
-
-
-def _depths(options: SycclOptions, collective, problem: Problem) -> list[int]:
-    """The chunks per rank to try: the given list, or powers of two (module docstring of the package)."""
-    if options.depths != "auto":
-        return [int(x) for x in str(options.depths).split(",") if x.strip()]
-    return [k for k in (2 ** i for i in range(0, 11)) if k == 1 or worth_cutting(problem, k)]
-
-
-def worth_cutting(problem: Problem, k: int) -> bool:
-    """Whether ``k`` chunks per rank can still pay: a chunk's serialisation on the slowest NPU link
-    must be at least a sixteenth of the smallest alpha (finer pieces only add latency and messages)."""
-    n = problem.topology.num_npus
-    npu_links = [l for l in problem.topology.links if l.src < n]
-    slowest = min(l.bandwidth for l in npu_links)
-    alpha = min((l.alpha for l in npu_links if l.alpha > 0), default=0.0)
-    return problem.with_chunks(k).chunk_bytes / slowest >= alpha / 16
 
 
 def _transfer_estimate(collective, k: int, sketches: list[Sketch]) -> int:

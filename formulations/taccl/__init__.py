@@ -41,7 +41,7 @@ in ``stats``).
 
 With ``symmetry: dimensions`` (and ``rounds``, 16) this model solves only one rail group's and one
 box group's All-Gather of a rail cluster whose translations verify; the answers are translated to
-every group and composed, rails first, in pipelined rounds (``workbench.kit.composition``, the
+every group and composed, rails first, in pipelined rounds (``workbench.plugin.composition``, the
 decomposition SyCCL uses: ``docs/methods/syccl.md``). The composed schedule claims its simulated
 time; ``meta.symmetry`` records the groups solved and reused; ``error`` naming why on other fabrics.
 """
@@ -70,7 +70,7 @@ class Taccl:
         runner built them, or keyword params checked against the same declaration."""
         options = TacclOptions.resolve(options, params, self.name)
         if options.symmetry == "dimensions":  # this model on one rail and one box group, composed
-            from workbench.kit.composition import synthesize_by_dimensions
+            from workbench.plugin.composition import synthesize_by_dimensions
 
             return synthesize_by_dimensions(self, problem, time_limit=time_limit, seed=seed, options=options,
                                             rounds=options.rounds, on_incumbent=on_incumbent)

@@ -34,7 +34,7 @@ class TacclOptions(Options):
     threads: int = option(1, "solver threads", minimum=1)
     serialise_reductions: bool = option(True, "order reductions into one buffer (runtime-safe)")
     symmetry: str = option("off", "'dimensions': solve one rail and one box group of a rail cluster with this "
-                           "model and compose them (workbench.kit.composition)", choices=("off", "dimensions"))
+                           "model and compose them (workbench.plugin.composition)", choices=("off", "dimensions"))
     rounds: int = option(16, "with symmetry: rounds the composed schedule pipelines", minimum=1)
 
     @property

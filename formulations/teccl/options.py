@@ -39,7 +39,7 @@ class TecclOptions(Options):
     heuristic_effort: float | None = option(None, "HiGHS mip_heuristic_effort", minimum=0, maximum=1)
     lp_solver: str = option("ipm", "HiGHS LP method", choices=("ipm", "simplex", "choose", "pdlp"))
     symmetry: str = option("off", "'dimensions': solve one rail and one box group of a rail cluster with this "
-                           "model and compose them (workbench.kit.composition)", choices=("off", "dimensions"))
+                           "model and compose them (workbench.plugin.composition)", choices=("off", "dimensions"))
     rounds: int = option(16, "with symmetry: rounds the composed schedule pipelines", minimum=1)
 
     @property

@@ -271,11 +271,41 @@ class Send:
 
 
 def stitch(topology: Topology, collective: Collective, chunk_bytes: float, sends: Iterable[Send],
-           meta: dict[str, Any] | None = None, every: bool = False) -> Algorithm:
+           meta: dict[str, Any] | None = None, every: bool = False, spread: bool = False) -> Algorithm:
     """One algorithm from the sub-schedules' ``sends``: listed by planned start (then stage), each
     waiting for the delivery of its chunks to its sender (``every``: for every delivery there, as
-    partial sums arriving from several senders need)."""
+    partial sums arriving from several senders need).
+
+    With ``spread``, a copy whose route climbs to a spine tier (two or more switches between its
+    GPUs) is sent hop by hop, GPU to leaf, leaf to a spine, spine to the far leaf, leaf to GPU, each
+    hop once per chunks (switches copy what they hold onward): a cut-through message holds every
+    link of its path at its slowest link's rate, so leaf-spine links would serve one NIC's rate at
+    a time, and the simulator's fixed route would take one spine. The spine is taken in turn per
+    pair of leaves (round robin over the messages crossing it)."""
     chain = DeliveryChain(every=every)
+    sent: set[tuple[int, int, tuple[int, ...]]] = set()
+    spines: dict[tuple[int, int], list[int]] = {}
+    turns: dict[tuple[int, int], dict[tuple[int, ...], int]] = {}
     for send in sorted(sends, key=lambda s: (s.start, s.stage, s.src, s.dst)):
-        chain.send(send.chunks, send.src, send.dst, send.op)
+        path = topology.route(send.src, send.dst) if spread and send.op == "copy" else None
+        if path is None or len(path) < 5:
+            chain.send(send.chunks, send.src, send.dst, send.op)
+            continue
+        key = (path[1], path[-2])
+        if key not in spines:
+            spines[key] = _shared_spines(topology, *key)
+        choices = spines[key] or [path[2]]
+        turn = turns.setdefault(key, {})
+        spine = choices[turn.setdefault(send.chunks, len(turn)) % len(choices)]
+        hops = [send.src, path[1], spine, path[-2], send.dst]
+        for u, v in zip(hops, hops[1:]):
+            if (u, v, send.chunks) not in sent:
+                sent.add((u, v, send.chunks))
+                chain.send(send.chunks, u, v, send.op)
     return chain.build(topology, collective, chunk_bytes, meta)
+
+
+def _shared_spines(topology: Topology, leaf: int, other: int) -> list[int]:
+    """The switches linked from ``leaf`` and to ``other`` (the spines a path between them may take)."""
+    up = {l.dst for l in topology.links if l.src == leaf and topology.is_switch(l.dst)}
+    return sorted(v for v in up if topology.has_link(v, other))
