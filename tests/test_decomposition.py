@@ -69,3 +69,29 @@ def test_stitch_lists_by_planned_start_and_waits_for_deliveries():
     verify(algorithm)
     first_box_send = next(t for t in algorithm.transfers if t.src == 2 and t.dst == 3 and t.chunks == (0,))
     assert [algorithm.transfers[d].dst for d in first_box_send.deps] == [2]  # waits for chunk 0's arrival at 2
+
+
+def test_a_switched_grid_decomposes_into_its_boxes_and_switch_rails():
+    # TACOS Table V's fabric: ring 2 x fully connected 4 inside a node, a switch per position across nodes
+    topology = build("rfs:2x4x4", bandwidth=[200 * 2**30, 100 * 2**30, 50 * 2**30], alpha=[0.5e-6] * 3)
+    found = decompose(topology)
+    assert found is not None and found.source == "dims"
+    boxes, rails = found.dimension("box"), found.dimension("rail")
+    assert boxes.groups[1] == tuple(range(8, 16)) and rails.groups[3] == (3, 11, 19, 27)
+    assert boxes.fabrics[0].topology.num_switches == 0  # the node's own ring and all-to-all links
+    assert {l.bandwidth for l in boxes.fabrics[0].topology.links} == {200 * 2**30, 100 * 2**30}
+    assert rails.fabrics[0].topology.num_switches == 1
+
+
+def test_spread_sends_spine_crossing_copies_hop_by_hop_through_every_spine():
+    topology = build("rails:4x2,leaf=2")  # two leaf groups of two boxes under two spines
+    n = topology.num_npus
+    collective = make_collective("allgather", n, 1)
+    sends = [Send(0.0, 0, s, d, (s,)) for s in range(n) for d in range(n) if d != s]
+    algorithm = stitch(topology, collective, 1e6, sends, spread=True)
+    verify(algorithm)
+    spines = {t.dst for t in algorithm.transfers if topology.is_switch(t.src) and topology.is_switch(t.dst)
+              and not any(l.src == t.dst and l.dst < n for l in topology.links)}
+    assert len(spines) == 2  # both spines carry traffic (the fixed route would take one)
+    up = [t for t in algorithm.transfers if t.src < n and topology.is_switch(t.dst)]
+    assert len(up) == len({(t.src, t.chunks) for t in up})  # each chunk climbs to its leaf once

@@ -9,12 +9,15 @@ that is its image under a symmetry of the fabric. This module is the shared part
 Communication Scheduling", SIGCOMM 2025; method note ``docs/methods/syccl.md``):
 
 * **Dimensions** come from the boxes-by-rails structure (``workbench.topology.structure``: a
-  ``rails:`` builder's recorded dimensions, or the structure read from the links): the ``box``
-  dimension's groups are the boxes (GPUs by position), the ``rail`` dimension's the rails (GPU
-  ``i`` of every box, by box). Each dimension owns one tier of links: the box tier is the
-  scale-up fabric, the rail tier everything else (NICs, leaves, spines).
+  ``rails:`` builder's recorded dimensions, or the structure read from the links), or from a
+  builder's mixed-radix grid whose last dimension is switched (``rfs:``, ``md:``: a box is the
+  NPUs that share every coordinate but the last): the ``box`` dimension's groups are the boxes
+  (GPUs by position), the ``rail`` dimension's the rails (GPU ``i`` of every box, by box). Each
+  dimension owns one tier of links: the box tier is every link inside a box (between its NPUs,
+  or to and from a switch whose NPU neighbours are all in it), the rail tier everything else
+  (NICs, leaves, spines).
 * **Isomorphic groups** come from the fabric's verified translations
-  (``workbench.kit.cluster_translations``): groups ``X`` and ``Y`` are one class when a
+  (``workbench.kit.cluster_translations``, ``grid_translations`` for grids): groups ``X`` and ``Y`` are one class when a
   translation takes ``X[a]`` to ``Y[a]`` for every local index ``a`` (it then maps ``X``'s
   sub-fabric onto ``Y``'s, links, bandwidths and alphas included). The translations that map a
   group onto itself, restricted to it, act on its nodes freely and transitively on its GPUs:
@@ -32,20 +35,19 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Sequence
 
-from workbench.kit.cluster_translations import NodeTranslations, cluster_translations
+from workbench.kit.cluster_translations import NodeTranslations, cluster_translations, grid_translations
 from workbench.kit.schedule import DeliveryChain
 from workbench.model.algorithm import Algorithm
 from workbench.model.collective import Collective
 from workbench.topology import Topology
 from workbench.topology.graph import Link
-from workbench.topology.structure import boxes_and_rails, link_components
+from workbench.topology.structure import boxes_and_rails
 from workbench.util.lazy import lazy_module
 
 np = lazy_module("numpy")  # imported on first use (workbench.util.lazy)
 
 __all__ = ["Decomposition", "Dimension", "GroupFabric", "Send", "decompose", "stitch"]
 
-_SAME = 1e-9  # relative tolerance of a tier's bandwidth (as in workbench.topology.structure)
 
 
 @dataclass(frozen=True)
@@ -124,40 +126,64 @@ def decompose(topology: Topology) -> Decomposition | None:
     """The box and rail dimensions of ``topology`` with their isomorphism classes, or None where
     the fabric has no boxes-by-rails structure or its translations do not verify."""
     structure = boxes_and_rails(topology)
-    if structure is None:
+    translations = cluster_translations(topology) if structure is not None else None
+    if translations is not None:
+        boxes, source = tuple(tuple(box) for box in structure.boxes), structure.source
+    else:  # a grid whose last dimension is switched: the boxes are the earlier dimensions
+        boxes, source = _grid_boxes(topology), "dims"
+        translations = grid_translations(topology) if boxes is not None else None
+    if translations is None or boxes is None:
         return None
-    translations = cluster_translations(topology)
-    if translations is None:
-        return None
-    box_tier = _box_tier(topology)
-    boxes = tuple(tuple(box) for box in structure.boxes)
-    rails = tuple(tuple(box[i] for box in boxes) for i in range(structure.per_box))
+    box_tier = _box_tier(topology, boxes)
+    rails = tuple(tuple(box[i] for box in boxes) for i in range(len(boxes[0])))
     dimensions = []
-    for name, groups, tier in (("box", boxes, box_tier), ("rail", rails, None)):
+    for name, groups, box_side in (("box", boxes, True), ("rail", rails, False)):
         if len(groups[0]) < 2:
             continue
-        dimension = _dimension(topology, translations, name, groups, tier)
+        dimension = _dimension(topology, translations, name, groups, box_tier, box_side)
         if dimension is None:
             return None
         dimensions.append(dimension)
     if not dimensions:
         return None
-    return Decomposition(tuple(dimensions), structure.source, translations)
+    return Decomposition(tuple(dimensions), source, translations)
 
 
-def _box_tier(topology: Topology) -> set[tuple[int, int]]:
-    """The links of the scale-up tier: those inside the components of the fastest NPU links."""
-    n = topology.num_npus
-    fastest = max(l.bandwidth for l in topology.links if l.src < n or l.dst < n)
-    root = link_components(topology, lambda l: l.bandwidth >= fastest * (1 - _SAME))
-    islands = {root[v] for v in range(n)}
+def _grid_boxes(topology: Topology) -> tuple[tuple[int, ...], ...] | None:
+    """Boxes of a builder's mixed-radix grid (``meta["dims"]``, dimension 0 fastest) whose last
+    dimension is a switch tier: the NPUs that share every coordinate but the last."""
+    dims = topology.meta.get("dims") if isinstance(topology.meta, dict) else None
+    try:
+        sizes = [int(d["size"]) for d in dims]
+        last = dims[-1]["kind"]
+    except (KeyError, TypeError, ValueError, IndexError):
+        return None
+    per_box = topology.num_npus // sizes[-1] if sizes[-1] else 0
+    if len(sizes) < 2 or last not in ("switch", "rail") or per_box < 2 or per_box * sizes[-1] != topology.num_npus:
+        return None
+    return tuple(tuple(range(b * per_box, (b + 1) * per_box)) for b in range(sizes[-1]))
+
+
+def _box_tier(topology: Topology, boxes: Sequence[Sequence[int]]) -> set[tuple[int, int]]:
+    """The links inside a box: between two NPUs of one box, or to or from a switch whose NPU
+    neighbours all lie in one box (its scale-up switch). Everything else (NICs, leaves, spines)
+    is the rail tier."""
+    box_of = {v: b for b, box in enumerate(boxes) for v in box}
+    reach: dict[int, set[int]] = {}
+    for l in topology.links:
+        for a, b in ((l.src, l.dst), (l.dst, l.src)):
+            if topology.is_switch(a) and b in box_of:
+                reach.setdefault(a, set()).add(box_of[b])
+    home = {w: next(iter(bs)) for w, bs in reach.items() if len(bs) == 1}
+    home.update(box_of)
     return {(l.src, l.dst) for l in topology.links
-            if l.bandwidth >= fastest * (1 - _SAME) and root[l.src] in islands and root[l.dst] in islands}
+            if l.src in home and l.dst in home and home[l.src] == home[l.dst]}
 
 
 def _dimension(topology: Topology, translations: NodeTranslations, name: str,
-               groups: tuple[tuple[int, ...], ...], box_tier: set | None) -> Dimension | None:
-    """A dimension's classes and its representatives' fabrics (``box_tier`` None: the rail tier)."""
+               groups: tuple[tuple[int, ...], ...], box_tier: set, box_side: bool) -> Dimension | None:
+    """A dimension's classes and its representatives' fabrics (on ``box_tier``'s links, or with
+    ``box_side`` false on every other link)."""
     table = translations.nodes
     classes: list[list[int]] = []
     fabrics: list[GroupFabric] = []
@@ -171,8 +197,8 @@ def _dimension(topology: Topology, translations: NodeTranslations, name: str,
                 break
         else:
             fabric = _group_fabric(topology, table, group,
-                                   (lambda l: (l.src, l.dst) in box_tier) if box_tier is not None
-                                   else (lambda l, tier=_box_tier(topology): (l.src, l.dst) not in tier))
+                                   (lambda l: (l.src, l.dst) in box_tier) if box_side
+                                   else (lambda l: (l.src, l.dst) not in box_tier))
             if fabric is None:
                 return None
             classes.append([i])
@@ -288,7 +314,7 @@ def stitch(topology: Topology, collective: Collective, chunk_bytes: float, sends
     turns: dict[tuple[int, int], dict[tuple[int, ...], int]] = {}
     for send in sorted(sends, key=lambda s: (s.start, s.stage, s.src, s.dst)):
         path = topology.route(send.src, send.dst) if spread and send.op == "copy" else None
-        if path is None or len(path) < 5:
+        if path is None or len(path) != 5 or not all(topology.is_switch(x) for x in path[1:4]):
             chain.send(send.chunks, send.src, send.dst, send.op)
             continue
         key = (path[1], path[-2])
