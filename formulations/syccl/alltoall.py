@@ -22,11 +22,10 @@ import time
 from typing import Any, Callable
 
 from formulations.syccl.balance import balance, chunk_split
-from formulations.syccl.depths import GAIN, PATIENCE, depths
+from formulations.syccl.selection import Selection, depths
 from formulations.syccl.sketches import Sketch, Stage
-from workbench.checking.simulate import simulate
 from workbench.kit.decomposition import Decomposition, Send, stitch
-from workbench.kit.schedule import adapts_to_size, claim_in_model, claim_listing
+from workbench.kit.schedule import claim_in_model
 from workbench.plugin.registry import SynthesisResult
 
 __all__ = ["alltoall_candidates", "alltoall_sends"]
@@ -101,17 +100,12 @@ def alltoall_candidates(problem: Any, decomposition: Decomposition, bandwidth: d
     steps = decomposition.dimension("rail").group_size - 1
     combos = {"balanced": shares, "rail>box": [1.0, 0.0], "box>rail": [0.0, 1.0]}
     say("all-to-all sketches rail>box, box>rail; balanced shares " + ", ".join(f"{x:.2f}" for x in shares))
-    tried: list[dict[str, Any]] = []
-    best = None
-    stale = 0
-    tried_depths = depths(options.depths, problem, 8)
+    selection = Selection(problem, on_incumbent)
     n = problem.collective.num_ranks
-    for k in tried_depths:
+    for k in depths(options.depths, problem, 8):
         if deadline.expired or n * n * k * 2 > options.max_transfers:
             break
         sized = problem.with_chunks(k)
-        chunk = sized.chunk_bytes
-        improved = False
         seen = set()
         for name, combo in combos.items():
             counts = chunk_split(combo, steps)
@@ -120,25 +114,13 @@ def alltoall_candidates(problem: Any, decomposition: Decomposition, bandwidth: d
                 continue
             seen.add(tuple(rail_first))
             for merge in (False, True):
-                sends = alltoall_sends(decomposition, n, k, chunk, rail_first, bandwidth, merge)
-                algorithm = stitch(problem.topology, sized.collective, chunk, sends)
-                if adapts_to_size(problem.topology, problem.size_bytes):
-                    algorithm = claim_listing(algorithm, problem.size_bytes, deadline.remaining())
-                    seconds = algorithm.meta["claimed_time"]
-                else:
-                    seconds = simulate(algorithm).collective_time
-                entry = {"chunks": k, "combination": name, "merge": merge, "time": seconds,
-                         "transfers": len(algorithm.transfers)}
-                tried.append(entry)
-                if best is None or seconds < best[0] * (1 - 1e-9):
-                    improved = best is None or seconds < best[0] * (1 - GAIN)
-                    best = (seconds, algorithm, entry)
-                    if on_incumbent is not None:
-                        on_incumbent(algorithm)
-        say(f"depth {k}: best so far {best[0] * 1e6:.4g} us")
-        stale = 0 if improved else stale + 1
-        if stale >= PATIENCE and options.depths == "auto":
+                sends = alltoall_sends(decomposition, n, k, sized.chunk_bytes, rail_first, bandwidth, merge)
+                selection.consider(stitch(problem.topology, sized.collective, sized.chunk_bytes, sends),
+                                   deadline.remaining(), chunks=k, combination=name, merge=merge)
+        say(f"depth {k}: best so far {selection.best[0] * 1e6:.4g} us")
+        if selection.depth_done(options.depths == "auto"):
             break
+    best, tried = selection.best, selection.tried
     if best is None:
         return SynthesisResult([], "timeout", time.perf_counter() - started,
                                message="the time limit passed before any candidate was built")

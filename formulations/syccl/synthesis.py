@@ -9,16 +9,15 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable
 
 from formulations.syccl.balance import balance, chunk_split
-from formulations.syccl.depths import GAIN, PATIENCE, depths
+from formulations.syccl.selection import Selection, depths
 from formulations.syccl.options import SycclOptions
 from formulations.syccl.sketches import Sketch, explore
 from formulations.syccl.stitching import Round, allgather_sends
 from formulations.syccl.submodel import Pattern, broadcast_pattern
-from workbench.checking.simulate import simulate
 from workbench.kit.deadline import Deadline
 from workbench.kit.decomposition import Decomposition, decompose, stitch
 from workbench.kit.duality import by_duality_phases
-from workbench.kit.schedule import adapts_to_size, claim_in_model, claim_listing
+from workbench.kit.schedule import claim_in_model
 from workbench.model.algorithm import Algorithm
 from workbench.model.collective import make_collective
 from workbench.plugin.registry import Problem, SynthesisResult
@@ -125,39 +124,22 @@ def synthesize(formulation: Any, problem: Problem, *, time_limit: float, seed: i
 
         return by_duality_phases(problem.topology, target, target.chunk_bytes(problem.size_bytes), gather)
 
-    tried: list[dict[str, Any]] = []
-    best: tuple[float, Algorithm, dict] | None = None
-    stale = 0
+    selection = Selection(problem, on_incumbent)
     for k in depths(options.depths, problem, 10):
-        if deadline.expired:
-            break
-        improved = False
-        estimate = _transfer_estimate(collective, k, sketches)
-        if estimate > options.max_transfers:
+        if deadline.expired or _transfer_estimate(collective, k, sketches) > options.max_transfers:
             break
         for combo_name, combo in combos.items():
             for merge in (False, True):
-                if deadline.remaining() < 1.0 and best is not None:
+                if deadline.remaining() < 1.0 and selection.best is not None:
                     break
-                algorithm = build(k, combo, merge)
-                if adapts_to_size(problem.topology, problem.size_bytes):  # small: the better of two listings
-                    algorithm = claim_listing(algorithm, problem.size_bytes, deadline.remaining())
-                    seconds = algorithm.meta["claimed_time"]
-                else:
-                    seconds = simulate(algorithm).collective_time
-                entry = {"chunks": k, "combination": combo_name, "merge": merge, "time": seconds,
-                         "transfers": len(algorithm.transfers)}
-                tried.append(entry)
-                if best is None or seconds < best[0] * (1 - 1e-9):
-                    improved = best is None or seconds < best[0] * (1 - GAIN)
-                    best = (seconds, algorithm, entry)
-                    if on_incumbent is not None:
-                        on_incumbent(algorithm)
+                selection.consider(build(k, combo, merge), deadline.remaining(), chunks=k, combination=combo_name,
+                                   merge=merge)
+        best = selection.best
         _say(f"depth {k}: best so far {best[0] * 1e6:.4g} us ({best[2]['combination']}, "
              f"{'merged' if best[2]['merge'] else 'per chunk'}, {best[2]['chunks']} chunks)")
-        stale = 0 if improved else stale + 1
-        if stale >= PATIENCE and options.depths == "auto":
+        if selection.depth_done(options.depths == "auto"):
             break
+    best, tried = selection.best, selection.tried
     if best is None:
         return SynthesisResult([], "timeout", time.perf_counter() - started,
                                message="the time limit passed before any candidate was built")
