@@ -25,7 +25,6 @@ from formulations.syccl.balance import balance, chunk_split
 from formulations.syccl.selection import Selection, depths
 from formulations.syccl.sketches import Sketch, Stage
 from workbench.kit.decomposition import Decomposition, Send, stitch
-from workbench.kit.schedule import claim_in_model
 from workbench.plugin.registry import SynthesisResult
 
 __all__ = ["alltoall_candidates", "alltoall_sends"]
@@ -120,17 +119,6 @@ def alltoall_candidates(problem: Any, decomposition: Decomposition, bandwidth: d
         say(f"depth {k}: best so far {selection.best[0] * 1e6:.4g} us")
         if selection.depth_done(options.depths == "auto"):
             break
-    best, tried = selection.best, selection.tried
-    if best is None:
-        return SynthesisResult([], "timeout", time.perf_counter() - started,
-                               message="the time limit passed before any candidate was built")
-    seconds, algorithm, entry = best
-    algorithm.meta.update({"formulation": "syccl", "syccl": {
+    return selection.result(started, deadline.expired, {
         "decomposition": summary, "sketches": {"kept": 2, "names": [s.name for s in sketches]},
-        "balance": {"status": lp_status, "shares": shares}, "candidates_simulated": len(tried),
-        "chosen": entry, "tried": tried}})
-    seconds_spent = time.perf_counter() - started
-    if "claimed_time" not in algorithm.meta:
-        claim_in_model(algorithm)
-    return SynthesisResult([algorithm], "timeout" if deadline.expired else "feasible", seconds_spent,
-                           stats={"candidates": len(tried)})
+        "balance": {"status": lp_status, "shares": shares}}, {})

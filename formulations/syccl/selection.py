@@ -3,13 +3,14 @@ candidate search tries, how a candidate is timed, which is kept, and when the se
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from workbench.checking.simulate import simulate
-from workbench.kit.schedule import adapts_to_size, claim_listing
+from workbench.kit.schedule import adapts_to_size, claim_in_model, claim_listing
 from workbench.model.algorithm import Algorithm
-from workbench.plugin.registry import Problem
+from workbench.plugin.registry import Problem, SynthesisResult
 
 __all__ = ["GAIN", "PATIENCE", "worth_cutting", "depths", "Selection"]
 
@@ -69,3 +70,19 @@ class Selection:
         self.stale = 0 if self.improved else self.stale + 1
         self.improved = False
         return auto and self.stale >= PATIENCE
+
+    def result(self, started: float, expired: bool, meta: dict[str, Any], stats: dict[str, Any]) -> SynthesisResult:
+        """The fastest candidate as the synthesis result: ``meta`` (with the candidates timed) under
+        ``meta.syccl``, its time claimed in the default model; ``timeout`` without any candidate or
+        when the deadline ended the search, else ``feasible``."""
+        if self.best is None:
+            return SynthesisResult([], "timeout", time.perf_counter() - started,
+                                   message="the time limit passed before any candidate was built")
+        _, algorithm, entry = self.best
+        algorithm.meta.update({"formulation": "syccl", "syccl": {
+            **meta, "candidates_simulated": len(self.tried), "chosen": entry, "tried": self.tried}})
+        seconds = time.perf_counter() - started
+        if "claimed_time" not in algorithm.meta:
+            claim_in_model(algorithm)
+        return SynthesisResult([algorithm], "timeout" if expired else "feasible", seconds,
+                               stats={**stats, "candidates": len(self.tried)})

@@ -17,7 +17,6 @@ from formulations.syccl.submodel import Pattern, broadcast_pattern
 from workbench.kit.deadline import Deadline
 from workbench.kit.decomposition import Decomposition, decompose, stitch
 from workbench.kit.duality import by_duality_phases
-from workbench.kit.schedule import claim_in_model
 from workbench.model.algorithm import Algorithm
 from workbench.model.collective import make_collective
 from workbench.plugin.registry import Problem, SynthesisResult
@@ -139,26 +138,14 @@ def synthesize(formulation: Any, problem: Problem, *, time_limit: float, seed: i
              f"{'merged' if best[2]['merge'] else 'per chunk'}, {best[2]['chunks']} chunks)")
         if selection.depth_done(options.depths == "auto"):
             break
-    best, tried = selection.best, selection.tried
-    if best is None:
-        return SynthesisResult([], "timeout", time.perf_counter() - started,
-                               message="the time limit passed before any candidate was built")
-    seconds, algorithm, entry = best
     meta = {"decomposition": summary, "sketches": exploration.counts,
             "kept": [{"sketch": s.name, "share": round(x, 6), "sends": s.sends} for s, x in zip(sketches, shares)],
             "balance": {"status": lp_status, "seconds_per_byte": balanced},
             "sub_models": {"solved": solved.solves, "reused": solved.reuses, "statuses": solved.statuses,
                            "patterns": {f"{v}/{d}/{p:g}": {"status": pat.status, **pat.stats}
-                                        for (v, d, p), pat in solved.patterns.items()}},
-            "candidates_simulated": len(tried), "chosen": entry, "tried": tried}
-    algorithm.meta.update({"formulation": "syccl", "syccl": meta})
-    synthesis_seconds = time.perf_counter() - started
-    if "claimed_time" not in algorithm.meta:
-        claim_in_model(algorithm)
-    status = "timeout" if deadline.expired else "feasible"
-    return SynthesisResult([algorithm], status, synthesis_seconds,
-                           stats={"sketches_kept": exploration.counts["kept"], "sub_models": solved.solves,
-                                  "candidates": len(tried)})
+                                        for (v, d, p), pat in solved.patterns.items()}}}
+    return selection.result(started, deadline.expired, meta,
+                            {"sketches_kept": exploration.counts["kept"], "sub_models": solved.solves})
 
 
 def _spread(sketches: list[Sketch], counts: list[int]) -> list[Sketch]:
