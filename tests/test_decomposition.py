@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from workbench.kit.decomposition import Send, decompose, stitch
 from workbench.checking.verify import verify
 from workbench.model.collective import make_collective
-from workbench.topology import build
+from workbench.topology import Topology, build
 
 
 @pytest.mark.parametrize("spec, box, rail", [("rails:4x8", (4, 8), (8, 4)), ("rails:2x4", (2, 4), (4, 2)),
@@ -95,3 +95,11 @@ def test_spread_sends_spine_crossing_copies_hop_by_hop_through_every_spine():
     assert len(spines) == 2  # both spines carry traffic (the fixed route would take one)
     up = [t for t in algorithm.transfers if t.src < n and topology.is_switch(t.dst)]
     assert len(up) == len({(t.src, t.chunks) for t in up})  # each chunk climbs to its leaf once
+
+
+def test_a_rails_fabric_read_without_its_record_decomposes_from_its_links():
+    built = build("rails:4x8")
+    bare = Topology.create(built.num_npus, built.links, built.num_switches, "from a file", {})
+    found = decompose(bare)
+    assert found is not None and found.source == "links"
+    assert [(len(d.groups), d.group_size, len(d.classes)) for d in found.dimensions] == [(4, 8, 1), (8, 4, 1)]
