@@ -114,7 +114,7 @@ def test_chunk_split_gives_whole_counts_that_add_up(shares, chunks):
 def test_fabrics_without_symmetric_boxes_and_unsupported_kinds_are_errors_naming_why():
     problem = Problem(build("ring:8"), make_collective("allgather", 8, 1), 1e6)
     result = Syccl().synthesize(problem, time_limit=10, seed=0)
-    assert result.status == "error" and "boxes on rails" in result.message
+    assert result.status == "error" and "boxes joined by rails" in result.message
     problem = Problem(build("rails:2x4"), make_collective("broadcast", 8, 1, 0), 1e6)
     result = Syccl().synthesize(problem, time_limit=10, seed=0)
     assert result.status == "error" and "not broadcast" in result.message

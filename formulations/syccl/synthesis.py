@@ -80,9 +80,10 @@ def synthesize(formulation: Any, problem: Problem, *, time_limit: float, seed: i
         return SynthesisResult([], "error", time.perf_counter() - started,
                                message=f"syccl defines {', '.join(KINDS)}, not {collective.kind}")
     decomposition = decompose(problem.topology)
-    if decomposition is None:
+    if decomposition is None or any(len(d.classes) != 1 for d in decomposition.dimensions):
         return SynthesisResult([], "error", time.perf_counter() - started,
-                               message="syccl needs a cluster of equal boxes on rails whose translations verify "
+                               message="syccl needs equal boxes joined by rails (a rails: cluster, or a grid whose "
+                                       "last dimension is switched) whose translations verify "
                                        "(workbench.kit.decomposition); this fabric has none")
     summary = decomposition.summary()
     _say("decomposition: " + ", ".join(f"{d['name']} {d['groups']} groups of {d['group_size']} "
