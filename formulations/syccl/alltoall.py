@@ -31,14 +31,15 @@ __all__ = ["alltoall_candidates", "alltoall_sends"]
 
 
 
-def _sketches(decomposition: Decomposition) -> list[Sketch]:
+def _sketches(decomposition: Decomposition, bandwidth: dict[str, float]) -> list[Sketch]:
     """The two two-hop sketches with their sends per GPU in each dimension for one chunk round."""
     box, rail = decomposition.dimension("box"), decomposition.dimension("rail")
     g, b = box.group_size, rail.group_size
     two_hop = (g - 1) * (b - 1)  # pieces per source that cross both dimensions
     sends = {"box": (g - 1) + two_hop, "rail": (b - 1) + two_hop}
-    return [Sketch((Stage("rail", "all"), Stage("box", "all")), dict(sends), 0.0),
-            Sketch((Stage("box", "all"), Stage("rail", "all")), dict(sends), 0.0)]
+    seconds = max(sends[d] / bandwidth[d] for d in sends)
+    return [Sketch((Stage("rail", "all"), Stage("box", "all")), dict(sends), seconds),
+            Sketch((Stage("box", "all"), Stage("rail", "all")), dict(sends), seconds)]
 
 
 def alltoall_sends(decomposition: Decomposition, num_ranks: int, k: int, chunk_bytes: float,
@@ -93,9 +94,8 @@ def alltoall_candidates(problem: Any, decomposition: Decomposition, bandwidth: d
     if {d.name for d in decomposition.dimensions} != {"box", "rail"}:
         return SynthesisResult([], "error", time.perf_counter() - started,
                                message="syccl's All-to-All needs both a box and a rail dimension")
-    sketches = _sketches(decomposition)
-    shares, _, lp_status = balance([Sketch(s.stages, s.sends, max(s.sends[d] / bandwidth[d] for d in s.sends))
-                                    for s in sketches], bandwidth, deadline.limit(cap=10.0, floor=0.5))
+    sketches = _sketches(decomposition, bandwidth)
+    shares, _, lp_status = balance(sketches, bandwidth, deadline.limit(cap=10.0, floor=0.5))
     steps = decomposition.dimension("rail").group_size - 1
     combos = {"balanced": shares, "rail>box": [1.0, 0.0], "box>rail": [0.0, 1.0]}
     say("all-to-all sketches rail>box, box>rail; balanced shares " + ", ".join(f"{x:.2f}" for x in shares))

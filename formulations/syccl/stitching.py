@@ -56,8 +56,9 @@ def _one_round(decomposition: Decomposition, n: int, chunk_bytes: float, round_:
         for npu, items in arrived.items():
             group, local = dim.locate(npu)
             members = dim.groups[group]
-            alone = [(c, t) for c, t in items if _locals(holders[c], dim, group) == [local]]
-            shared = [(c, t) for c, t in items if _locals(holders[c], dim, group) != [local]]
+            holding_of = {c: _locals(holders[c], dim, group) for c, _ in items}
+            alone = [(c, t) for c, t in items if holding_of[c] == [local]]
+            shared = [(c, t) for c, t in items if holding_of[c] != [local]]
             bundles = ([alone] if merge and alone else [[item] for item in alone])
             for bundle in bundles:
                 chunks = tuple(c for c, _ in bundle)
@@ -78,7 +79,7 @@ def _one_round(decomposition: Decomposition, n: int, chunk_bytes: float, round_:
                     for c in chunks:
                         gained[dst].append((c, ready + epochs * pattern.tau * len(chunks)))
             for c, ready in shared:  # several holders in the group: the missing members split among them
-                holding = _locals(holders[c], dim, group)
+                holding = holding_of[c]
                 if local != holding[0]:
                     continue  # the first holder plans the whole split
                 missing = [m for m in range(len(members)) if m not in holding]
