@@ -95,6 +95,7 @@ def _one_round(decomposition: Decomposition, n: int, chunk_bytes: float, round_:
 
 
 def _locals(npus: set[int], dim, group: int) -> list[int]:
-    """The local indices, sorted, of the NPUs of ``npus`` in ``group`` of ``dim``."""
-    members = dim.groups[group]
-    return sorted(a for a, v in enumerate(members) if v in npus)
+    """The local indices, sorted, of the NPUs of ``npus`` in ``group`` of ``dim`` (by the
+    dimension's own lookup: a chunk has few holders, a group many members)."""
+    places = [dim.locate(v) for v in npus]
+    return sorted(a for g, a in places if g == group)

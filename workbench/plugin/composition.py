@@ -23,16 +23,20 @@ All-Gather by duality (``workbench.kit.duality``).
 
 from __future__ import annotations
 
+import dataclasses
 import math
+import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from workbench.checking.simulate import simulate
+from workbench.kit.deadline import Deadline
 from workbench.kit.decomposition import Decomposition, Dimension, Send, decompose, stitch
 from workbench.kit.duality import by_duality_phases
+from workbench.kit.schedule import claim_in_model
 from workbench.model.algorithm import Algorithm
 from workbench.model.collective import Collective, make_collective
-from workbench.plugin.registry import Problem
+from workbench.plugin.registry import Problem, SynthesisResult
 from workbench.topology import Topology
 
 __all__ = ["GroupSolver", "Composition", "compose", "synthesize_by_dimensions"]
@@ -176,13 +180,6 @@ def synthesize_by_dimensions(formulation: Any, problem: Problem, *, time_limit: 
     solve gets a third of the time left. ``feasible`` when every group solve completed, ``timeout``
     when one ended at its limit with an answer (the composition is no proof of optimality either
     way); ``error`` naming why where there is no composition."""
-    import dataclasses
-    import time
-
-    from workbench.kit.deadline import Deadline
-    from workbench.kit.schedule import claim_in_model
-    from workbench.plugin.registry import SynthesisResult
-
     deadline = Deadline(time_limit)
     statuses: list[str] = []
     plain = dataclasses.replace(options, symmetry="off")
