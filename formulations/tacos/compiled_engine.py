@@ -43,6 +43,7 @@ from formulations.tacos.compiled_offers import (GROUP_COUNT, group_count, initia
                                                 update_offers)
 from formulations.tacos.compiled_rows import chunk_rows, csr
 from formulations.tacos.matching import DUPLICATE_ON_ONE_COST, TIE, Fabric, MatchResult, OutOfTime, unreachable
+from workbench.compiled.first_call import locked_first_call
 
 _CAUSAL, _REFERENCE, _OFF = 0, 1, 2
 _NEVER = np.iinfo(np.int32).max
@@ -339,7 +340,10 @@ def _event_kernel(by_offers: bool):
     return _run_events
 
 
-_KERNELS = {True: _event_kernel(True), False: _event_kernel(False)}
+# each kernel's first call in a process holds its compile lock: two processes starting together on a
+# fresh install compile it once (about 30 s of CPU), the other loads the cache (workbench.compiled.first_call)
+_KERNELS = {by_offers: locked_first_call(_event_kernel(by_offers), f"tacos-events-{by_offers}", __file__)
+            for by_offers in (True, False)}
 
 
 def run_compiled(fabric: Fabric, rng: random.Random, replacement: str, deadline: float,

@@ -14,6 +14,7 @@ import numpy as np
 from numba import njit
 
 from workbench.compiled.arrays import TransferArrays
+from workbench.compiled.first_call import locked_first_call
 
 __all__ = ["timing"]
 
@@ -77,6 +78,10 @@ def _in_order_periodic(route_of, chunk_counts, dep_start, deps, lags, repeat, ro
                 ready = begin + serialise + seg_alpha[s]
             end[t] = ready
     return start, end, busy, carried, occ_link, occ_start, occ_end
+
+
+# the first call in a process holds the compile lock (workbench.compiled.first_call)
+_in_order_periodic = locked_first_call(_in_order_periodic, "in_order_periodic", __file__)
 
 
 def timing(algorithm, arrays: TransferArrays, blocking: bool, switch_model: str, route_segments):

@@ -19,6 +19,8 @@ from itertools import chain
 import numpy as np
 from numba import njit
 
+from workbench.compiled.first_call import locked_first_call
+
 OK, MISSING, DOUBLE_COUNT, RACE = 0, 1, 2, 3
 
 
@@ -92,6 +94,13 @@ def timeline_replay(event_kind, event_id, src, dst, reduce, chunk_start, chunks,
         for k in range(chunk_start[t], chunk_start[t + 1]):
             _write(state, base + chunks[k], reads, k, reduce[t])
     return OK, -1
+
+
+# each kernel's first call in a process holds its compile lock, so processes starting together on a
+# fresh install compile it once (workbench.compiled.first_call); numba code calls none of these three
+file_order_replay = locked_first_call(file_order_replay, "file_order_replay", __file__)
+first_unmet_postcondition = locked_first_call(first_unmet_postcondition, "first_unmet_postcondition", __file__)
+timeline_replay = locked_first_call(timeline_replay, "timeline_replay", __file__)
 
 
 def rows_of(masks: list[int], words: int) -> np.ndarray:
