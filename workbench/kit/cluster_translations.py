@@ -28,7 +28,7 @@ from typing import Callable
 
 from workbench.util.lazy import lazy_module
 from workbench.topology import Topology
-from workbench.topology.structure import boxes_and_rails
+from workbench.topology.structure import boxes_and_rails, recorded_dims
 
 np = lazy_module("numpy")  # imported on first use (workbench.util.lazy)
 
@@ -97,13 +97,12 @@ def grid_translations(topology: Topology) -> NodeTranslations | None:
     """The verified translations of a fabric a builder laid out as a mixed-radix grid
     (``meta["dims"]``, dimension 0 fastest; switches included, as in ``rfs:`` or ``md:``
     fabrics), or None."""
-    dims = topology.meta.get("dims") if isinstance(topology.meta, dict) else None
+    dims = recorded_dims(topology)
     n, nodes = topology.num_npus, topology.num_nodes
-    try:
-        sizes = tuple(int(d["size"]) for d in reversed(dims))  # slowest first, as npu_at is indexed
-    except (KeyError, TypeError, ValueError):
+    if dims is None:
         return None
-    if not dims or math.prod(sizes) != n or n * nodes > MAX_TABLE_ENTRIES:
+    sizes = tuple(size for _, size in reversed(dims))  # slowest first, as npu_at is indexed
+    if math.prod(sizes) != n or n * nodes > MAX_TABLE_ENTRIES:
         return None
     return _verified(topology, np.arange(n, dtype=np.int64).reshape(sizes), sizes)
 

@@ -41,7 +41,7 @@ from workbench.model.algorithm import Algorithm
 from workbench.model.collective import Collective
 from workbench.topology import Topology
 from workbench.topology.graph import Link
-from workbench.topology.structure import boxes_and_rails
+from workbench.topology.structure import boxes_and_rails, recorded_dims
 from workbench.util.lazy import lazy_module
 
 np = lazy_module("numpy")  # imported on first use (workbench.util.lazy)
@@ -152,16 +152,14 @@ def decompose(topology: Topology) -> Decomposition | None:
 def _grid_boxes(topology: Topology) -> tuple[tuple[int, ...], ...] | None:
     """Boxes of a builder's mixed-radix grid (``meta["dims"]``, dimension 0 fastest) whose last
     dimension is a switch tier: the NPUs that share every coordinate but the last."""
-    dims = topology.meta.get("dims") if isinstance(topology.meta, dict) else None
-    try:
-        sizes = [int(d["size"]) for d in dims]
-        last = dims[-1]["kind"]
-    except (KeyError, TypeError, ValueError, IndexError):
+    dims = recorded_dims(topology)
+    if dims is None:
         return None
-    per_box = topology.num_npus // sizes[-1] if sizes[-1] else 0
-    if len(sizes) < 2 or last not in ("switch", "rail") or per_box < 2 or per_box * sizes[-1] != topology.num_npus:
+    last, boxes = dims[-1]
+    per_box = topology.num_npus // boxes if boxes else 0
+    if len(dims) < 2 or last not in ("switch", "rail") or per_box < 2 or per_box * boxes != topology.num_npus:
         return None
-    return tuple(tuple(range(b * per_box, (b + 1) * per_box)) for b in range(sizes[-1]))
+    return tuple(tuple(range(b * per_box, (b + 1) * per_box)) for b in range(boxes))
 
 
 def _box_tier(topology: Topology, boxes: Sequence[Sequence[int]]) -> set[tuple[int, int]]:

@@ -19,6 +19,7 @@ import math
 from typing import TYPE_CHECKING
 
 from workbench.topology import Topology
+from workbench.topology.structure import recorded_dims
 
 if TYPE_CHECKING:
     import numpy as np
@@ -74,15 +75,12 @@ def _verified_grid(topology: Topology) -> tuple[list[int], list[int]] | None:
 
 
 def _recorded_sizes(topology: Topology) -> list[int] | None:
-    dims = topology.meta.get("dims") if isinstance(topology.meta, dict) else None
-    if not dims:
+    dims = recorded_dims(topology)
+    if dims is None:
         return None
-    try:
-        if any(d["kind"] not in _WRAPPING for d in dims):
-            return []  # a recorded grid that does not wrap (a mesh): no shape to try
-        return [int(d["size"]) for d in dims]
-    except (KeyError, TypeError, ValueError):
-        return None
+    if any(kind not in _WRAPPING for kind, _ in dims):
+        return []  # a recorded grid that does not wrap (a mesh): no shape to try
+    return [size for _, size in dims]
 
 
 def _shapes(n: int) -> list[list[int]]:

@@ -29,10 +29,21 @@ from dataclasses import dataclass
 
 from workbench.topology.graph import Topology
 
-__all__ = ["BoxesAndRails", "boxes_and_rails", "link_components"]
+__all__ = ["BoxesAndRails", "boxes_and_rails", "link_components", "recorded_dims"]
 
 _SAME = 1e-9  # relative tolerance: bandwidths of one tier
 
+
+def recorded_dims(topology: Topology) -> list[tuple[str, int]] | None:
+    """The mixed-radix layout a builder recorded (``meta["dims"]``, dimension 0 fastest) as
+    (kind, size) pairs, or None where none is recorded or it cannot be read."""
+    dims = topology.meta.get("dims") if isinstance(topology.meta, dict) else None
+    if not dims or not isinstance(dims, list):
+        return None
+    try:
+        return [(str(d["kind"]), int(d["size"])) for d in dims]
+    except (KeyError, TypeError, ValueError):
+        return None
 
 @dataclass(frozen=True)
 class BoxesAndRails:
