@@ -221,6 +221,8 @@ def _cmd_bounds(args: argparse.Namespace) -> int:
         size = parse_size(args.size)
     except UnitError as exc:
         raise UsageError(f"--size: {exc}") from None
+    if not size > 0:  # a bound is a time to move these bytes: nothing to move has none
+        raise UsageError(f"--size: must be positive, got {args.size!r}")
     ranks = args.ranks or topology.num_npus
     at_least_two(ranks, args.topology)
     _guard_collective(args, topology, ranks)
