@@ -4,8 +4,13 @@ million-transfer algorithm), the standard library otherwise; the bytes on disk a
 Whatever orjson refuses falls back to the standard library, so nothing that used to be written or
 read stops working: values it cannot serialise (numpy scalars are converted; other objects, ints
 beyond 64 bits) are written by ``json``, and text it will not parse (``NaN`` / ``Infinity``, which
-``json`` writes for non-finite floats) is read by ``json``. ``JSONDecodeError`` is the standard
-library's, with its ``lineno`` and ``msg``.
+files written before the rule below may hold) is read by ``json``. ``JSONDecodeError`` is the
+standard library's, with its ``lineno`` and ``msg``.
+
+Non-finite floats. What the workbench writes is standard JSON: a NaN or an infinity is written as
+``null`` (what orjson writes), by either engine, never as the ``NaN`` / ``Infinity`` tokens that
+strict parsers refuse. ``finite`` makes that copy of a value for writers that call ``json``
+themselves.
 """
 
 from __future__ import annotations
@@ -20,7 +25,7 @@ try:
 except ImportError:  # pragma: no cover - the fallback is exercised by tests through ENGINE
     _orjson = None
 
-__all__ = ["loads", "dumps", "JSONDecodeError", "ENGINE", "has_non_finite", "scalars"]
+__all__ = ["loads", "dumps", "JSONDecodeError", "ENGINE", "has_non_finite", "scalars", "finite"]
 
 ENGINE = "orjson" if _orjson is not None else "json"
 
@@ -43,17 +48,37 @@ def _default(value: Any) -> Any:
 
 
 def dumps(value: Any, non_finite: bool = False) -> bytes:
-    """Compact JSON (no spaces), UTF-8. ``non_finite``: the value may hold NaN or infinities, which
-    orjson would write as null; ``json`` writes them as it always has. Floats are written
-    shortest-first by either engine, so the text may differ ("1e-6" against "1e-06") but parses to
-    the same numbers."""
-    if ENGINE == "orjson" and not non_finite:
+    """Compact JSON (no spaces), UTF-8, standard: a NaN or an infinity is written as null by
+    either engine (module docstring). ``non_finite`` (the value may hold them) is accepted for the
+    callers that say so and changes nothing. Floats are written shortest-first by either engine,
+    so the text may differ ("1e-6" against "1e-06") but parses to the same numbers."""
+    if ENGINE == "orjson":
         try:
             return _orjson.dumps(value, default=_default,
                                  option=_orjson.OPT_SERIALIZE_NUMPY | _orjson.OPT_NON_STR_KEYS)
         except TypeError:
             pass
-    return json.dumps(value, separators=(",", ":"), default=_default).encode()
+    try:
+        return json.dumps(value, separators=(",", ":"), default=_default, allow_nan=False).encode()
+    except ValueError as exc:
+        if not str(exc).startswith("Out of range float"):  # a circular reference, not a NaN
+            raise
+    return json.dumps(finite(value), separators=(",", ":"), default=_default, allow_nan=False).encode()
+
+
+def finite(value: Any) -> Any:
+    """``value`` with every NaN and infinity (numpy's too) replaced by None, in a copy of its
+    objects and arrays (tuples become lists, as JSON writes them); other values as they are."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [finite(v) for v in value]
+    tolist = getattr(value, "tolist", None)  # numpy scalars and arrays: their Python values
+    if callable(tolist) and not isinstance(value, (str, bytes, int)):
+        return finite(tolist())
+    return value
 
 
 def scalars(value: Any) -> Iterator[Any]:
