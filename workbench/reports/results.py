@@ -67,7 +67,8 @@ class ResultStore:
         """Append one row to rows.jsonl (flushed and synced, so a finished cell survives a crash)."""
         if self.read_only:
             raise RuntimeError(f"{self.path}: opened read-only")
-        line = (json.dumps(row, default=_json_default, allow_nan=True) + "\n").encode()
+        line = (json.dumps(json.loads(json.dumps(row, default=_json_default), parse_constant=lambda _: None),
+                           allow_nan=False) + "\n").encode()  # standard JSON: a NaN or an infinity is null
         with self._lock:
             fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
             try:
