@@ -5,6 +5,13 @@ Each sequence runs its events in order; ``preds`` adds the cross-sequence orders
 message, a signal consumed by a wait). Vector clocks answer "a before b" in O(1):
 ``clock[b][seq(a)]`` counts the events of ``a``'s sequence known to have finished when ``b`` runs.
 Used by the MSCCL XML and MSCCL++ plan interpreters.
+
+The search is one pass over the events in happens-before order, keeping per slot its last write and
+the reads since (the vector-clock race detectors' scheme): a write is checked against both, a read
+against the last write, so the work grows with the accesses, not with their pairs (a plan whose
+50,000 operations all touch one slot once took minutes pair by pair). The report names the first
+racy slot (by its ``repr``) and, where that slot has at most ``EXACT_PAIRS_UP_TO`` accesses, its
+first racing pair in event order, as the pairwise search did.
 """
 
 from __future__ import annotations
@@ -16,10 +23,13 @@ from workbench.util.lazy import lazy_module
 
 np = lazy_module("numpy")  # imported on first use (workbench.util.lazy)
 
-__all__ = ["first_race", "MAX_CLOCK_CELLS"]
+__all__ = ["first_race", "MAX_CLOCK_CELLS", "EXACT_PAIRS_UP_TO"]
 
 # events x sequences of vector-clock memory (int32): 50M cells = 200 MB; bigger programs are refused
 MAX_CLOCK_CELLS = 50_000_000
+# a racy slot touched this often or less is reported by its first racing pair in event order (a
+# pairwise look); a busier one by the pair the single pass found
+EXACT_PAIRS_UP_TO = 200
 
 
 def first_race(lengths: Sequence[int], preds: Sequence[Sequence[int]],
@@ -65,21 +75,39 @@ def first_race(lengths: Sequence[int], preds: Sequence[Sequence[int]],
         for q in before[e]:
             np.maximum(row, clock[q], out=row)
         row[owner[e]] = position[e] + 1
-    by_slot: dict[Hashable, list[tuple[int, bool]]] = defaultdict(list)
-    for e, touched in enumerate(accesses):
-        for slot, writes in touched.items():
-            by_slot[slot].append((e, writes))
 
     def ordered(a: int, b: int) -> bool:
         return bool(clock[b][owner[a]] > position[a] or clock[a][owner[b]] > position[b])
 
-    for slot in sorted(by_slot, key=repr):
-        seen = by_slot[slot]
-        for x in range(len(seen)):
-            a, a_writes = seen[x]
-            for y in range(x + 1, len(seen)):
-                b, b_writes = seen[y]
-                if (a_writes or b_writes) and owner[a] != owner[b] and not ordered(a, b):
-                    return (f"race on {slot_name(slot)}: {describe(a)} {'writes' if a_writes else 'reads'} it and "
-                            f"{describe(b)} {'writes' if b_writes else 'reads'} it, and no dependency orders them")
-    return None
+    # one pass in the happens-before order: per slot, its last write and the reads since. A write is
+    # checked against both, a read against the last write; every earlier access is ordered before
+    # those (or was reported), so no pair is missed, and each access is checked about once
+    found: dict[Hashable, tuple[int, int]] = {}  # a racy slot -> the first racing pair seen
+    last_write: dict[Hashable, int] = {}
+    reads: dict[Hashable, list[int]] = defaultdict(list)
+    for b in order:
+        for slot, writes in accesses[b].items():
+            if slot in found:
+                continue
+            a = last_write.get(slot, -1)
+            if a >= 0 and not ordered(a, b):
+                found[slot] = (a, b)
+            elif writes:
+                a = next((r for r in reads.get(slot, ()) if not ordered(r, b)), -1)
+                if a >= 0:
+                    found[slot] = (a, b)
+                else:
+                    last_write[slot] = b
+                    reads.pop(slot, None)
+            else:
+                reads[slot].append(b)
+    if not found:
+        return None
+    slot = min(found, key=repr)  # the first racy slot in the order the report has always used
+    a, b = min(found[slot]), max(found[slot])
+    seen = [(e, accesses[e][slot]) for e in range(total) if slot in accesses[e]]
+    if len(seen) <= EXACT_PAIRS_UP_TO:  # the slot's first racing pair by event number, as reported before
+        a, b = next(((x, y) for i, (x, x_writes) in enumerate(seen) for y, y_writes in seen[i + 1:]
+                     if (x_writes or y_writes) and owner[x] != owner[y] and not ordered(x, y)), (a, b))
+    return (f"race on {slot_name(slot)}: {describe(a)} {'writes' if accesses[a][slot] else 'reads'} it and "
+            f"{describe(b)} {'writes' if accesses[b][slot] else 'reads'} it, and no dependency orders them")
