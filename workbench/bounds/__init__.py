@@ -121,29 +121,51 @@ class Bounds:
         return max(v for v in (self.bandwidth_best, self.latency, self.alpha_beta) if v is not None)
 
     @property
+    def above_schedule(self) -> bool:
+        """True when ``best`` is above a verified schedule's simulated time (``schedule_time``) by
+        more than ``TIGHT`` relative: a lower bound never is, so one that is proves nothing (a bound
+        bug, or a cached bound that is not this problem's)."""
+        return self.schedule_time is not None and self.best > self.schedule_time * (1 + TIGHT)
+
+    @property
     def exact(self) -> bool:
         """True when ``best`` is proven to be the optimum in the simulator's model at this size: a
         simulated schedule (``schedule_time``) meets it within ``TIGHT`` relative. The throughput
         optimum (``optimum_exact``) proves the bandwidth term only; what alpha and finite chunks
-        add above it is proven by nothing but a schedule."""
-        return self.schedule_time is not None and self.schedule_time <= self.best * (1 + TIGHT)
+        add above it is proven by nothing but a schedule. Never where ``best`` is above the
+        schedule (``above_schedule``)."""
+        return (self.schedule_time is not None and self.schedule_time <= self.best * (1 + TIGHT)
+                and not self.above_schedule)
 
     @property
     def label(self) -> str:
         """``"optimum"`` when ``best`` is proven exact, else ``"bound"``."""
         return "optimum" if self.exact else "bound"
 
-    def efficiency(self, collective_time: float) -> float:
-        """``best / collective_time``: the fraction of the bound a schedule reaches (NaN for time <= 0)."""
-        return self.best / collective_time if collective_time > 0 else float("nan")
+    def efficiency(self, collective_time: float) -> float | None:
+        """``best / collective_time``: the fraction of the bound a schedule reaches, at most 1 (a
+        schedule within ``TIGHT`` of the bound meets it; float sums differ). None where ``best`` is
+        above that time by more (a lower bound never is: ``above_schedule``); NaN for time <= 0."""
+        if not collective_time > 0:
+            return float("nan")
+        ratio = self.best / collective_time
+        if ratio > 1 + TIGHT:
+            return None
+        return min(ratio, 1.0)
 
     def to_dict(self) -> dict[str, Any]:
-        """Every bound (None where not computed) with ``best``, ``exact``, ``label`` and the notes."""
+        """Every bound (None where not computed) with ``best``, ``exact``, ``label`` and the notes
+        (with ``above_schedule`` saying so where ``best`` is above the schedule's time)."""
+        notes = dict(self.notes)
+        if self.above_schedule:
+            notes["above_schedule"] = (f"best bound {self.best:.6g} s is above the verified schedule's simulated "
+                                       f"time {self.schedule_time:.6g} s: a lower bound never is (a bug in the "
+                                       f"bounds); not used to call the schedule optimal")
         return {"injection": self.injection, "latency": self.latency, "cut": self.cut,
                 "flow_lp": self.flow_lp, "optimum": self.optimum, "splitting_cut": self.splitting_cut,
                 "gossip": self.gossip, "alpha_beta": self.alpha_beta,
                 "best": self.best, "exact": self.exact, "label": self.label,
-                "achievable": self.achievable, "ideal": self.ideal, "notes": dict(self.notes)}
+                "achievable": self.achievable, "ideal": self.ideal, "notes": notes}
 
 
 def injection_bound(topology: Topology, collective: Collective, chunk_bytes: float) -> float:

@@ -10,6 +10,12 @@ after verification and simulation, by one rule for every formulation:
   valid lower bound (``workbench.bounds.problem_bounds``), and ``feasible`` otherwise;
 * ``timeout``, ``infeasible`` and ``error`` stay as they are.
 
+A lower bound is never above a verified schedule's simulated time, in any of the simulator's
+models. A bound that is (by more than ``workbench.bounds.TIGHT`` relative, float sums aside)
+proves nothing: the row is ``feasible``, not ``optimal``, its ``efficiency`` is None (never above
+1) and its ``bounds.notes.above_schedule`` records the contradiction (a bug in the bounds, or a
+cached bound that is not this problem's: ``workbench.run.bounds_cache`` discards such an entry).
+
 The formulation's own status is kept in the row as ``solver_status`` and its proof, if any, as
 ``model_optimal``: the name of the model it holds in (``"forestcoll-throughput"``,
 ``"sccl-steps"``, ``"teccl-epochs"``), read from the algorithm's ``meta`` or the result's
@@ -20,18 +26,30 @@ from __future__ import annotations
 
 from typing import Any, Iterable, Mapping
 
-__all__ = ["OPTIMAL_WITHIN", "SIMULATED", "floor_status", "model_optimal_of", "settle_status"]
+from workbench.bounds import TIGHT
+
+__all__ = ["OPTIMAL_WITHIN", "SIMULATED", "floor_status", "bound_above", "model_optimal_of", "settle_status"]
 
 OPTIMAL_WITHIN = 0.01  # relative distance to the bound within which a schedule is called optimal
 SIMULATED = ("optimal", "feasible", "timeout")  # statuses whose row has a verified, simulated schedule
 _SETTLED = ("optimal", "feasible")  # the statuses the rule may change; the others say why there is no answer
 
 
+def bound_above(bound: float | None, *simulated: float | None) -> bool:
+    """True when ``bound`` is above the fastest of the ``simulated`` times (the schedule's, in any
+    model) by more than ``TIGHT`` relative: a lower bound that proves nothing (module docstring)."""
+    times = [t for t in simulated if isinstance(t, (int, float)) and not isinstance(t, bool)]
+    return isinstance(bound, (int, float)) and bool(times) and bound > min(times) * (1 + TIGHT)
+
+
 def floor_status(solver_status: str, simulated: float | None, bound: float | None) -> str:
     """The row status for a formulation's ``solver_status``, its schedule's simulated time (default
-    model) and the problem's best bound; unchanged where either time is missing or not positive."""
+    model) and the problem's best bound; unchanged where either time is missing or not positive. A
+    bound above the simulated time proves nothing: ``feasible``."""
     if solver_status not in _SETTLED or simulated is None or bound is None or not bound > 0:
         return solver_status
+    if bound_above(bound, simulated):
+        return "feasible"
     return "optimal" if simulated <= bound * (1 + OPTIMAL_WITHIN) else "feasible"
 
 
@@ -51,9 +69,15 @@ def settle_status(fields: dict[str, Any]) -> None:
     ``solver_status`` (the first time; a row settled again, e.g. by ``workbench rebound`` with a new
     bound, keeps it) and decide ``status`` from ``default_collective_time`` (else
     ``collective_time``) and ``bound``. A row whose status is not ``optimal`` or ``feasible`` (an
-    invalid algorithm is ``error`` whatever the formulation said) keeps it."""
+    invalid algorithm is ``error`` whatever the formulation said) keeps it. A bound above the
+    schedule's simulated time (in either model the row has) leaves ``efficiency`` None and the
+    status short of ``optimal``."""
     current = fields.get("status") or "error"
     fields.setdefault("solver_status", current)
     fields.setdefault("model_optimal", None)
     simulated = fields.get("default_collective_time", fields.get("collective_time"))
     fields["status"] = floor_status(current, simulated, fields.get("bound"))
+    if bound_above(fields.get("bound"), fields.get("default_collective_time"), fields.get("collective_time")):
+        fields["efficiency"] = None  # a bound above the schedule's time: no fraction of it is meaningful
+        if fields["status"] == "optimal":
+            fields["status"] = "feasible"

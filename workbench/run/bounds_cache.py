@@ -14,6 +14,12 @@ time limit cut short are not kept (a later cell, with less load beside it, may p
 an entry whose folder cannot be written (read-only, or a Dask worker on another machine, where the
 run folder does not exist: nothing is created there). Entries are written atomically, so two cells
 of one problem finishing together leave one whole entry.
+
+An entry is checked against what the cell knows: a lower bound is never above a verified
+schedule's simulated time (``workbench.bounds.yardstick``), so an entry whose best bound is above
+the cell's fastest simulated time (``schedule_time``; an edited or foreign entry) is discarded
+with one line on stderr naming it, solved again and rewritten, and the bounds carry
+``notes.cache`` saying so. Bounds that are not finite are not kept (an entry holds standard JSON).
 """
 
 from __future__ import annotations
@@ -22,10 +28,11 @@ import hashlib
 import json
 import math
 import os
+import sys
 from pathlib import Path
 from typing import Any
 
-from workbench.bounds import Bounds, problem_bounds, unchunked
+from workbench.bounds import TIGHT, Bounds, problem_bounds, unchunked
 
 __all__ = ["FORMAT", "cache_key", "cached_problem_bounds", "bounds_from_dict"]
 
@@ -122,25 +129,43 @@ def _read(path: Path) -> Bounds | None:
 
 
 def cached_problem_bounds(topology, collective, size_bytes: float, folder: str | Path | None, *,
-                          refresh: bool = False, **options: Any) -> Bounds:
+                          refresh: bool = False, schedule_time: float | None = None, **options: Any) -> Bounds:
     """``problem_bounds(topology, collective, size_bytes, **options)``, read from ``folder/bounds/``
     when a cell of the run solved this problem already (``refresh``: solve and write it anew).
-    ``folder`` None: solved, not kept."""
+    ``folder`` None: solved, not kept. ``schedule_time``: the fastest simulated time of a verified
+    schedule of the problem; an entry whose best bound is above it is discarded (module docstring)."""
     if folder is None:
         return problem_bounds(topology, collective, size_bytes, **options)
     path = Path(folder) / "bounds" / f"{cache_key(topology, collective, size_bytes, options)}.json"
+    discarded = None
     if not refresh:
         found = _read(path)
-        if found is not None:
+        if found is not None and schedule_time is not None and found.best > schedule_time * (1 + TIGHT):
+            discarded = (f"{path}: the cached best bound {found.best:.6g} s is above a verified schedule's "
+                         f"simulated time {schedule_time:.6g} s (a lower bound never is): entry discarded, "
+                         f"bounds solved again")
+            print(discarded, file=sys.stderr)
+        elif found is not None:
             return found
     bounds = problem_bounds(topology, collective, size_bytes, **options)
-    if bounds.cut_short or not Path(folder).is_dir():
-        return bounds
+    if not bounds.cut_short and Path(folder).is_dir():
+        _write(path, bounds)
+    if discarded is not None:  # after the write: the note is this cell's, not the problem's
+        bounds.notes["cache"] = discarded
+    return bounds
+
+
+def _write(path: Path, bounds: Bounds) -> None:
+    """Keep ``bounds`` at ``path`` (atomically); not kept when the folder cannot take it or a bound
+    is not finite (an entry holds standard JSON, and one with an infinity would be refused on reading)."""
+    try:
+        text = json.dumps(bounds_to_dict(bounds), sort_keys=True, allow_nan=False)
+    except ValueError:
+        return
     try:
         from workbench.util.files import write_atomic
 
         path.parent.mkdir(exist_ok=True)  # in the run folder only: never a path of folders elsewhere
-        write_atomic(path, json.dumps(bounds_to_dict(bounds), sort_keys=True))
+        write_atomic(path, text)
     except OSError:
         pass  # not kept: the next cell solves it again
-    return bounds

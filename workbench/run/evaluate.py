@@ -90,11 +90,14 @@ def evaluate_algorithms(algorithms: list, problem, evaluation: Evaluation,
     every algorithm whatever its chunking (a Pareto search returns algorithms with different chunk
     sizes). ``default_collective_time`` (the fastest in the default model, which the status rule
     reads) is added when the evaluation's model is another. With a ``run_folder`` the bounds are
-    read from (or kept in) its cache (``workbench.run.bounds_cache``). Raises ``InvalidAlgorithm``
+    read from (or kept in) its cache (``workbench.run.bounds_cache``; an entry above the fastest
+    simulated time is discarded and solved again). A bound still above that time is a bug in the
+    bounds: the row's ``efficiency`` is None, its status never ``optimal`` (``settle_status``) and its
+    ``bounds.notes.above_schedule`` and ``message`` say so. Raises ``InvalidAlgorithm``
     for an algorithm that does not implement the collective. ``row_facts``: the meta keys of the
     formulation's own facts the rows carry (``formulation_facts``), after the common ones.
     """
-    from workbench.bounds import tacos_ideal
+    from workbench.bounds import TIGHT, tacos_ideal
     from workbench.run.bounds_cache import cached_problem_bounds
     from workbench.checking.simulate import DEFAULT_MODEL, simulate
     from workbench.checking.verify import verify
@@ -118,13 +121,18 @@ def evaluate_algorithms(algorithms: list, problem, evaluation: Evaluation,
         if best is None or result.collective_time < best[2].collective_time:
             best = (algorithm, entry, result, default)
     topology, collective = problem.topology, problem.collective
+    # a cached bound above a verified schedule's time (in either model) is discarded and solved again
+    fastest = min(best[2].collective_time, default_best) if best is not None else None
     bounds = cached_problem_bounds(topology, collective, problem.size_bytes, run_folder, **BOUND_OPTIONS,
-                                   lp=bool(evaluation.lp_bound))
+                                   lp=bool(evaluation.lp_bound), schedule_time=fastest)
     if best is not None:
         bounds.schedule_time = best[2].collective_time  # meeting the bound proves it the optimum
     ideal_dims = tacos_ideal(topology, collective, problem.size_bytes, "dimensions") if collective.num_ranks > 1 else None
-    fields: dict[str, Any] = {R.BOUND: bounds.best, R.BOUND_EXACT: bounds.exact, R.ACHIEVABLE: bounds.achievable,
-                              R.IDEAL: bounds.ideal, R.IDEAL_DIMS: ideal_dims, R.BOUNDS: bounds.to_dict()}
+    # still above after a fresh solve: a bug in the bounds, recorded in the row (``settle_status``)
+    above = fastest is not None and bounds.best > fastest * (1 + TIGHT)
+    fields: dict[str, Any] = {R.BOUND: bounds.best, R.BOUND_EXACT: bounds.exact and not above,
+                              R.ACHIEVABLE: bounds.achievable, R.IDEAL: bounds.ideal, R.IDEAL_DIMS: ideal_dims,
+                              R.BOUNDS: bounds.to_dict()}
     if best is None:
         return fields
     algorithm, entry, result, default = best
@@ -136,6 +144,10 @@ def evaluate_algorithms(algorithms: list, problem, evaluation: Evaluation,
     if options != DEFAULT_MODEL:
         fields[R.DEFAULT_COLLECTIVE_TIME] = default_best
     fields[R.EFFICIENCY] = bounds.efficiency(result.collective_time)
+    if above:
+        fields[R.EFFICIENCY] = None
+        fields[R.MESSAGE] = (f"bound bug: the best lower bound {bounds.best:.6g} s is above the verified "
+                             f"schedule's simulated time {fastest:.6g} s; not used to call it optimal")
     fields[R.IDEAL_EFFICIENCY] = (bounds.ideal / result.collective_time) if bounds.ideal else None
     fields[R.IDEAL_DIMS_EFFICIENCY] = (ideal_dims / result.collective_time) if ideal_dims else None
     if len(entries) > 1:
@@ -196,8 +208,11 @@ def child_run_schedule(request: CellRequest, send: Send) -> dict[str, Any]:
         from workbench.checking.verify import InvalidAlgorithm
 
         try:
-            fields.update(evaluate_algorithms(result.algorithms, problem, request.evaluation, request.run_folder,
-                                              formulation_facts(formulation)))
+            evaluated = evaluate_algorithms(result.algorithms, problem, request.evaluation, request.run_folder,
+                                            formulation_facts(formulation))
+            if evaluated.get(R.MESSAGE) and fields.get(R.MESSAGE):  # the formulation's message first
+                evaluated[R.MESSAGE] = f"{fields[R.MESSAGE]}; {evaluated[R.MESSAGE]}"
+            fields.update(evaluated)
             settle_status(fields)  # before the files are stamped, so they record the same status
         except InvalidAlgorithm as exc:
             fields.update(status="error", message=f"invalid algorithm: {exc}")
