@@ -230,7 +230,9 @@ def _cmd_bounds(args: argparse.Namespace) -> int:
     collective.check_reachable(topology)
     bounds = problem_bounds(topology, collective, size, lp_time_limit=300.0)  # the same for any --chunks
     if args.json:
-        print(json.dumps(bounds.to_dict()))
+        from workbench.util.fastjson import finite
+
+        print(json.dumps(finite(bounds.to_dict()), allow_nan=False))  # standard JSON: a NaN or infinity is null
         return 0
     explain = {"injection": "each rank's own links", "latency": "alpha path (any chunking)",
                "cut": "enumerated or sweep cuts", "flow_lp": "multi-commodity flow LP",
