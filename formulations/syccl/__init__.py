@@ -39,11 +39,13 @@ verified boxes-by-rails symmetry, give an ``error`` result naming why.
 Parameters (``SycclOptions``): ``max_stages`` (3), ``prune_ratio`` (3.0), ``max_sketches`` (4),
 ``milp_seconds`` (20 s a sub-model, at most a fifth of what is left), ``max_model_columns``
 (20,000: a larger group model is replaced by direct sends), ``depths`` ("auto": 1, 2, 4, ...
-chunks per rank until doubling stops helping), ``max_transfers`` (2,000,000).
+chunks per rank until doubling stops helping; or a list such as "1,2,4", or one integer, each from 1
+to 1,000,000: anything else is refused where the parameters are read), ``max_transfers`` (2,000,000).
 
 Status ``feasible`` (the floor labels it ``optimal`` only when the simulated time meets the
 problem's bound, ``workbench.bounds.yardstick``); ``timeout`` when the time limit ended the
-candidate search (the best candidate so far is returned). Claimed time: the chosen schedule's
+candidate search (the best candidate so far is returned); ``error`` naming why when the search
+ended before the time limit without a candidate (every depth above ``max_transfers``). Claimed time: the chosen schedule's
 time in the simulator's default model (``meta.claim_model``), so ``workbench simulate``
 reproduces it. ``meta.syccl`` records the decomposition, the sketch counts per pruning rule,
 the balance, the sub-models solved and reused, and every candidate simulated.

@@ -102,7 +102,11 @@ def alltoall_candidates(problem: Any, decomposition: Decomposition, bandwidth: d
     selection = Selection(problem, on_incumbent)
     n = problem.collective.num_ranks
     for k in depths(options.depths, problem, 8):
-        if deadline.expired or n * n * k * 2 > options.max_transfers:
+        if deadline.expired:
+            break
+        if n * n * k * 2 > options.max_transfers:
+            selection.stopped = (f"depth {k} would list about {n * n * k * 2:,} transfers, above max_transfers "
+                                 f"({options.max_transfers:,})")
             break
         sized = problem.with_chunks(k)
         seen = set()

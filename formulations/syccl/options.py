@@ -6,7 +6,31 @@ from dataclasses import dataclass
 
 from workbench.plugin.parameters import Options, option
 
-__all__ = ["SycclOptions"]
+__all__ = ["SycclOptions", "MAX_DEPTH", "parse_depths"]
+
+MAX_DEPTH = 1_000_000  # chunks per rank: far beyond any transfer budget (max_transfers)
+
+
+def parse_depths(value: str | int) -> list[int] | None:
+    """The pipeline depths ``depths`` names: None for ``"auto"``, else the positive integers of a
+    comma-separated list (``"1,2,4"``) or one integer. ``ValueError`` names what is wrong (checked
+    where the parameters are read, so a bad value is one line before anything runs)."""
+    if isinstance(value, bool) or not isinstance(value, (str, int)):
+        raise ValueError(f"expected 'auto' or depths (chunks per rank) like '1,2,4', got {value!r}")
+    if isinstance(value, str) and value.strip() == "auto":
+        return None
+    parts = [part.strip() for part in str(value).split(",")]
+    found = []
+    for part in parts:
+        if not (part.isascii() and part.isdigit()) or len(part) > 7 or not 1 <= int(part) <= MAX_DEPTH:
+            raise ValueError(f"expected 'auto' or depths (chunks per rank, 1 to {MAX_DEPTH}) like '1,2,4', "
+                             f"got {value!r}")
+        found.append(int(part))
+    return found
+
+
+def _check_depths(value: str | int) -> None:
+    parse_depths(value)
 
 
 @dataclass(frozen=True)
@@ -21,7 +45,8 @@ class SycclOptions(Options):
                                  "what is left)", minimum=0.1)
     max_model_columns: int = option(20_000, "a group's sub-model above this many variables is replaced by "
                                     "direct sends", minimum=100)
-    depths: str = option("auto", "pipeline depths (chunks per rank) to try, comma separated ('auto': powers "
-                         "of two while a chunk serialises in at least a sixteenth of the smallest alpha, stopping after "
-                         "three doublings without a gain)")
+    depths: str = option("auto", "pipeline depths (chunks per rank) to try, comma separated, e.g. '1,2,4' or 8 "
+                         "('auto': powers of two while a chunk serialises in at least a sixteenth of the smallest "
+                         "alpha, stopping after three doublings without a gain)",
+                         types=("str", "int"), minimum=1, maximum=MAX_DEPTH, check=_check_depths)
     max_transfers: int = option(2_000_000, "skip candidates listing more transfers", minimum=1)

@@ -7,6 +7,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from formulations.syccl.options import parse_depths
 from workbench.checking.simulate import simulate
 from workbench.kit.schedule import adapts_to_size, claim_in_model, claim_listing
 from workbench.model.algorithm import Algorithm
@@ -28,11 +29,12 @@ def worth_cutting(problem: Problem, k: int) -> bool:
     return problem.with_chunks(k).chunk_bytes / slowest >= alpha / 16
 
 
-def depths(given: str, problem: Problem, most: int) -> list[int]:
-    """The given comma-separated depths, or (``auto``) the powers of two up to ``2 ** most`` that are
-    worth cutting."""
-    if given != "auto":
-        return [int(x) for x in str(given).split(",") if x.strip()]
+def depths(given: str | int, problem: Problem, most: int) -> list[int]:
+    """The given depths (``parse_depths``: comma-separated, or one integer), or (``auto``) the
+    powers of two up to ``2 ** most`` that are worth cutting."""
+    listed = parse_depths(given)
+    if listed is not None:
+        return listed
     return [k for k in (2 ** i for i in range(0, most + 1)) if k == 1 or worth_cutting(problem, k)]
 
 
@@ -47,6 +49,7 @@ class Selection:
     best: tuple[float, Algorithm, dict] | None = None
     improved: bool = False
     stale: int = 0
+    stopped: str | None = None  # why the search stopped before any candidate, other than the time limit
 
     def consider(self, algorithm: Algorithm, seconds_left: float, **entry: Any) -> None:
         """Time ``algorithm`` in the default model (below 256 MB the better of its planned and
@@ -74,7 +77,11 @@ class Selection:
     def result(self, started: float, expired: bool, meta: dict[str, Any], stats: dict[str, Any]) -> SynthesisResult:
         """The fastest candidate as the synthesis result: ``meta`` (with the candidates timed) under
         ``meta.syccl``, its time claimed in the default model; ``timeout`` without any candidate or
-        when the deadline ended the search, else ``feasible``."""
+        when the deadline ended the search, else ``feasible``; ``error`` naming why (``stopped``)
+        when the search ended without a candidate before the time limit."""
+        if self.best is None and not expired:
+            return SynthesisResult([], "error", time.perf_counter() - started,
+                                   message=f"no candidate was built: {self.stopped or 'no depth was tried'}")
         if self.best is None:
             return SynthesisResult([], "timeout", time.perf_counter() - started,
                                    message="the time limit passed before any candidate was built")

@@ -126,7 +126,11 @@ def synthesize(formulation: Any, problem: Problem, *, time_limit: float, seed: i
 
     selection = Selection(problem, on_incumbent)
     for k in depths(options.depths, problem, 10):
-        if deadline.expired or _transfer_estimate(collective, k, sketches) > options.max_transfers:
+        if deadline.expired:
+            break
+        if _transfer_estimate(collective, k, sketches) > options.max_transfers:
+            selection.stopped = (f"depth {k} would list about {_transfer_estimate(collective, k, sketches):,} "
+                                 f"transfers, above max_transfers ({options.max_transfers:,})")
             break
         for combo_name, combo in combos.items():
             for merge in (False, True):
