@@ -2,8 +2,9 @@
 
 The limit counts from the command's start, so start-up and the pre-checks (building the
 topology, reachability, the size guard) use it up; the formulation gets what is left. Parameters
-(``--set``) are checked against the formulation's declarations before anything runs, and the
-collective's size is guarded before it is built.
+(``--set``) are checked against the formulation's declarations before anything runs, the
+collective's size is guarded before it is built, and the work the parameters ask for on this problem
+is priced before the cell starts (``--set chunks=1000000000``: one line, exit 2).
 """
 
 from __future__ import annotations
@@ -144,6 +145,19 @@ def _guard_transfers(args: argparse.Namespace, topology: Any) -> None:
         raise UsageError(str(exc)) from None
 
 
+def _price_parameters(formulation: Any, params: dict[str, Any], topology: Any, collective: dict[str, Any],
+                      chunks: int, size: float) -> None:
+    """``SizeError`` (exit 2) when a ``--set`` value asks for more work than the budget holds on this
+    problem (``workbench.plugin.parameters.price_parameters``), before the cell starts."""
+    from workbench.plugin.parameters import price_parameters
+    from workbench.util.size_guard import ProblemSize
+
+    custom = collective["kind"] == "custom"
+    problem = ProblemSize(topology.num_npus, topology.num_nodes, len(topology.links), collective["kind"],
+                          1 if custom else chunks, float(len(collective["pre"])) if custom else 0.0, size)
+    price_parameters(formulation, params, "--set", [problem], sep=" ")
+
+
 def _check_outputs(output: str) -> None:
     """The algorithm file and the frontier files beside it (``FILE.1.json``, ... of a Pareto
     search) that exist already: each must be able to take a file, checked before any work."""
@@ -234,6 +248,7 @@ def _synth(args: argparse.Namespace, child: Any) -> int:
         probe = make_collective(args.collective, topology.num_npus, args.chunks, args.root)
         probe.check_reachable(topology)
         collective = {"kind": probe.kind, "root": probe.root}
+    _price_parameters(formulation, params, topology, collective, args.chunks, size)
     output = Path(args.output)
     cell = Cell(experiment="synth", topology={"label": topology.name}, collective=collective, size_bytes=size,
                 chunks=args.chunks, formulation={"name": args.name, "label": args.name, "params": params},

@@ -43,7 +43,8 @@ from pathlib import Path
 from typing import Any
 
 from workbench.config.checks import (EVAL_KEYS, GRID_KEYS, TABLE_VALUES, TOP_KEYS, Checker, ConfigError,
-                                     apply_quick, check_builds, check_cells, check_params, check_repeats, check_roots, check_sizes,
+                                     apply_quick, check_builds, check_cells, check_param_sizes, check_params,
+                                     check_repeats, check_roots, check_sizes,
                                      data_paths, kind_of, parse_collective, parse_formulation, parse_paper, parse_table,
                                      parse_topology)
 from workbench.config.evaluation import Evaluation
@@ -285,6 +286,8 @@ def parse_experiment(data: Any, source: str = "experiment", quick: bool = False,
     check_cells(check, "seeds" if "seeds" in data else "repeats", seeds, topologies, collectives, sizes, chunks,
                 formulations, designs)
     check_sizes(check, topologies, built, collectives, chunks, evaluation.memory_limit)
+    check_param_sizes(check, formulations, topologies, built, collectives, chunks, sizes, evaluation.memory_limit,
+                      base_dir)
     paper = parse_paper(check, data.get("paper"))
     table = parse_table(check, data.get("table"), formulations, design_metrics)
     return Experiment(name, str(data.get("description", "")), Path(source) if source else None, time_limit, seeds,

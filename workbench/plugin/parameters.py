@@ -28,6 +28,12 @@ with the object built once (``synthesis_keywords``). A direct call with keyword 
 (``synthesize(problem, time_limit=..., seed=..., restarts=3)``) goes through the same declaration
 (``Options.resolve``).
 
+A parameter that scales the work (chunks, pieces, epochs, steps, rounds, ...) is priced too: the
+declaration's ``estimate(problem)`` says what the values ask for on a problem given by its numbers
+(``workbench.util.size_guard.ProblemSize``), and ``price_parameters`` refuses, once the problem's size
+is known and before a cell starts (``workbench synth`` after its topology is built, an experiment with
+its grid), one line naming the parameter as given (``SizeError``, exit 2).
+
 Validation never rewrites the params as written: cell ids hash them as given, and committed
 references keep matching. The options object holds the values as given (a duration stays ``"20s"``)
 with the defaults filled in.
@@ -44,10 +50,14 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, fields
-from typing import Any, Callable, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
+
+if TYPE_CHECKING:
+    from workbench.util.size_guard import ProblemSize
 
 __all__ = ["Options", "option", "Parameter", "ParameterError", "check_parameters", "declared_options",
-           "declared_parameters", "describe_parameters", "synthesis_keywords", "undeclared_warning", "RUNNER_KEYS"]
+           "declared_parameters", "describe_parameters", "price_parameters", "synthesis_keywords", "undeclared_warning",
+           "RUNNER_KEYS"]
 
 RUNNER_KEYS = ("time_limit",)
 
@@ -227,6 +237,15 @@ class Options:
     def validate(self) -> None:
         """Raise ``ValueError`` for a combination of values the formulation refuses (none here)."""
 
+    def estimate(self, problem: "ProblemSize") -> list[tuple[str, float]]:
+        """What the work these values ask for needs on ``problem`` (a
+        ``workbench.util.size_guard.ProblemSize``: the problem by its numbers, nothing built), as
+        (parameter, estimated bytes) parts; the floor (``price_parameters``) prices the parts of
+        the parameters given against the memory budget before a cell starts. None here: a
+        formulation whose parameters scale its work or memory says how (its figures documented
+        with the size guard's)."""
+        return []
+
     def as_dict(self) -> dict[str, Any]:
         """Every declared parameter and its value, in declaration order."""
         return {p.name: getattr(self, p.name) for p in self.parameters()}
@@ -291,6 +310,41 @@ def check_parameters(formulation: Any, params: Mapping[str, Any], where: str, se
     declared = declared_parameters(formulation)
     if declared is not None:
         _check_values(declared, params, where, sep, name, read_files)
+
+
+def price_parameters(formulation: Any, params: Mapping[str, Any], where: str, problems: Iterable["ProblemSize"],
+                     sep: str = ".", limit: float | None = None) -> None:
+    """Raise ``SizeError`` (``workbench.util.size_guard``) when the work the given params ask for on
+    any of ``problems`` could not fit ``limit`` (default: the memory budget), naming the parameter
+    with the largest part as given (``--set chunks=1000000000: needs an estimated ...``; ``where``
+    and ``sep`` as in ``check_parameters``). The estimate is the declaration's
+    (``Options.estimate``); only the parameters given are priced, and nothing is priced for a
+    formulation without an ``Options`` declaration. The params were checked already
+    (``check_parameters``)."""
+    from workbench.util import size_guard
+
+    options = declared_options(formulation)
+    given = {k: v for k, v in params.items() if k not in RUNNER_KEYS}
+    if options is None or not given:
+        return
+    resolved = options.from_params(given, where, owner=getattr(formulation, "name", "formulation"), sep=sep,
+                                   read_files=False)
+    for problem in problems:
+        parts = [(key, bytes_) for key, bytes_ in resolved.estimate(problem) if key in given]
+        if not parts:
+            continue
+        key = max(parts, key=lambda part: part[1])[0]
+        size_guard.price(f"{where}{sep}{key}={_as_given(given[key])}", sum(max(b, 0.0) for _, b in parts), limit)
+
+
+def _as_given(value: Any) -> str:
+    """A parameter's value for a message: an integer in full up to 18 digits, other values shortened."""
+    from workbench.util.size_guard import shown
+
+    if isinstance(value, int) and not isinstance(value, bool):
+        return shown(value)
+    text = value if isinstance(value, str) else repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
 
 
 def synthesis_keywords(formulation: Any, params: Mapping[str, Any], where: str = "params") -> dict[str, Any]:

@@ -51,6 +51,47 @@ Counts are capped as well, where time runs away before memory does: a grid of mo
 ``MAX_STEP_RUNS`` (10^8 interpreted steps, about two hours at the ~15,000 steps a second a random
 schedule runs; ``check_runs``). The runs themselves take no more memory than one run: each is made
 and dropped in turn.
+
+Formulation parameters that scale the work are priced too, before a cell starts: ``workbench synth
+--set`` and an experiment's ``params:`` are asked, on the problem's numbers (``ProblemSize``), what
+the formulation's declaration estimates (``Options.estimate``, called by
+``workbench.plugin.parameters.price_parameters``), and a refusal names the parameter
+(``--set chunks=1000000000: needs an estimated ...``). Only the parameters given are priced; a
+formulation's defaults are its own business. The figures (CPython 3.11; tracemalloc where the memory
+is Python's, the resident size where a solver's own):
+
+* ``BYTES_PER_LISTED_TRANSFER`` 900: a transfer the collective needs at least (one per chunk and
+  destination, ``collective_transfers``) as a formulation lists, re-lists and simulates it, hops
+  and share of the collective included (multipath measured 900 B per piece and rank pair on ring:4
+  All-to-All at 256-1,024 pieces, 680 B per written transfer; forestcoll 860 B per chunk and
+  destination at 4,096 pieces written out, 640 B per written transfer); what a parameter that sets
+  the chunks per rank costs (multipath ``chunks``, forestcoll ``pieces`` x ``k``, syccl ``depths``,
+  teccl ``lp_subchunks``, the composed ``rounds`` of teccl and taccl); a forest written as a period
+  is priced as a periodic file (``periodic_bytes``). Longer paths write more transfers: these
+  prices are floors, so a refusal is certain, a pass no promise;
+* ``BYTES_PER_EPOCH_COLUMN`` 700: a (commodity, link or NPU, epoch) column of a time-expanded model
+  with its rows (TE-CCL's MILP measured 510-630 B on ring:4 and switch:4 at 100-1,600 epochs): teccl
+  ``epochs`` (and ``round_epochs`` for A*) times the collective's chunks (the MILP) or its ranks (the
+  LP's commodities) times the links and nodes;
+* ``BYTES_PER_SOLVER_TERM`` 800: a (step, chunk, link or node) term of SCCL's encodings (z3 measured
+  750 B per step, chunk and link, CP-SAT 500 B per step, chunk and link or node; resident size, the
+  race runs both) and ``BYTES_PER_CASE_TERM`` 130 per step, chunk, link and round of z3's case split
+  on a step's rounds (measured 125 B): sccl ``steps`` / ``max_steps`` and ``rounds`` / ``k``,
+  ``max_chunks`` for the largest instance a search may build;
+* ``BYTES_PER_THREAD`` 16,000: a solver thread (HiGHS measured 16 KB resident a thread at 1,024;
+  ``threads`` of teccl and taccl).
+
+A periodic file's ``period.repeat`` is priced again where it is written out in full: an MSCCL++ plan
+lists every operation (``workbench export --format mscclpp``; MSCCL XML loops one period and is not
+expanded), so ``BYTES_PER_EXPORTED_TRANSFER`` 8,000 per transfer of the expansion (the expanded
+transfer, its plan operations, the plan's JSON text and the interpreter's parse and run of it;
+measured 6.1-7 KB on ring All-Gathers of 2 and 4 GPUs) and the whole collective's layout are asked
+before the period is expanded or verified (``workbench.mscclpp.export.check_expansion``).
+
+Caps (``max_transfers``, ``max_model_columns``, ``buffer_limit``, ``max_contig``) only bound work the
+problem sets, and counts that cost time, not memory (``restarts``, ``max_sketches``, ``prune_ratio``),
+are bounded by the cell's time limit; a cap that lets a parameter grow (forestcoll's ``max_transfers``
+with ``pieces`` left to it) is priced at the schedule it allows.
 """
 
 from __future__ import annotations
@@ -237,3 +278,69 @@ def check_runs(source: str, schedules: int, steps: int) -> None:
     if total > MAX_STEP_RUNS:
         raise SizeError(f"{source}: --schedules {schedules:,} x {steps:,} steps is {total:,.0f} interpreted steps, "
                         f"over the size guard's cap of {MAX_STEP_RUNS:,} (lower --schedules)")
+
+
+# ------------------------------------------------------------------ formulation parameters
+BYTES_PER_LISTED_TRANSFER = 900  # a transfer a formulation lists, re-lists and simulates (measured 650-680 B)
+BYTES_PER_EPOCH_COLUMN = 700  # a column of a time-expanded model with its rows (measured 510-630 B)
+BYTES_PER_SOLVER_TERM = 800  # a (step, chunk, link or node) term of an SMT or CP-SAT model (measured 500-750 B)
+BYTES_PER_CASE_TERM = 130  # a (step, round, chunk, link) term of z3's case split on a step's rounds (measured 125 B)
+BYTES_PER_THREAD = 16_000  # a solver's worker thread (HiGHS: 16 KB resident each)
+BYTES_PER_EXPORTED_TRANSFER = 8_000  # a transfer written out into an MSCCL++ plan and run (measured 6.1-7 KB)
+
+__all__ += ["ProblemSize", "price", "collective_chunks", "BYTES_PER_LISTED_TRANSFER", "BYTES_PER_EPOCH_COLUMN",
+            "BYTES_PER_SOLVER_TERM", "BYTES_PER_CASE_TERM", "BYTES_PER_THREAD", "BYTES_PER_EXPORTED_TRANSFER"]
+
+
+def collective_chunks(kind: str, npus: float, chunks_per_rank: float) -> float:
+    """Chunks of a standard collective (``workbench.model.collective.make_collective``'s count)."""
+    n, k = as_float(npus), as_float(chunks_per_rank)
+    kind = kind.lower().replace("-", "").replace("_", "")
+    return {"alltoall": n * n * k, "broadcast": k, "reduce": k}.get(kind, n * k)
+
+
+@dataclass(frozen=True)
+class ProblemSize:
+    """A problem by its numbers, for pricing a formulation's parameters before anything is built:
+    NPUs, nodes and links (upper bounds will do), the collective's kind, its chunks per rank and its
+    chunks (a custom collective's own count), and the buffer size."""
+
+    npus: int
+    nodes: int
+    links: int
+    kind: str
+    chunks_per_rank: int = 1
+    chunks: float = 0.0  # 0: the standard count for ``kind``
+    size_bytes: float = 0.0
+
+    @property
+    def num_chunks(self) -> float:
+        """The collective's chunks."""
+        return self.chunks or collective_chunks(self.kind, self.npus, self.chunks_per_rank)
+
+    def chunks_at(self, chunks_per_rank: float) -> float:
+        """The collective's chunks at ``chunks_per_rank`` (a custom collective keeps its own)."""
+        if self.kind == "custom":
+            return self.num_chunks
+        return collective_chunks(self.kind, self.npus, chunks_per_rank)
+
+    def transfers(self, chunks_per_rank: float) -> float:
+        """The transfers a schedule needs at least at ``chunks_per_rank`` (``collective_transfers``; a
+        custom collective: one per chunk)."""
+        if self.kind == "custom":
+            return self.num_chunks
+        return collective_transfers(self.kind, self.npus, 1) * as_float(chunks_per_rank)
+
+    def listed_bytes(self, chunks_per_rank: float) -> float:
+        """A schedule listed at ``chunks_per_rank`` (``BYTES_PER_LISTED_TRANSFER`` a transfer)."""
+        return BYTES_PER_LISTED_TRANSFER * self.transfers(chunks_per_rank)
+
+
+def price(what: str, needed: float, limit: float | None = None) -> None:
+    """Raise ``SizeError`` naming ``what`` (a parameter as given) when ``needed`` bytes exceed
+    ``limit`` (default: the budget)."""
+    limit = budget() if limit is None else limit
+    if needed > limit:
+        raise SizeError(f"{what}: needs an estimated {readable(needed)} of memory, over the {readable(limit)} budget "
+                        f"(--max-memory raises it; the estimate counts the model or schedule the parameter asks for "
+                        f"on this problem)")
