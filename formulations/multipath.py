@@ -128,6 +128,14 @@ class MultipathOptions(Options):
     chunks: int | str = option("auto", "pieces per rank pair ('auto': the fastest of "
                                f"{', '.join(map(str, CHOICES))} by simulation)", choices=("auto",), minimum=1)
 
+    def estimate(self, problem: Any) -> list[tuple[str, float]]:
+        """A given ``chunks``: the collective cut into that many pieces per pair, listed twice and
+        simulated (``workbench.util.size_guard``, ``BYTES_PER_LISTED_TRANSFER``); "auto" stops within
+        ``MAX_TRANSFERS`` by itself."""
+        if self.chunks == "auto" or problem.kind == "custom":
+            return []
+        return [("chunks", problem.listed_bytes(int(self.chunks)))]
+
 
 class Multipath:
     """Multipath schedules from the flow LP's paths (module docstring)."""

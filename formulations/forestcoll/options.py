@@ -38,6 +38,35 @@ class ForestCollOptions(Options):
     periodic: bool | str = option("auto", "write one period and its repeat count (workbench.algorithm/3; 'auto': "
                                   "from 200,000 transfers)", choices=("auto", "true", "false"))
 
+    def estimate(self, problem: Any) -> list[tuple[str, float]]:
+        """The schedule ``pieces`` x ``k`` chunks per rank asks for (a depth left to the formulation:
+        as many pieces as ``max_transfers`` allows, at most 1,024), listed
+        (``BYTES_PER_LISTED_TRANSFER``) or, for a gathering kind that is written as a period, held
+        as a period's expansion (``periodic_bytes``); named by the parameter that sets it."""
+        from workbench.kit.schedule import SIZED_BELOW
+        from workbench.util import size_guard
+
+        from .synthesis import _LISTING_BUDGET, _MAX_DEFAULT_PIECES, _PERIODIC_FROM, PERIODIC_BUDGET
+
+        k = 1 if self.trees == "auto" else self.trees
+        per_piece = max(problem.transfers(k), 1.0)  # one piece per tree-unit: k chunks per rank
+        pinned = self.depth is not None
+        repeats = (problem.kind in ("allgather", "broadcast") and self.periodic_flag is not False
+                   and (pinned or problem.size_bytes >= SIZED_BELOW))
+        pieces = self.depth
+        if pieces is None:
+            budget = int(self.max_transfers)
+            if not self.is_given("max_transfers"):
+                budget = PERIODIC_BUDGET if repeats else _LISTING_BUDGET
+            pieces = max(1, min(_MAX_DEFAULT_PIECES, int(budget // per_piece)))
+        transfers = per_piece * pieces
+        if repeats and (self.periodic_flag is True or transfers >= _PERIODIC_FROM):
+            needed = size_guard.periodic_bytes(pieces, problem.chunks_at(k), per_piece)
+        else:
+            needed = size_guard.BYTES_PER_LISTED_TRANSFER * transfers
+        key = "pieces" if pinned else "k" if self.trees != "auto" else "max_transfers"
+        return [(key, needed)]
+
     @property
     def depth(self) -> int | None:
         """The pinned pipeline depth, None where it is chosen ("auto" or not given)."""

@@ -9,6 +9,8 @@ from workbench.plugin.parameters import Options, option
 
 __all__ = ["ScclOptions", "check_groups"]
 
+_DEFAULT_MAX_CHUNKS = 64
+
 
 def check_groups(groups: Any) -> None:
     """``ValueError`` naming the first entry of ``groups`` that is not ``[[[src, dst], ...], b]``
@@ -45,9 +47,42 @@ class ScclOptions(Options):
     backend: str = option("race", "race (CP-SAT and z3-auto in two processes, the first answer wins), z3 "
                           "(QF_LIA, the paper's), z3-auto or cpsat", choices=("race", "z3", "z3-auto", "cpsat"))
     max_steps: int | None = option(None, "largest step count searched", minimum=1)
-    max_chunks: int = option(64, "largest chunk count searched (pareto)", minimum=1)
+    max_chunks: int = option(_DEFAULT_MAX_CHUNKS, "largest chunk count searched (pareto)", minimum=1)
     groups: list | None = option(None, "extra bandwidth groups: [[[src, dst], ...], bandwidth]", check=check_groups)
     call_limit: float | None = option(None, "seconds per solver call", minimum=0)
+
+    def estimate(self, problem: Any) -> list[tuple[str, float]]:
+        """The largest (C, S, R) instance the mode builds: per step, a term per chunk and link (z3)
+        and per chunk and link or node (CP-SAT; the race runs both), ``BYTES_PER_SOLVER_TERM``, and
+        z3's case split on a step's rounds, one term per step, chunk, link and round beyond the
+        step count, ``BYTES_PER_CASE_TERM`` (figures in ``workbench.util.size_guard``). Named by
+        ``steps`` / ``rounds`` for an instance, ``max_steps`` or ``max_chunks`` and ``k`` for a
+        search; a search left to its defaults stops at the step bound + 8."""
+        from workbench.util import size_guard
+
+        z3 = self.backend in ("race", "z3", "z3-auto")
+        cpsat = self.backend in ("race", "cpsat")
+        n, links = problem.npus, problem.links
+        per_chunk_step = (links if z3 else 0) + (n + links if cpsat else 0)
+
+        def instance(steps: float, extra_rounds: float, chunks: float) -> tuple[float, float]:
+            main = size_guard.BYTES_PER_SOLVER_TERM * steps * chunks * per_chunk_step
+            case = size_guard.BYTES_PER_CASE_TERM * steps * (max(extra_rounds, 0.0) + 1) * chunks * links if z3 else 0.0
+            return main, case
+
+        if self.mode == "instance":
+            if self.steps is None or self.rounds is None:
+                return []
+            main, case = instance(float(self.steps), float(self.rounds) - float(self.steps), problem.num_chunks)
+            return [("steps", main), ("rounds", case)]
+        steps = float(self.max_steps) if self.max_steps is not None else float(n + 8)
+        if self.mode == "least-steps":
+            main, case = instance(steps, float(self.k), problem.num_chunks)
+            return [("max_steps", main), ("k", case)]
+        main, case = instance(steps, float(self.k), problem.chunks_at(self.max_chunks))
+        by_steps = self.max_steps is not None and (not self.is_given("max_chunks")
+                                                   or steps / (n + 8) >= float(self.max_chunks) / _DEFAULT_MAX_CHUNKS)
+        return [("max_steps" if by_steps else "max_chunks", main), ("k", case)]
 
     def validate(self) -> None:
         """One instance is named by its steps and rounds together."""

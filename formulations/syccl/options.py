@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from workbench.plugin.parameters import Options, option
 
@@ -50,3 +51,22 @@ class SycclOptions(Options):
                          "alpha, stopping after three doublings without a gain)",
                          types=("str", "int"), minimum=1, maximum=MAX_DEPTH, check=_check_depths)
     max_transfers: int = option(2_000_000, "skip candidates listing more transfers", minimum=1)
+
+    def estimate(self, problem: Any) -> list[tuple[str, float]]:
+        """The deepest candidate listed: the depths are tried in turn until one would list more than
+        ``max_transfers`` (``auto``: up to 1,024 chunks per rank), each a schedule of that many chunks
+        per rank (``BYTES_PER_LISTED_TRANSFER``, ``workbench.util.size_guard``); named by ``depths``,
+        else ``max_transfers``. ``max_model_columns`` only bounds a group model the fabric sets."""
+        from workbench.util import size_guard
+
+        try:
+            listed = parse_depths(self.depths)
+        except ValueError:  # refused where the parameters are read
+            return []
+        deepest = 0.0
+        for depth in listed if listed is not None else [2 ** i for i in range(11)]:
+            transfers = problem.transfers(depth)
+            if transfers > self.max_transfers:
+                break  # this depth and the ones after it are skipped, unlisted
+            deepest = max(deepest, transfers)
+        return [("depths" if listed is not None else "max_transfers", size_guard.BYTES_PER_LISTED_TRANSFER * deepest)]

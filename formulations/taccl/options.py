@@ -37,6 +37,17 @@ class TacclOptions(Options):
                            "model and compose them (workbench.plugin.composition)", choices=("off", "dimensions"))
     rounds: int = option(16, "with symmetry: rounds the composed schedule pipelines", minimum=1)
 
+    def estimate(self, problem: Any) -> list[tuple[str, float]]:
+        """The composed ``rounds`` of ``symmetry: dimensions`` (a schedule of that many chunks per
+        rank, ``BYTES_PER_LISTED_TRANSFER``) and the solver's ``threads`` (``BYTES_PER_THREAD``);
+        ``max_contig`` is bounded by the problem's own chunks. Figures in ``workbench.util.size_guard``."""
+        from workbench.util import size_guard
+
+        parts = [("threads", size_guard.BYTES_PER_THREAD * float(self.threads))]
+        if self.symmetry == "dimensions":
+            parts.append(("rounds", problem.listed_bytes(float(self.rounds))))
+        return parts
+
     @property
     def stage_seconds(self) -> float | None:
         """``stage_time_limit`` in seconds (given as a number or a duration like "20s"), or None."""

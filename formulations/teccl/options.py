@@ -42,6 +42,38 @@ class TecclOptions(Options):
                            "model and compose them (workbench.plugin.composition)", choices=("off", "dimensions"))
     rounds: int = option(16, "with symmetry: rounds the composed schedule pipelines", minimum=1)
 
+    def estimate(self, problem: Any) -> list[tuple[str, float]]:
+        """The time-expanded model ``epochs`` (MILP, LP) or ``round_epochs`` (A*) ask for: a column
+        with its rows per commodity (the MILP's chunks, the LP's source ranks), link or node and
+        epoch (``BYTES_PER_EPOCH_COLUMN``); the finer collective ``lp_subchunks`` writes, the composed
+        ``rounds`` of ``symmetry: dimensions`` (``BYTES_PER_LISTED_TRANSFER``) and the solver's
+        ``threads`` (``BYTES_PER_THREAD``). Figures in ``workbench.util.size_guard``."""
+        from workbench.util import size_guard
+
+        combining = problem.kind in ("reducescatter", "reduce", "allreduce")
+        copy_free = problem.kind in ("alltoall", "scatter", "gather")  # each chunk wanted by one rank
+        method = self.method
+        if combining:
+            method = "astar" if method == "astar" else "milp"
+        elif method == "auto":
+            method = "lp" if copy_free else "milp"
+        per_epoch = problem.links + problem.nodes
+        if method == "lp":  # commodities are the source ranks, each with its reads at every rank
+            columns = problem.npus * (per_epoch + problem.npus)
+        else:
+            columns = max(problem.num_chunks, problem.npus if problem.kind == "custom" else 0) * per_epoch
+        parts = []
+        if self.epochs is not None and method in ("milp", "lp"):
+            parts.append(("epochs", size_guard.BYTES_PER_EPOCH_COLUMN * columns * float(self.epochs)))
+        if self.round_epochs is not None and method == "astar":
+            parts.append(("round_epochs", size_guard.BYTES_PER_EPOCH_COLUMN * columns * float(self.round_epochs)))
+        if method == "lp":
+            parts.append(("lp_subchunks", problem.listed_bytes(problem.chunks_per_rank * float(self.lp_subchunks))))
+        if self.symmetry == "dimensions":
+            parts.append(("rounds", problem.listed_bytes(float(self.rounds))))
+        parts.append(("threads", size_guard.BYTES_PER_THREAD * float(self.threads)))
+        return parts
+
     @property
     def gap(self) -> float:
         """The MIP gap the solves use: ``mip_gap``, or the paper's 0.3 under ``early_stop``."""
