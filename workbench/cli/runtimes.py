@@ -29,6 +29,10 @@ def cmd_export(args: argparse.Namespace) -> int:
     from workbench.checking.verify import InvalidAlgorithm, verify
 
     algorithm = load_algorithm(args.file)
+    if args.format == "mscclpp":  # a plan writes a period out in full: priced before it is verified or expanded
+        from workbench.mscclpp.export import check_expansion
+
+        check_expansion(algorithm, args.file)
 
     try:
         verify(algorithm)  # a runtime file is written only for a correct algorithm
@@ -67,7 +71,7 @@ def _export_mscclpp(args: argparse.Namespace, algorithm) -> int:
         raise UsageError(f"--gpus-per-node must be at least 1, got {args.gpus_per_node}")
     try:
         plan = export_plan(algorithm, gpus_per_node=args.gpus_per_node,
-                           protocol="Simple" if args.proto == "Simple" else args.proto)
+                           protocol="Simple" if args.proto == "Simple" else args.proto, source=args.file)
         text = json.dumps(plan, indent=1) + "\n"
         report = interpret_plan(text, args.output, root=algorithm.collective.root)
     except MscclError as exc:

@@ -32,7 +32,7 @@ from workbench.model.algorithm import Algorithm
 from workbench.msccl.common import MscclError
 from workbench.msccl.layout import contiguous_runs, working_slots
 
-__all__ = ["export_plan", "PLAN_SCHEMA"]
+__all__ = ["export_plan", "check_expansion", "PLAN_SCHEMA"]
 
 PLAN_SCHEMA = "mscclpp 0.9 execution plan (src/core/executor/execution_plan.cc)"
 _COLLECTIVES = {"allgather": "allgather", "reducescatter": "reducescatter", "allreduce": "allreduce",
@@ -44,14 +44,35 @@ def _buffer(buf: str, index: int, size: int) -> dict[str, Any]:
     return {"type": buf, "index": index, "size": size}
 
 
+def check_expansion(algorithm: Algorithm, source: str = "algorithm") -> None:
+    """``SizeError`` (``workbench.util.size_guard``, exit 2) naming ``period.repeat`` when a periodic
+    algorithm written out as a plan could not fit the budget: every transfer of the expansion with
+    its operations, the plan's text and the interpreter's run of it
+    (``BYTES_PER_EXPORTED_TRANSFER``), and the whole collective's layout; asked before anything is
+    expanded. Nothing for a plain algorithm (its transfers are in memory already)."""
+    period = algorithm.period
+    if period is None:
+        return
+    from workbench.util import size_guard
+
+    c = algorithm.collective
+    transfers = size_guard.as_float(period.repeat) * len(algorithm.transfers)
+    size_guard.check_declared(source, [(f"period.repeat={period.repeat} ({transfers:,.0f} transfers written out)",
+                                        size_guard.BYTES_PER_EXPORTED_TRANSFER * transfers + size_guard.BYTES_PER_SLOT
+                                        * size_guard.collective_pairs(c.kind, c.num_ranks, c.chunks_per_rank))])
+
+
 def export_plan(algorithm: Algorithm, gpus_per_node: int | None = None, name: str | None = None,
                 protocol: str = "Simple", min_message_size: int = 0,
-                max_message_size: int = 2**64 - 1) -> dict[str, Any]:
+                max_message_size: int = 2**64 - 1, source: str = "algorithm") -> dict[str, Any]:
     """The execution plan of the module docstring (a JSON-ready dict), for messages of
     ``min_message_size..max_message_size`` bytes (both inclusive; default every size). A periodic
-    schedule is written out in full (a plan lists every operation; it has no loop of its own)."""
+    schedule is written out in full (a plan lists every operation; it has no loop of its own), once
+    the size guard has priced its expansion (``check_expansion``; ``source`` names the algorithm)."""
     if algorithm.period is not None:
         from workbench.model.periodic import PeriodError
+
+        check_expansion(algorithm, source)
 
         try:
             algorithm = algorithm.expanded()
