@@ -68,15 +68,16 @@ def export_plan(algorithm: Algorithm, gpus_per_node: int | None = None, name: st
     """The execution plan of the module docstring (a JSON-ready dict), for messages of
     ``min_message_size..max_message_size`` bytes (both inclusive; default every size). A periodic
     schedule is written out in full (a plan lists every operation; it has no loop of its own), once
-    the size guard has priced its expansion (``check_expansion``; ``source`` names the algorithm)."""
+    the size guard has priced its expansion (``check_expansion``; ``source`` names the algorithm; over
+    the budget it does not lower: ``MscclError``, as an expansion past ``MAX_EXPANDED_TRANSFERS``)."""
     if algorithm.period is not None:
         from workbench.model.periodic import PeriodError
-
-        check_expansion(algorithm, source)
+        from workbench.util.size_guard import SizeError
 
         try:
+            check_expansion(algorithm, source)
             algorithm = algorithm.expanded()
-        except PeriodError as exc:
+        except (PeriodError, SizeError) as exc:
             raise MscclError(str(exc)) from None
     collective = algorithm.collective
     if collective.kind not in _COLLECTIVES:
