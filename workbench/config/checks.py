@@ -4,8 +4,8 @@ file, the key path and what was expected (``workbench.config.experiment`` puts t
 Beyond the schema, checks that need the registry or a build: formulations exist and are of the
 right kind, their parameters match their declarations (``workbench.plugin.parameters``), topologies build
 and have two or more ranks, roots are ranks of every topology they meet, the largest schedule of
-the grid and the work each formulation's params ask for fit the memory budget
-(``workbench.util.size_guard``), and data files exist (read relative to the config's folder).
+the grid fits the memory budget (``workbench.util.size_guard``), and data files exist (read relative
+to the config's folder).
 """
 
 from __future__ import annotations
@@ -19,8 +19,7 @@ from typing import Any, Sequence
 from workbench.model.collective import KINDS
 from workbench.util.units import UnitError, parse_bandwidth, parse_size, parse_time
 
-__all__ = ["ConfigError", "Checker", "TABLE_VALUES", "EXTRA_COLUMNS", "DESIGN_METRICS", "ROW_METRICS",
-           "check_param_sizes"]
+__all__ = ["ConfigError", "Checker", "TABLE_VALUES", "EXTRA_COLUMNS", "DESIGN_METRICS", "ROW_METRICS"]
 
 EXTRA_COLUMNS = ("ideal", "bound", "ideal_efficiency", "efficiency", "ideal_dims", "ideal_dims_efficiency", "claimed",
                  "achievable")
@@ -225,39 +224,6 @@ def check_sizes(check: Checker, topologies: list[dict], sizes: dict[str, tuple],
                              f"{topo['label']} with {max(chunks)} chunks per rank needs an estimated "
                              f"{size_guard.readable(needed)}, over the {size_guard.readable(limit)} budget "
                              f"(evaluation.memory_limit or --max-memory)")
-
-
-def check_param_sizes(check: Checker, formulations: list[dict], topologies: list[dict], sizes: dict[str, tuple],
-                      collectives: list[dict], chunks: list[int], byte_sizes: list[float], memory_limit: float | None,
-                      base_dir: Path | None = None) -> None:
-    """Refuse a formulation's params whose work could not fit a cell's budget on a problem of the grid
-    it meets (``workbench.plugin.parameters.price_parameters``: ``chunks: 1000000000``), before any
-    cell, naming the parameter as given; priced at the grid's most chunks, at its smallest and
-    largest sizes. Skipped when the config's files are not read (a report on an old run)."""
-    from workbench.plugin.parameters import price_parameters
-    from workbench.plugin.registry import FormulationError, resolve_formulation
-    from workbench.util import size_guard
-
-    if not check.read_files:
-        return
-    limit = memory_limit if memory_limit is not None else size_guard.budget()
-    for i, f in enumerate(formulations):
-        if not any(key != "time_limit" for key in f["params"]):
-            continue
-        try:
-            formulation = resolve_formulation(f["name"], base_dir)
-        except FormulationError:  # named when the entry was read
-            continue
-        most = max(f.get("chunks") or chunks or [1])
-        own_sizes = f.get("sizes") or byte_sizes or [0.0]
-        problems = [size_guard.ProblemSize(*sizes[t["label"]], c["kind"], most, 0.0, size)
-                    for t in topologies if t["label"] in sizes and t["label"] in f.get("topologies", [t["label"]])
-                    for c in f.get("collectives") or collectives
-                    for size in sorted({min(own_sizes), max(own_sizes)})]
-        try:
-            price_parameters(formulation, f["params"], f"grid.formulations[{i}].params", problems, limit=limit)
-        except size_guard.SizeError as exc:
-            raise ConfigError(f"{check.source}: {exc}") from None
 
 
 def check_repeats(check: Checker, value: Any) -> int:

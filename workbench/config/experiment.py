@@ -31,6 +31,10 @@ A config is YAML::
 
 Every error names the file, the key path and what was expected, e.g.
 ``experiments/x.yaml: grid.formulations[2].params.time_limit: expected a duration like '30s'``.
+A formulation's params that ask for more work than a cell's memory budget holds on a problem of
+the grid are refused the same way, naming the parameter as given
+(``x.yaml: grid.formulations[0].params.chunks=1000000000: needs an estimated ...``; the size guard,
+``workbench.plugin.parameters.price_parameters``).
 """
 
 from __future__ import annotations
@@ -43,8 +47,8 @@ from pathlib import Path
 from typing import Any
 
 from workbench.config.checks import (EVAL_KEYS, GRID_KEYS, TABLE_VALUES, TOP_KEYS, Checker, ConfigError,
-                                     apply_quick, check_builds, check_cells, check_param_sizes, check_params,
-                                     check_repeats, check_roots, check_sizes,
+                                     apply_quick, check_builds, check_cells, check_params, check_repeats, check_roots,
+                                     check_sizes,
                                      data_paths, kind_of, parse_collective, parse_formulation, parse_paper, parse_table,
                                      parse_topology)
 from workbench.config.evaluation import Evaluation
@@ -286,8 +290,8 @@ def parse_experiment(data: Any, source: str = "experiment", quick: bool = False,
     check_cells(check, "seeds" if "seeds" in data else "repeats", seeds, topologies, collectives, sizes, chunks,
                 formulations, designs)
     check_sizes(check, topologies, built, collectives, chunks, evaluation.memory_limit)
-    check_param_sizes(check, formulations, topologies, built, collectives, chunks, sizes, evaluation.memory_limit,
-                      base_dir)
+    _price_params(check, formulations, topologies, built, collectives, chunks, sizes, evaluation.memory_limit,
+                  base_dir)
     paper = parse_paper(check, data.get("paper"))
     table = parse_table(check, data.get("table"), formulations, design_metrics)
     return Experiment(name, str(data.get("description", "")), Path(source) if source else None, time_limit, seeds,
@@ -296,6 +300,40 @@ def parse_experiment(data: Any, source: str = "experiment", quick: bool = False,
                       [FormulationSpec.from_dict(f) for f in formulations], designs,
                       evaluation, paper, table, data, None if base_dir is None else Path(base_dir))
 
+
+
+def _price_params(check: Checker, formulations: list[dict], topologies: list[dict], built: dict[str, tuple],
+                  collectives: list[dict], chunks: list[int], sizes: list[float], memory_limit: float | None,
+                  base_dir: Path | None) -> None:
+    """Refuse a formulation's params whose work could not fit a cell's budget on a problem of the grid
+    it meets (``workbench.plugin.parameters.price_parameters``: ``chunks: 1000000000``), before any
+    cell, naming the parameter as given; priced at the grid's most chunks, at its smallest and
+    largest sizes, on each built topology. Skipped when the config's files are not read (a report
+    on an old run)."""
+    from workbench.plugin.parameters import price_parameters
+    from workbench.plugin.registry import FormulationError, resolve_formulation
+    from workbench.util import size_guard
+
+    if not check.read_files:
+        return
+    limit = memory_limit if memory_limit is not None else size_guard.budget()
+    for i, f in enumerate(formulations):
+        if not any(key != "time_limit" for key in f["params"]):
+            continue
+        try:
+            formulation = resolve_formulation(f["name"], base_dir)
+        except FormulationError:  # named when the entry was read
+            continue
+        most = max(f.get("chunks") or chunks or [1])
+        own_sizes = f.get("sizes") or sizes or [0.0]
+        problems = [size_guard.ProblemSize(*built[t["label"]], c["kind"], most, 0.0, size)
+                    for t in topologies if t["label"] in built and t["label"] in f.get("topologies", [t["label"]])
+                    for c in f.get("collectives") or collectives
+                    for size in sorted({min(own_sizes), max(own_sizes)})]
+        try:
+            price_parameters(formulation, f["params"], f"grid.formulations[{i}].params", problems, limit=limit)
+        except size_guard.SizeError as exc:
+            raise ConfigError(f"{check.source}: {exc}") from None
 
 
 def load_experiment(path: str | Path, quick: bool = False) -> Experiment:
