@@ -9,6 +9,12 @@ from workbench.plugin.parameters import Options, option
 
 __all__ = ["ForestCollOptions", "PACKINGS", "SPLITTINGS"]
 
+# the synthesis's own budgets (``synthesis``: _LISTING_BUDGET, PERIODIC_BUDGET, _MAX_DEFAULT_PIECES,
+# _PERIODIC_FROM), as ``estimate`` prices them; the synthesis imports this module, not the reverse
+LISTING_BUDGET = 4_000_000
+PERIODIC_BUDGET = 96_000_000
+MAX_DEFAULT_PIECES = 1024
+PERIODIC_FROM = 200_000
 PACKINGS = ("auto", "symmetric", "levels", "fifo")
 SPLITTINGS = ("auto", "greedy", "spread", "bulk", "symmetric")
 
@@ -46,8 +52,6 @@ class ForestCollOptions(Options):
         from workbench.kit.schedule import SIZED_BELOW
         from workbench.util import size_guard
 
-        from .synthesis import _LISTING_BUDGET, _MAX_DEFAULT_PIECES, _PERIODIC_FROM, PERIODIC_BUDGET
-
         k = 1 if self.trees == "auto" else self.trees
         per_piece = max(problem.transfers(k), 1.0)  # one piece per tree-unit: k chunks per rank
         pinned = self.depth is not None
@@ -57,10 +61,10 @@ class ForestCollOptions(Options):
         if pieces is None:
             budget = int(self.max_transfers)
             if not self.is_given("max_transfers"):
-                budget = PERIODIC_BUDGET if repeats else _LISTING_BUDGET
-            pieces = max(1, min(_MAX_DEFAULT_PIECES, int(budget // per_piece)))
+                budget = PERIODIC_BUDGET if repeats else LISTING_BUDGET
+            pieces = max(1, min(MAX_DEFAULT_PIECES, int(budget // per_piece)))
         transfers = per_piece * pieces
-        if repeats and (self.periodic_flag is True or transfers >= _PERIODIC_FROM):
+        if repeats and (self.periodic_flag is True or transfers >= PERIODIC_FROM):
             needed = size_guard.periodic_bytes(pieces, problem.chunks_at(k), per_piece)
         else:
             needed = size_guard.BYTES_PER_LISTED_TRANSFER * transfers
