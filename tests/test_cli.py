@@ -79,7 +79,7 @@ def test_simulate_on_another_topology(capsys, tmp_path):
     (["topology", "ring:4", "--bandwidth", "-5GB/s"], "bandwidth"),
     (["topology", "ring:4", "--alpha", "fastish"], "--alpha"),
     (["topology", "nothere.yaml"], "nothere.yaml: no such topology file"),
-    (["verify", "missing.json"], "missing.json: cannot read"),
+    (["verify", "missing.json"], "missing.json: no such algorithm file"),
     (["simulate", "{path}", "--order", "random"], "invalid choice"),
     (["verify", "{bad}"], "not valid JSON"),
     (["verify", "{nofield}"], "missing field 'transfers'"),

@@ -73,12 +73,9 @@ def register_formulations(sub: argparse._SubParsersAction) -> None:
 
 
 def _load(path: str, args: argparse.Namespace) -> Algorithm:
-    from workbench.util import size_guard
     from workbench.model.algorithm import load_algorithm
 
-    if os.path.isfile(path):  # parsed JSON and built transfers: ~30 bytes per byte of file
-        size_guard.check(path, 30.0 * os.path.getsize(path))
-    algorithm = load_algorithm(path)
+    algorithm = load_algorithm(path)  # sized by its length before it is read
     if getattr(args, "topology", None):
         physical = topology_from_args(args.topology, args.alpha, args.bandwidth, args.overhead)
         if physical.num_npus != algorithm.topology.num_npus:

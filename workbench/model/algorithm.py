@@ -264,13 +264,10 @@ def no_cyclic_gc():
 
 
 def _load(path: Path) -> Algorithm:
-    from workbench.util.safe_load import refuse_special
+    from workbench.util.safe_load import read_bytes
 
-    refuse_special(path, AlgorithmFormatError)  # a FIFO would block the read, a device never end it
-    try:
-        text = path.read_bytes()
-    except OSError as exc:
-        raise AlgorithmFormatError(f"{path}: cannot read: {exc.strerror}") from None
+    # a FIFO would block the read, a device never end it, a 5 GB file fill the memory: refused unread
+    text = read_bytes(path, "algorithm file", AlgorithmFormatError)
     typed = _typed_decode(text)
     if typed is not None:
         document, fields = typed

@@ -5,8 +5,9 @@ one line naming the file (exit 2 at the command line), never a hang, a memory bl
 traceback:
 
 * ``read_input``: the file must be a regular file (a FIFO, a device, a folder or a socket is
-  refused before it is opened, so reading never blocks), exist, and be UTF-8 text
-  (``refuse_special`` is the first of these alone, for readers that read the bytes themselves);
+  refused before it is opened, so reading never blocks), exist, fit the size guard's budget by its
+  length before a byte is read (``read_bytes`` alone, for readers that parse the bytes themselves),
+  and be UTF-8 text (``refuse_special`` is the first of these alone);
 * ``parse_yaml``: PyYAML's safe loader, refusing a duplicate mapping key (named by its key path and
   line: ``topo.yaml: links: duplicate key (line 7)``), nesting deeper than ``MAX_DEPTH`` levels,
   an alias that contains itself, aliases that expand the document by more than ``MAX_ALIAS_NODES``
@@ -29,7 +30,7 @@ import sys
 from pathlib import Path
 from typing import Any, Callable
 
-__all__ = ["InputError", "read_input", "refuse_special", "parse_yaml", "parse_json", "load_file", "boolean", "number",
+__all__ = ["InputError", "read_input", "read_bytes", "refuse_special", "parse_yaml", "parse_json", "load_file", "boolean", "number",
            "shorten", "MAX_DEPTH", "MAX_ALIAS_NODES"]
 
 MAX_DEPTH = 100  # nesting levels; no input of the workbench comes near, and recursive readers stay safe
@@ -76,10 +77,33 @@ def refuse_special(path: str | Path, error: ErrorType = InputError) -> None:
         raise error(f"{path}: is {kind}, not a file")
 
 
-def read_input(path: str | Path, what: str = "file", error: ErrorType = InputError) -> str:
+def read_input(path: str | Path, what: str = "file", error: ErrorType = InputError,
+               per_byte: float | None = None) -> str:
     """The text of the regular file ``path``; ``error`` (one line naming the file) when it is
-    missing, not a regular file, unreadable or not UTF-8. ``what`` names it: "topology file"."""
+    missing, not a regular file, over the size guard, unreadable or not UTF-8. ``what`` names it:
+    "topology file". ``per_byte``: the bytes of memory a byte of it takes once parsed and used
+    (``size_guard.BYTES_PER_PARSED_BYTE`` by default)."""
+    data = read_bytes(path, what, error, per_byte)
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise error(f"{path}: not a text file (byte {exc.start} is not utf-8)") from None
+
+
+def read_bytes(path: str | Path, what: str = "file", error: ErrorType = InputError,
+               per_byte: float | None = None) -> bytes:
+    """The bytes of the regular file ``path``, sized before they are read.
+
+    Refused with ``error`` (one line naming the file), before anything is read: a missing path, a
+    FIFO, device, folder or socket (opening a FIFO for reading blocks until a writer comes), and a
+    file whose length times ``per_byte`` exceeds the size guard's budget (a 5 GB sparse file is
+    refused, not read). The file is opened without blocking and checked again on the descriptor (the
+    name may have been swapped meanwhile), and never more than the guarded length is read (a file
+    that grows while it is read is refused too)."""
+    from workbench.util import size_guard
+
     path = Path(path)
+    factor = size_guard.BYTES_PER_PARSED_BYTE if per_byte is None else per_byte
     try:
         info = os.stat(path)
     except (FileNotFoundError, NotADirectoryError):
@@ -88,33 +112,68 @@ def read_input(path: str | Path, what: str = "file", error: ErrorType = InputErr
         raise error(f"{path}: cannot read ({exc.strerror})") from None
     except ValueError:  # a NUL byte in the name
         raise error(f"{shorten(str(path))}: not a file name") from None
-    kind = _not_regular(info.st_mode)
-    if kind:  # checked before opening: opening a FIFO for reading blocks until a writer comes
-        raise error(f"{path}: is {kind}, not a file")
+    _refuse_kind(path, info.st_mode, error)
+    _refuse_length(path, info.st_size, factor, error)
     try:
-        # non-blocking, and checked again once open: the name may have been swapped meanwhile
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
     except OSError as exc:
         raise error(f"{path}: cannot read ({exc.strerror})") from None
     with os.fdopen(fd, "rb") as handle:
-        kind = _not_regular(os.fstat(handle.fileno()).st_mode)
-        if kind:
-            raise error(f"{path}: is {kind}, not a file")
+        info = os.fstat(handle.fileno())
+        _refuse_kind(path, info.st_mode, error)
+        _refuse_length(path, info.st_size, factor, error)
         try:
-            data = handle.read()
+            data = _read_guarded(handle, info.st_size, path, factor, error)
         except OSError as exc:
             raise error(f"{path}: cannot read ({exc.strerror})") from None
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise error(f"{path}: not a text file (byte {exc.start} is not utf-8)") from None
+    return data
+
+
+def _read_guarded(handle: Any, length: int, path: Path, per_byte: float, error: ErrorType) -> bytes:
+    """The file's ``length`` bytes, and what it grew by meanwhile, read a block at a time while the
+    whole stays within the guard (a file grown without end is refused, not read to the end)."""
+    parts = [handle.read(length)]
+    total = len(parts[0])
+    while True:
+        block = handle.read(_BLOCK)
+        if not block:
+            return parts[0] if len(parts) == 1 else b"".join(parts)
+        total += len(block)
+        _refuse_length(path, total, per_byte, error, grew=True)
+        parts.append(block)
+
+
+_BLOCK = 1 << 20  # bytes read at a time past a file's stated length
+
+
+def _refuse_kind(path: Path, mode: int, error: ErrorType) -> None:
+    kind = _not_regular(mode)
+    if kind:
+        raise error(f"{path}: is {kind}, not a file")
+
+
+def _refuse_length(path: Path, length: int, per_byte: float, error: ErrorType, grew: bool = False) -> None:
+    """The size guard on a file's length, before it is read (``per_byte``: memory per byte of file)."""
+    from workbench.util import size_guard
+
+    needed = float(length) * per_byte
+    if needed > size_guard.budget():
+        from workbench.util.size_guard import readable
+
+        state = "grew while it was read, past" if grew else "is"
+        raise error(f"{path}: {state} {readable(float(length))}, which needs an estimated {readable(needed)} of "
+                    f"memory to read, over the {readable(size_guard.budget())} budget (--max-memory raises it)")
 
 
 def load_file(path: str | Path, what: str = "file", error: ErrorType = InputError, syntax: str | None = None) -> Any:
     """``read_input`` then ``parse_json`` (``syntax="json"``, or a ``.json`` name when ``syntax`` is
     None) or ``parse_yaml`` (anything else)."""
-    text = read_input(path, what, error)
-    if syntax == "json" or (syntax is None and Path(path).suffix.lower() == ".json"):
+    from workbench.util import size_guard
+
+    json_text = syntax == "json" or (syntax is None and Path(path).suffix.lower() == ".json")
+    per_byte = size_guard.BYTES_PER_PARSED_BYTE if json_text else size_guard.BYTES_PER_YAML_BYTE
+    text = read_input(path, what, error, per_byte)
+    if json_text:
         return parse_json(text, str(path), error)
     return parse_yaml(text, str(path), error)
 

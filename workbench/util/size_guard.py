@@ -40,6 +40,11 @@ per-unit figures (CPython 3.11, measured with tracemalloc on exported files, rou
   ``BYTES_PER_PIECE_TRANSFER`` 120 per transfer of the expansion (its simulated start and end and
   the occupancy of its links, held as arrays; measured 100 B on a 32-GPU forest), asked before the
   whole collective is built (``periodic_bytes``);
+* every file is sized by its length before a byte of it is read (``workbench.util.safe_load.read_bytes``):
+  ``BYTES_PER_PARSED_BYTE`` 30 per byte of JSON, XML or rows (the parse measured 9 B per byte, the
+  built objects the rest), ``BYTES_PER_YAML_BYTE`` 130 per byte of YAML (PyYAML's safe loader,
+  measured 127 B per byte of a topology file), so a 5 GB sparse file is refused in well under a
+  second whatever it claims inside;
 * ``BYTES_PER_CELL`` 4,000: an experiment cell as a run holds it (the cell and its id measured
   ~470 B; its request, progress entry and result row on top);
 * a topology file's node and link lists count as a built topology's nodes, links and node pairs
@@ -102,7 +107,8 @@ from dataclasses import dataclass
 
 __all__ = ["SizeError", "Estimate", "collective_transfers", "schedule_bytes", "check", "budget", "set_budget", "machine_memory",
            "readable", "BUDGET_ENV", "BYTES_PER_ELEMENT", "BYTES_PER_PAIR", "BYTES_PER_TRANSFER", "BYTES_PER_SLOT",
-           "BYTES_PER_STEP", "BYTES_PER_ACCESS", "BYTES_PER_TEXT", "BYTES_PER_CELL", "MAX_CELLS", "MAX_STEP_RUNS",
+           "BYTES_PER_STEP", "BYTES_PER_ACCESS", "BYTES_PER_TEXT", "BYTES_PER_PARSED_BYTE", "BYTES_PER_YAML_BYTE",
+           "BYTES_PER_CELL", "MAX_CELLS", "MAX_STEP_RUNS",
            "as_float", "shown", "collective_pairs", "check_declared", "check_cells", "check_runs", "demand_bytes",
            "instances_bytes", "periodic_bytes", "BYTES_PER_PIECE_CHUNK", "BYTES_PER_PIECE_TRANSFER"]
 
@@ -114,6 +120,8 @@ BYTES_PER_SLOT = 320  # a (rank, chunk) pair of a collective's layout, or a decl
 BYTES_PER_STEP = 1_500  # an XML step or a plan operation: parsed, analysed for races, run
 BYTES_PER_ACCESS = 200  # one slot a step touches, in the race analysis
 BYTES_PER_TEXT = 20  # a byte of an XML or plan, parsed and interpreted
+BYTES_PER_PARSED_BYTE = 30  # a byte of a JSON file (or XML, rows), parsed and built into what it describes
+BYTES_PER_YAML_BYTE = 130  # a byte of a YAML file, parsed by PyYAML's safe loader (measured 127 B)
 BYTES_PER_CELL = 4_000  # an experiment cell before it runs (the cell, its id, request and row)
 BYTES_PER_PIECE_CHUNK = 64  # a chunk of a periodic schedule's whole collective (its pre and post entries)
 BYTES_PER_PIECE_TRANSFER = 120  # a transfer of a periodic schedule's expansion: its simulated times and link use
