@@ -78,4 +78,5 @@ def test_report_names_lines_that_are_not_rows(tmp_path, capsys):
     capsys.readouterr()
     assert main(["report", str(folder), "--no-figures"]) == 0
     err = capsys.readouterr().err.strip().splitlines()
-    assert err == [f"warning: {folder / 'rows.jsonl'}: skipped 2 line(s) that are not result rows (line 2, 3)"]
+    assert err == [f"warning: {folder / 'rows.jsonl'}: 2 line(s) that are not result rows (lines 2, 3) left out of "
+                   f"the tables; the file keeps them"]

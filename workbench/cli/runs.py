@@ -35,13 +35,17 @@ def _resume_command(args: argparse.Namespace, folder: Path) -> str:
 def _run_folder(args: argparse.Namespace, experiment) -> Path:
     import time as _time
 
+    from workbench.util import size_guard
+    from workbench.util.safe_load import read_input
+
     if args.out:
         return Path(args.out)
     suffix = "-quick" if args.quick else ""
     root = Path(args.results_dir)
     if args.fresh:
+        config_text = read_input(args.config, "experiment file", UsageError, size_guard.BYTES_PER_YAML_BYTE)
         unfinished = None if args.new else _unfinished_fresh_run(root / "runs", f"{experiment.name}{suffix}",
-                                                                  Path(args.config).read_text(), experiment)
+                                                                  config_text, experiment)
         if unfinished is not None:
             print(f"resuming the unfinished fresh run in {unfinished} (--new starts another)", file=sys.stderr)
             return unfinished
@@ -54,6 +58,8 @@ def _unfinished_fresh_run(runs: Path, prefix: str, config_text: str, experiment)
     import re
 
     from workbench.reports.results import ResultStore
+    from workbench.run.folder_files import check_run_folder
+    from workbench.util.files import OutputError
 
     wanted = experiment.cell_ids()
     pattern = re.compile(re.escape(prefix) + r"-\d{8}-\d{6}")
@@ -61,12 +67,26 @@ def _unfinished_fresh_run(runs: Path, prefix: str, config_text: str, experiment)
         if runs.is_dir() else []
     for folder in candidates:
         snapshot = folder / "config.yaml"
-        if not snapshot.is_file() or snapshot.read_text() != config_text:
+        try:
+            check_run_folder(folder, UsageError)
+            if _snapshot_text(snapshot) != config_text:
+                continue
+            done = {r.get(R.CELL_ID) for r in ResultStore(folder, read_only=True).rows()}  # none yet: empty
+        except (UsageError, OutputError):  # a folder that is not a run's (a link, a FIFO in it): not resumed
             continue
-        done = {r.get(R.CELL_ID) for r in ResultStore(folder, read_only=True).rows()}  # none yet: empty
         if wanted - done:
             return folder
     return None
+
+
+def _snapshot_text(snapshot: Path) -> str | None:
+    """A run folder's config snapshot, read as a run-folder file (regular, sized); None when missing."""
+    from workbench.util import size_guard
+    from workbench.util.safe_load import read_input
+
+    if not snapshot.exists():
+        return None
+    return read_input(snapshot, "config snapshot", UsageError, size_guard.BYTES_PER_YAML_BYTE)
 
 
 def _check_results_dir(results_dir: str) -> None:
@@ -83,6 +103,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     """``workbench run``: run an experiment config into its run folder and write the report."""
     from workbench.config.experiment import load_experiment
     from workbench.util.files import check_output_folder
+    from workbench.run.folder_files import check_run_folder
     from workbench.run.lock import RunLock, RunLockError
 
     if args.jobs < 1:
@@ -90,6 +111,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     experiment = load_experiment(args.config, quick=args.quick)
     _check_results_dir(args.results_dir)
     folder = check_output_folder(_run_folder(args, experiment))  # before any cell runs
+    check_run_folder(folder, UsageError)  # a FIFO, device or link among its files: refused unopened
     folder.mkdir(parents=True, exist_ok=True)
     lock = RunLock(folder)
     try:
@@ -105,14 +127,16 @@ def cmd_run(args: argparse.Namespace) -> int:
 def _run_locked(args: argparse.Namespace, experiment, folder) -> int:
     from pathlib import Path
 
+    from workbench.util import size_guard
     from workbench.util.files import write_atomic
+    from workbench.util.safe_load import read_input
     from workbench.run.folder import compare_runs, load_run, write_report
     from workbench.reports.results import ResultStore
     from workbench.run.runner import run_experiment
 
-    config_text = Path(args.config).read_text()
+    config_text = read_input(args.config, "experiment file", UsageError, size_guard.BYTES_PER_YAML_BYTE)
     snapshot = folder / "config.yaml"
-    if snapshot.exists() and snapshot.read_text() != config_text:
+    if snapshot.exists() and _snapshot_text(snapshot) != config_text:
         print(f"note: {args.config} differs from the snapshot in {folder}; cells that changed run anew",
               file=sys.stderr)
     write_atomic(snapshot, config_text)
@@ -163,11 +187,13 @@ def _cmd_report(args: argparse.Namespace) -> int:
     """Write the report files under the folder's lock; a folder a live run holds is only read: its
     table is printed and nothing is written into it (the run writes its report when it ends)."""
     from workbench.util.files import check_output_folder
+    from workbench.run.folder_files import check_run_folder
     from workbench.run.folder import render_report, write_report
     from workbench.run.lock import RunLock, RunLockError, describe_holder
 
     if Path(args.folder).exists():  # a missing one is the report's own one-line error
         check_output_folder(args.folder)
+        check_run_folder(args.folder, UsageError)  # a FIFO, device or link among its files: refused unopened
     lock = RunLock(args.folder)
     try:
         lock.acquire()
@@ -188,12 +214,14 @@ def _cmd_report(args: argparse.Namespace) -> int:
 
 def _cmd_rebound(args: argparse.Namespace) -> int:
     from workbench.util.files import check_output_folder
+    from workbench.run.folder_files import check_run_folder
     from workbench.run.lock import RunLockError
     from workbench.run.rebound import rebound_run
     from workbench.reports.report import ReportError
 
     if Path(args.folder).exists():  # a missing one is the report's own one-line error
         check_output_folder(args.folder)
+        check_run_folder(args.folder, UsageError)  # a FIFO, device or link among its files: refused unopened
     try:
         refreshed, kept = rebound_run(args.folder)
     except (ReportError, RunLockError) as exc:  # a live run's folder: exit 2 naming its host and PID

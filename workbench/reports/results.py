@@ -6,18 +6,26 @@ importing the runner.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
+import stat
 import threading
 from pathlib import Path
 from typing import Any
 from workbench.reports import row_keys as R
+from workbench.util.files import OutputError
 
-__all__ = ["ResultStore"]
+__all__ = ["ResultStore", "RowsFileError"]
 
 
 class ResultStore:
-    """``rows.jsonl``: one JSON object per finished cell, appended with fsync."""
+    """``rows.jsonl``: one JSON object per finished cell, appended with fsync.
+
+    The file is opened without following a symbolic link and only when it is a regular file (a
+    FIFO would block the run, a link have its target cut and appended to), and it is sized by the
+    size guard before it is read. Lines that are not result rows are kept: ``skipped`` has their
+    numbers and ``unparsed`` their bytes, as written, for whoever rewrites the file to set aside."""
 
     def __init__(self, folder: str | Path, read_only: bool = False) -> None:
         """``read_only``: a reader that changes nothing in the folder (a report, ``rebound``'s read,
@@ -26,56 +34,124 @@ class ResultStore:
         self.folder = Path(folder)
         self.path = self.folder / "rows.jsonl"
         self.read_only = read_only
+        self.skipped: list[int] = []
+        self.unparsed: list[bytes] = []
         self._lock = threading.Lock()
         if not read_only:
             self.folder.mkdir(parents=True, exist_ok=True)
             self._repair_tail()
 
+    def _open(self, flags: int) -> int | None:
+        """A descriptor on rows.jsonl, opened without following a link or blocking on a FIFO and
+        checked to be a regular file; None when there is no file (and ``flags`` do not create one)."""
+        try:
+            fd = os.open(self.path, flags | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, 0o644)
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            if exc.errno == errno.ELOOP:
+                raise RowsFileError(f"{self.path}: is a symbolic link, not a regular file (a run folder's own "
+                                    f"files are regular files; move it away)") from None
+            raise RowsFileError(_describe(self.path, exc)) from None
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            os.close(fd)
+            raise RowsFileError(f"{self.path}: is not a regular file (a FIFO, device or folder; move it away)")
+        os.set_blocking(fd, True)
+        return fd
+
     def _repair_tail(self) -> None:
-        """Drop a partial last line left by a crash mid-write, so appends start on a fresh line."""
-        if not self.path.exists():
+        """Drop a partial last line left by a crash mid-write, so appends start on a fresh line
+        (the tail is read backwards a block at a time: the file is not read whole)."""
+        fd = self._open(os.O_RDWR)
+        if fd is None:
             return
-        with open(self.path, "rb+") as handle:
-            data = handle.read()
-            if data and not data.endswith(b"\n"):
-                handle.truncate(data.rfind(b"\n") + 1)
+        try:
+            end = os.fstat(fd).st_size
+            if end == 0 or os.pread(fd, 1, end - 1) == b"\n":
+                return
+            cut = end
+            while cut > 0:
+                start = max(0, cut - _TAIL_BLOCK)
+                block = os.pread(fd, cut - start, start)
+                newline = block.rfind(b"\n")
+                if newline >= 0:
+                    os.ftruncate(fd, start + newline + 1)
+                    return
+                cut = start
+            os.ftruncate(fd, 0)
+        finally:
+            os.close(fd)
+
+    def _read(self) -> bytes:
+        """The file's bytes, sized by the size guard before they are read (b"" when there is none)."""
+        from workbench.util import size_guard
+        from workbench.util.safe_load import read_bytes
+
+        fd = self._open(os.O_RDONLY)
+        if fd is None:
+            return b""
+        os.close(fd)  # checked without following a link; read by the one guarded reader
+        return read_bytes(self.path, "rows file", RowsFileError, size_guard.BYTES_PER_PARSED_BYTE)
 
     def rows(self) -> list[dict[str, Any]]:
         """Every readable row; lines that are not a row object (hand edits, a foreign file) are
-        skipped and their numbers kept in ``skipped`` (the report names them, resume re-runs those cells)."""
-        self.skipped: list[int] = []
-        if not self.path.exists():
-            return []
+        skipped, their numbers kept in ``skipped`` and their bytes in ``unparsed`` (the report names
+        them, resume re-runs those cells, ``rebound`` sets them aside)."""
+        self.skipped, self.unparsed = [], []
+        data = self._read()
+        if self.read_only and not data.endswith(b"\n"):
+            data = data[:data.rfind(b"\n") + 1]  # a row still being appended, or a crash's partial line
         rows = []
-        text = self.path.read_text(errors="replace")
-        if self.read_only and not text.endswith("\n"):
-            text = text[:text.rfind("\n") + 1]  # a row still being appended, or a crash's partial line
-        for number, line in enumerate(text.splitlines(), start=1):
+        for number, line in enumerate(data.split(b"\n")[:-1] if data else [], start=1):
             if not line.strip():
                 continue
-            try:
-                row = json.loads(line)
-            except (ValueError, RecursionError):  # not JSON, an overlong integer, nesting beyond the parser
-                row = None
-            if isinstance(row, dict) and isinstance(row.get(R.CELL_ID), str):
-                rows.append(row)
-            else:
+            row = _row(line)
+            if row is None:
                 self.skipped.append(number)
+                self.unparsed.append(line)
+            else:
+                rows.append(row)
         return rows
 
     def append(self, row: dict[str, Any]) -> None:
-        """Append one row to rows.jsonl (flushed and synced, so a finished cell survives a crash)."""
+        """Append one row to rows.jsonl (flushed and synced, so a finished cell survives a crash).
+        A full disk or a refused write is a ``RowsFileError`` naming the file."""
         if self.read_only:
             raise RuntimeError(f"{self.path}: opened read-only")
         line = (json.dumps(json.loads(json.dumps(row, default=_json_default), parse_constant=lambda _: None),
                            allow_nan=False) + "\n").encode()  # standard JSON: a NaN or an infinity is null
         with self._lock:
-            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            fd = self._open(os.O_WRONLY | os.O_APPEND | os.O_CREAT)
             try:
                 os.write(fd, line)
                 os.fsync(fd)
+            except OSError as exc:
+                raise RowsFileError(_describe(self.path, exc)) from None
             finally:
                 os.close(fd)
+
+
+class RowsFileError(OutputError):
+    """rows.jsonl cannot be read or written as a run's rows: one line naming it (exit 2)."""
+
+
+_TAIL_BLOCK = 1 << 16  # bytes read at a time when looking for the last newline
+
+
+def _row(line: bytes) -> dict[str, Any] | None:
+    """The result row on one line, or None for a line that is not one (not UTF-8, not JSON, an
+    overlong integer, nesting beyond the parser, not an object with a cell id)."""
+    try:
+        row = json.loads(line.decode("utf-8"))
+    except (ValueError, RecursionError):
+        return None
+    return row if isinstance(row, dict) and isinstance(row.get(R.CELL_ID), str) else None
+
+
+def _describe(path: Path, exc: OSError) -> str:
+    if exc.errno == errno.ENOSPC:
+        return f"{path}: no space left on device (the row was not written; free space and resume the run)"
+    return f"{path}: cannot write ({exc.strerror or exc})"
 
 
 def _json_default(value: Any) -> Any:

@@ -16,7 +16,7 @@ from workbench.reports.report import ReportError, TableCell, build_table, format
 from workbench.reports.row_check import row_problem
 from workbench.reports import row_keys as R
 
-__all__ = ["load_run", "render_report", "write_report", "compare_runs"]
+__all__ = ["load_run", "render_report", "write_report", "compare_runs", "lines_named"]
 
 
 def load_run(folder: str | Path) -> tuple[Experiment, list[dict[str, Any]]]:
@@ -26,9 +26,12 @@ def load_run(folder: str | Path) -> tuple[Experiment, list[dict[str, Any]]]:
     rows_path = folder / "rows.jsonl"
     if not folder.is_dir():
         raise ReportError(f"{folder}: no such run folder")
+    from workbench.run.folder_files import check_run_folder
+    from workbench.util.safe_load import boolean, load_file
+
+    check_run_folder(folder, ReportError)  # a FIFO, a device or a link among its files: refused unopened
     if not config.exists():
         raise ReportError(f"{folder}: no config.yaml (not a run folder written by `workbench run`)")
-    from workbench.util.safe_load import boolean, load_file, refuse_special
 
     run_info = {}
     if (folder / "run.json").exists():
@@ -45,15 +48,13 @@ def load_run(folder: str | Path) -> tuple[Experiment, list[dict[str, Any]]]:
 
     rows = []
     if rows_path.exists():
-        refuse_special(rows_path, ReportError)  # a FIFO there would block the report
         store = ResultStore(folder, read_only=True)  # reading a run folder writes nothing into it
         rows = store.rows()
         if store.skipped:
             import sys
 
-            shown = ", ".join(map(str, store.skipped[:5])) + (" ..." if len(store.skipped) > 5 else "")
-            print(f"warning: {rows_path}: skipped {len(store.skipped)} line(s) that are not result rows "
-                  f"(line {shown})", file=sys.stderr)
+            print(f"warning: {rows_path}: {len(store.skipped)} line(s) that are not result rows "
+                  f"({lines_named(store.skipped)}) left out of the tables; the file keeps them", file=sys.stderr)
     rows = _current_rows(experiment, rows)
     metrics = experiment.table.get("metrics") or ()
     for row in rows:  # a hand-edited value the tables would compute with: one line naming it, not a traceback
@@ -61,6 +62,12 @@ def load_run(folder: str | Path) -> tuple[Experiment, list[dict[str, Any]]]:
         if problem:
             raise ReportError(f"{rows_path}: row of cell {row.get('cell_id')}: {problem}")
     return experiment, rows
+
+
+def lines_named(numbers: list[int]) -> str:
+    """``line 3``, ``lines 3, 7, 9, 12, 15 ...``: line numbers for a one-line message."""
+    shown = ", ".join(map(str, numbers[:5])) + (" ..." if len(numbers) > 5 else "")
+    return f"line{'s' if len(numbers) > 1 else ''} {shown}"
 
 
 def _current_rows(experiment: Experiment, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:

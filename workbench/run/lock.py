@@ -19,10 +19,13 @@ from __future__ import annotations
 import json
 import os
 import socket
+import stat
 import time
 from pathlib import Path
 
 __all__ = ["RunLock", "RunLockError", "live_holder", "describe_holder"]
+
+_RECORD_BYTES = 4096  # a lock record is under 200 bytes: a longer .lock is not one
 
 
 class RunLockError(RuntimeError):
@@ -81,8 +84,10 @@ class RunLock:
         me = {"host": socket.gethostname(), "pid": os.getpid(), "started": time.strftime("%Y-%m-%d %H:%M:%S")}
         for _ in range(3):
             try:
-                fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+                # O_EXCL with O_CREAT never follows a link: a link (even a dangling one) is "existing"
+                fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
             except FileExistsError:
+                self._refuse_foreign()
                 holder = self._holder()
                 if not _is_live(holder):
                     try:  # stale (its process is gone) or unreadable: take it over
@@ -98,11 +103,34 @@ class RunLock:
             return
         raise RunLockError(f"{self.path}: could not take the lock (it keeps changing hands)")
 
+    def _refuse_foreign(self) -> None:
+        """``RunLockError`` when ``.lock`` is not a regular file (a FIFO, a device, a link): it is not
+        a lock this workbench wrote, and reading it could block or never end."""
+        from workbench.run.folder_files import kind_of
+
+        kind = kind_of(self.path)
+        if kind not in (None, "a regular file"):
+            raise RunLockError(f"{self.path}: is {kind}, not a lock file (a run folder's own files are regular "
+                               f"files; move it away)")
+
     def _holder(self) -> dict | None:
-        """The lock record, or None when there is none or it cannot be read as one."""
+        """The lock record, or None when there is none or it cannot be read as one (a link, a FIFO, a
+        device or a file longer than a record is never read)."""
         try:
-            holder = json.loads(self.path.read_text())
-        except (OSError, ValueError):
+            fd = os.open(self.path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        except OSError:
+            return None
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                return None
+            text = os.read(fd, _RECORD_BYTES + 1)
+        except OSError:
+            return None
+        finally:
+            os.close(fd)
+        try:
+            holder = json.loads(text) if len(text) <= _RECORD_BYTES else None
+        except (ValueError, RecursionError):
             return None
         return holder if isinstance(holder, dict) else None
 
