@@ -9,8 +9,10 @@ size; each problem is solved once and the run's bounds cache, ``bounds/``, is re
 ``bound``, ``bound_exact``, ``achievable``, ``efficiency`` and ``bounds`` are rewritten,
 the status is decided again by ``workbench.bounds.yardstick`` (the formulation's kept as
 ``solver_status``), the rows file is replaced atomically and the report re-rendered, under the
-folder's lock (a live run's folder is refused, naming the run). A row whose topology comes from a design cell
-gets its topology from that design's row in the same run, as the run gave it to the cell; only
+folder's lock (a live run's folder is refused, naming the run). Lines of rows.jsonl that are not
+rows (a hand edit, stray bytes) are never dropped: they are appended, byte for byte, to
+``rows.unparsed.jsonl`` beside the rows before the rows file is rewritten, and the message names
+them and that file. A row whose topology comes from a design cell gets its topology from that design's row in the same run, as the run gave it to the cell; only
 when that design has no bandwidths is the row left as it was.
 """
 
@@ -60,6 +62,36 @@ def _refreshed(row: dict[str, Any], cell, design_rows: dict[str, dict[str, Any]]
     return fresh
 
 
+UNPARSED = "rows.unparsed.jsonl"
+
+
+def set_aside(folder: Path, lines: list[bytes]) -> Path:
+    """Append ``lines`` (rows.jsonl's lines that are not rows) to ``rows.unparsed.jsonl`` beside the
+    rows, as they were written, synced before the rows file is rewritten without them."""
+    import errno
+    import os
+
+    from workbench.reports.results import RowsFileError
+
+    path = folder / UNPARSED
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC,
+                     0o644)
+    except OSError as exc:
+        kind = "is a symbolic link" if exc.errno == errno.ELOOP else f"cannot be written ({exc.strerror})"
+        raise RowsFileError(f"{path}: {kind}; rows.jsonl was left as it was") from None
+    try:
+        data = b"".join(line + b"\n" for line in lines)
+        while data:
+            data = data[os.write(fd, data):]
+        os.fsync(fd)
+    except OSError as exc:
+        raise RowsFileError(f"{path}: cannot write ({exc.strerror}); rows.jsonl was left as it was") from None
+    finally:
+        os.close(fd)
+    return path
+
+
 def rebound_run(folder: str | Path, progress: bool = True) -> tuple[int, int]:
     """(rows refreshed, rows left as they were); rewrites rows.jsonl and the report.
 
@@ -80,12 +112,13 @@ def _rebound_locked(folder: Path, progress: bool) -> tuple[int, int]:
     import sys
 
     from workbench.util.files import write_atomic
-    from workbench.run.folder import load_run, write_report
+    from workbench.run.folder import lines_named, load_run, write_report
     from workbench.reports.results import ResultStore
 
     experiment, _ = load_run(folder)
     cells = {c.cell_id: c for c in experiment.cells()}
-    rows = ResultStore(folder, read_only=True).rows()  # read under the lock; rewritten whole below
+    store = ResultStore(folder, read_only=True)
+    rows = store.rows()  # read under the lock; rewritten whole below
     design_rows = {r[R.DESIGN]: r for r in rows if r.get(R.KIND) == "design"}
     refreshed = kept = 0
     out = []
@@ -104,6 +137,10 @@ def _rebound_locked(folder: Path, progress: bool) -> tuple[int, int]:
             print(f"\r  {index + 1}/{len(rows)} rows", end="", file=sys.stderr, flush=True)
     if progress:
         print(file=sys.stderr)
+    if store.unparsed:  # kept, byte for byte, before the rows file is rewritten without them
+        aside = set_aside(folder, store.unparsed)
+        print(f"{store.path}: {len(store.unparsed)} line(s) that are not result rows ({lines_named(store.skipped)}) "
+              f"moved, byte for byte, to {aside}", file=sys.stderr)
     write_atomic(folder / "rows.jsonl", "".join(json.dumps(r, allow_nan=True) + "\n" for r in out))
     write_report(folder)
     return refreshed, kept
