@@ -47,8 +47,20 @@ def finish_axes(fig, ax, path: Path, xlabel: str, ylabel: str, title: str, log_x
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=legend_size)
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    save_figure(fig, path, dpi=120)
+
+
+def save_figure(fig, path: Path, dpi: int) -> None:
+    """Save ``fig`` as a PNG at ``path`` and close it: rendered in memory, then written atomically,
+    so a symlink at ``path`` is replaced, never written through (matplotlib would follow it)."""
+    import io
+
+    from workbench.util.files import write_atomic
+
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=dpi)
     plt.close(fig)
+    write_atomic(path, buffer.getvalue())
 
 
 def _ok(row: dict[str, Any]) -> bool:
@@ -105,8 +117,7 @@ def link_heatmap(row: dict[str, Any], path: Path) -> bool:
     ax.set_ylabel("source node")
     ax.set_title(f"Link utilisation: {row['formulation']} on {row['topology']}", fontsize=9)
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    save_figure(fig, path, dpi=120)
     return True
 
 
@@ -180,8 +191,7 @@ def efficiency(rows: list[dict[str, Any]], path: Path) -> bool:
     ax.grid(True, axis="y", alpha=0.3)
     ax.legend(fontsize=7, ncol=2)
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    save_figure(fig, path, dpi=120)
     return True
 
 
@@ -224,8 +234,7 @@ def time_by_size(rows: list[dict[str, Any]], folder: Path) -> list[Path]:
             ax.legend(fontsize=6, ncol=2)
         fig.tight_layout()
         path = folder / f"{_file_name(topology)}.png"
-        fig.savefig(path, dpi=110)
-        plt.close(fig)
+        save_figure(fig, path, dpi=110)
         written.append(path)
     return written
 
