@@ -254,8 +254,9 @@ def _synth(args: argparse.Namespace, child: Any) -> int:
                 chunks=args.chunks, formulation={"name": args.name, "label": args.name, "params": params},
                 seed=args.seed, time_limit=limit, evaluation=Evaluation(save_algorithms=True))
     # the topology goes to the cell as built here (with its builder facts, e.g. a grid's dimensions)
-    # a started (not forked) cell loads an import path's module from the folder this resolved it in
-    request = CellRequest("schedule", cell, topology=topology, algorithm_path=str(output.resolve()),
+    # a started (not forked) cell loads an import path's module from the folder this resolved it in;
+    # the output is made absolute without resolving links: a link named -o is replaced, not followed
+    request = CellRequest("schedule", cell, topology=topology, algorithm_path=str(Path.cwd() / output),
                           deadline=_command_start(args.entered) + limit, formulation_dir=str(Path.cwd()))
     print(f"synthesizing with {args.name} (time limit {limit:g} s, solver limit {solver_time_limit(limit):g} s) ...",
           file=sys.stderr)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -52,18 +53,18 @@ def _run_candidate(topology, kind: str, bucket, name: str, limit: float, out: Pa
                 size_bytes=float(bucket.size), chunks=1, formulation={"name": name, "label": name, "params": {}},
                 seed=0, time_limit=limit, evaluation=Evaluation(save_algorithms=True))
     path = out / "candidates" / f"{kind}-{bucket.index}-{name}.json"
-    request = CellRequest("schedule", cell, topology=topology, algorithm_path=str(path.resolve()),
-                          run_folder=str(out.resolve()))
+    here = Path.cwd()  # absolute, links not resolved: a link in the bundle is replaced, never followed
+    request = CellRequest("schedule", cell, topology=topology, algorithm_path=str(here / path),
+                          run_folder=str(here / out))
     fields = execute(request) or {}
     fields["path"] = path if fields.get("algorithm_files") else None
     return fields
 
 
-def _lower(path: Path, bucket, kind: str, out: Path) -> tuple[list[str], str | None]:
-    """The winner's MSCCL XML and MSCCL++ plan for the bucket's range, each interpreted before it
-    is written; (files, None) or ([], why it does not lower)."""
+def _lower(path: Path, bucket, kind: str, out: Path) -> tuple[dict[Path, str], str | None]:
+    """The winner's MSCCL XML and MSCCL++ plan for the bucket's range, each interpreted, by the
+    file each goes to; ({file: text}, None) or ({}, why it does not lower)."""
     from workbench.model.algorithm import load_algorithm
-    from workbench.util.files import write_output
     from workbench.msccl import MscclError, export_xml, interpret
     from workbench.mscclpp import export_plan, interpret_plan
 
@@ -76,12 +77,49 @@ def _lower(path: Path, bucket, kind: str, out: Path) -> tuple[list[str], str | N
         text = json.dumps(plan, indent=1) + "\n"
         interpret_plan(text, f"{kind} bucket {bucket.index}", root=root)
     except MscclError as exc:
-        return [], str(exc)
-    files = [out / "msccl" / f"{kind}-{bucket.index}.xml", out / "mscclpp" / f"{kind}-{bucket.index}.json"]
-    for file, content in zip(files, (xml, text)):
+        return {}, str(exc)
+    return {out / "msccl" / f"{kind}-{bucket.index}.xml": xml, out / "mscclpp" / f"{kind}-{bucket.index}.json": text}, None
+
+
+# What a bundle writes in each of its folders; a runtime loads every file of msccl/ (or mscclpp/),
+# so anything else there would be loaded beside the bundle's own ranges.
+_BUNDLE_NAMES = {"msccl": re.compile(r"[a-z]+-\d+\.xml"), "mscclpp": re.compile(r"[a-z]+-\d+\.json"),
+                 "candidates": re.compile(r"[a-z]+-\d+-.+\.json")}
+
+
+def _earlier_bundle(out: Path) -> list[Path]:
+    """The files an earlier bundle left in ``out`` (removed once the new one is written, so a
+    runtime never loads overlapping ranges of two bundles). ``UsageError``, before any work, when a
+    bundle folder is a link or not a folder, or holds a file no bundle writes."""
+    from workbench.run.folder_files import kind_of
+
+    found = []
+    for name, pattern in _BUNDLE_NAMES.items():
+        folder = out / name
+        kind = kind_of(folder)
+        if kind is None:
+            continue
+        if kind != "a folder":
+            raise UsageError(f"{folder}: is {kind}, not a folder (a bundle writes its files there; move it away)")
+        for entry in sorted(folder.iterdir()):
+            if not pattern.fullmatch(entry.name) or kind_of(entry) not in ("a regular file", "a symbolic link"):
+                raise UsageError(f"{entry}: not a file of a tune bundle (a runtime would load it with the bundle's "
+                                 f"own; move it away or name another -o folder)")
+            found.append(entry)
+    return found
+
+
+def _write_bundle(lowered: dict[Path, str], earlier: list[Path], kept: set[str]) -> None:
+    """Write the buckets' runtime files and remove the earlier bundle's files that are neither among
+    them nor, in candidates/, named in ``kept`` (this run's candidate files)."""
+    from workbench.util.files import write_output
+
+    for file, content in lowered.items():
         file.parent.mkdir(parents=True, exist_ok=True)
         write_output(file, content)
-    return [str(f.relative_to(out)) for f in files], None
+    for stale in earlier:
+        if stale not in lowered and not (stale.parent.name == "candidates" and stale.name in kept):
+            stale.unlink(missing_ok=True)
 
 
 def _markdown(rows: list[dict[str, Any]], title: str) -> str:
@@ -127,6 +165,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
         raise UsageError("--time-limit must be positive")
     names = _candidates(args.formulations)
     out = check_output_folder(args.output)
+    earlier = _earlier_bundle(out)
     topology = topology_from_args(args.topology, args.alpha, args.bandwidth, args.overhead)
     at_least_two(topology.num_npus, args.topology)
     kind = args.collective
@@ -136,12 +175,13 @@ def cmd_tune(args: argparse.Namespace) -> int:
     print(f"tuning {kind} on {topology.name}: {len(ranges)} bucket(s) x {len(timed)} formulation(s), "
           f"{limit:g} s each", file=sys.stderr)
     out.mkdir(parents=True, exist_ok=True)
-    rows = []
+    rows, lowered, candidates = [], {}, []
     for bucket in ranges:
         results = {}
         for name in timed:
             fields = _run_candidate(topology, kind, bucket, name, limit, out)
             results[name] = fields
+            candidates += [Path(f).name for f in fields.get("algorithm_files", [])]
             shown = format_time(fields["collective_time"]) if fields.get("collective_time") else fields.get(
                 "status", "error")
             print(f"  bucket {bucket.index} {bucket.label(bucket is ranges[-1])} at {bucket.size:,} B: {name:<14} {shown}",
@@ -151,15 +191,17 @@ def cmd_tune(args: argparse.Namespace) -> int:
         ring = results[_REFERENCE].get("collective_time")
         notes, files, winner = [], [], None
         for _, name in ranked:  # the fastest that lowers to the runtimes
-            files, why = _lower(results[name]["path"], bucket, kind, out)
-            if files:
-                winner = name
+            texts, why = _lower(results[name]["path"], bucket, kind, out)
+            if texts:
+                winner, files = name, [str(f.relative_to(out)) for f in texts]
+                lowered.update(texts)
                 break
             notes.append(f"{name} does not lower ({why})")
         if winner is None and not notes:
             notes.append("no candidate produced a schedule")
         rows.append(summary_row(bucket, winner, results.get(winner), ring, files, "; ".join(notes)))
     title = f"{kind} on {topology.name}, {args.sizes}"
+    _write_bundle(lowered, earlier, kept=set(candidates))
     write_output(out / "summary.json", json.dumps({"topology": topology.name, "collective": kind,
                                                    "sizes": [low, high], "time_limit": limit,
                                                    "formulations": names, "buckets": rows}, indent=1) + "\n")

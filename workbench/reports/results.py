@@ -122,10 +122,14 @@ class ResultStore:
                            allow_nan=False) + "\n").encode()  # standard JSON: a NaN or an infinity is null
         with self._lock:
             fd = self._open(os.O_WRONLY | os.O_APPEND | os.O_CREAT)
+            start = os.fstat(fd).st_size
             try:
-                os.write(fd, line)
+                view = memoryview(line)
+                while view:  # a full disk may take part of the line before it refuses the rest
+                    view = view[os.write(fd, view):]
                 os.fsync(fd)
             except OSError as exc:
+                _cut_back(fd, start)
                 raise RowsFileError(_describe(self.path, exc)) from None
             finally:
                 os.close(fd)
@@ -146,6 +150,14 @@ def _row(line: bytes) -> dict[str, Any] | None:
     except (ValueError, RecursionError):
         return None
     return row if isinstance(row, dict) and isinstance(row.get(R.CELL_ID), str) else None
+
+
+def _cut_back(fd: int, length: int) -> None:
+    """Take a partly written row back off the end of the file (best effort: resume drops it too)."""
+    try:
+        os.ftruncate(fd, length)
+    except OSError:
+        pass
 
 
 def _describe(path: Path, exc: OSError) -> str:

@@ -1,13 +1,13 @@
 """The files of a run folder, checked by type before any of them is opened.
 
 A run folder holds state the workbench reads and rewrites (``.lock``, ``config.yaml``, ``run.json``,
-``rows.jsonl``, the rows set aside by ``rebound``, the bounds cache ``bounds/``) and report files it
-replaces (``table.md``, ``table.csv``, ``figures/``). Each must be what the workbench wrote there:
+``rows.jsonl``, the rows set aside by ``rebound``, the bounds cache ``bounds/``, the saved
+``algorithms/``) and report files it replaces (``table.md``, ``table.csv``, ``figures/``). Each must be what the workbench wrote there:
 
 * a state file is a regular file, never a symbolic link: a FIFO would block its reader for good, a
   link to ``/dev/zero`` fill the memory, and a link to a file elsewhere would have that file cut and
   appended to (``rows.jsonl`` on resume) or replaced;
-* a folder (``bounds/``, ``figures/`` and the figure folders in it) is a real folder, never a link,
+* a folder (``algorithms/``, ``bounds/``, ``figures/`` and the figure folders in it) is a real folder, never a link,
   so nothing is created outside the run folder the user named;
 * a report file may be anything that is not a folder: it is written by renaming a new file over it
   (``workbench.util.files.write_atomic``), which replaces a symbolic link and never writes through it.
@@ -27,7 +27,7 @@ from typing import Callable
 __all__ = ["STATE_FILES", "FOLDERS", "REPORT_FILES", "check_run_folder", "kind_of"]
 
 STATE_FILES = (".lock", "config.yaml", "run.json", "rows.jsonl", "rows.unparsed.jsonl")
-FOLDERS = ("bounds", "figures", "figures/by_size", "figures/by_npus")
+FOLDERS = ("algorithms", "bounds", "figures", "figures/by_size", "figures/by_npus")
 REPORT_FILES = ("table.md", "table.csv")
 
 _KINDS = ((stat.S_ISLNK, "a symbolic link"), (stat.S_ISDIR, "a folder"), (stat.S_ISREG, "a regular file"),

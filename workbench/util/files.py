@@ -27,8 +27,21 @@ def _umask() -> int:
 
 
 def write_atomic(path: str | Path, text: str | bytes) -> Path:
-    """Write ``text`` (or bytes) so that a reader sees the old file or the whole new one, never half of it."""
+    """Write ``text`` (or bytes) so that a reader sees the old file or the whole new one, never half
+    of it. A symbolic link at ``path`` is replaced by the new file, never written through. A write
+    that fails (no space, no permission, a read-only file system) is an ``OutputError`` naming the
+    path, and leaves the old file (or none)."""
     path = Path(path)
+    try:
+        _write_replacing(path, text)
+    except OSError as exc:
+        if isinstance(exc, OutputError):
+            raise
+        raise OutputError(_describe(path, exc)) from None
+    return path
+
+
+def _write_replacing(path: Path, text: str | bytes) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
@@ -41,7 +54,6 @@ def write_atomic(path: str | Path, text: str | bytes) -> Path:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
-    return path
 
 
 # ============================================================================ user-named outputs
@@ -50,8 +62,9 @@ def write_atomic(path: str | Path, text: str | bytes) -> Path:
 # a rename over a device node or a FIFO would replace it (as root, ``-o /dev/null`` would replace
 # /dev/null), so character devices are written through and other non-regular files are refused.
 
-class OutputError(Exception):
-    """An output path that cannot take what a command writes: one line naming the path, exit code 2."""
+class OutputError(OSError):
+    """An output path that cannot take what a command writes: one line naming the path, exit code 2.
+    An ``OSError``, so that callers that keep going when a file cannot be written still do."""
 
 
 def _kind(path: Path) -> str | None:
@@ -147,10 +160,7 @@ def write_output(path: str | Path, text: str | bytes) -> Path:
         raise OutputError(f"{path}: is a folder, not a file")
     if kind not in (None, "file"):
         raise OutputError(f"{path}: is a {kind}, not a regular file (refused: writing would replace it)")
-    try:
-        return write_atomic(path, text)
-    except OSError as exc:
-        raise OutputError(_describe(path, exc)) from None
+    return write_atomic(path, text)
 
 
 def _write_through(path: Path, data: bytes) -> None:
