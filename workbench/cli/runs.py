@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
 from workbench.cli.common import UsageError
+from workbench.util import fastjson
 from workbench.util.units import format_time
 from workbench.reports import row_keys as R
 
@@ -135,14 +135,15 @@ def _run_locked(args: argparse.Namespace, experiment, folder) -> int:
     from workbench.run.runner import run_experiment
 
     config_text = read_input(args.config, "experiment file", UsageError, size_guard.BYTES_PER_YAML_BYTE)
+    ResultStore(folder).rows()  # its rows sized and its tail mended before anything is written or run
     snapshot = folder / "config.yaml"
     if snapshot.exists() and _snapshot_text(snapshot) != config_text:
         print(f"note: {args.config} differs from the snapshot in {folder}; cells that changed run anew",
               file=sys.stderr)
     write_atomic(snapshot, config_text)
     config_dir = Path(args.config).parent
-    write_atomic(folder / "run.json", json.dumps({"config": str(args.config), "quick": args.quick,
-                                                  "config_dir": str(config_dir)}))
+    write_atomic(folder / "run.json", fastjson.text({"config": str(args.config), "quick": args.quick,
+                                                     "config_dir": str(config_dir)}))
     cells = len(experiment.cells()) + len(experiment.designs)
     print(f"{experiment.name}: {cells} cell(s) -> {folder}", file=sys.stderr)
     print(_expected_time(Path(args.results_dir) / experiment.name, experiment, args.jobs), file=sys.stderr)

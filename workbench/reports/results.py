@@ -16,7 +16,7 @@ from typing import Any
 from workbench.reports import row_keys as R
 from workbench.util.files import OutputError
 
-__all__ = ["ResultStore", "RowsFileError"]
+__all__ = ["ResultStore", "RowsFileError", "UNPARSED", "MAX_TAIL"]
 
 
 class ResultStore:
@@ -60,8 +60,10 @@ class ResultStore:
         return fd
 
     def _repair_tail(self) -> None:
-        """Drop a partial last line left by a crash mid-write, so appends start on a fresh line
-        (the tail is read backwards a block at a time: the file is not read whole)."""
+        """Set aside a partial last line left by a crash mid-write (into ``rows.unparsed.jsonl``, as
+        written), so appends start on a fresh line. The tail is read backwards a block at a time (the
+        file is not read whole), and a tail longer than any row (``MAX_TAIL``: a file grown by hand,
+        a hole) is refused rather than cut."""
         fd = self._open(os.O_RDWR)
         if fd is None:
             return
@@ -69,18 +71,39 @@ class ResultStore:
             end = os.fstat(fd).st_size
             if end == 0 or os.pread(fd, 1, end - 1) == b"\n":
                 return
-            cut = end
-            while cut > 0:
-                start = max(0, cut - _TAIL_BLOCK)
-                block = os.pread(fd, cut - start, start)
-                newline = block.rfind(b"\n")
-                if newline >= 0:
-                    os.ftruncate(fd, start + newline + 1)
-                    return
-                cut = start
-            os.ftruncate(fd, 0)
+            cut = _last_line_start(fd, end)
+            if cut is None:
+                raise RowsFileError(f"{self.path}: ends in more than {MAX_TAIL >> 20} MiB without a newline, which no "
+                                    f"row is (not cut; move the file away or mend its end)")
+            self.set_aside([os.pread(fd, end - cut, cut)])
+            os.ftruncate(fd, cut)
         finally:
             os.close(fd)
+
+    def set_aside(self, lines: list[bytes]) -> Path:
+        """Append ``lines`` (lines of rows.jsonl that are not rows) to ``rows.unparsed.jsonl`` beside the
+        rows, as they were written, synced before rows.jsonl is cut or rewritten without them."""
+        path = self.folder / UNPARSED
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC,
+                         0o644)
+        except OSError as exc:
+            kind = "is a symbolic link" if exc.errno == errno.ELOOP else f"cannot be written ({exc.strerror})"
+            raise RowsFileError(f"{path}: {kind}; rows.jsonl was left as it was") from None
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise RowsFileError(f"{path}: is not a regular file; rows.jsonl was left as it was")
+            data = memoryview(b"".join(line + b"\n" for line in lines))
+            while data:
+                data = data[os.write(fd, data):]
+            os.fsync(fd)
+        except OSError as exc:
+            if isinstance(exc, RowsFileError):
+                raise
+            raise RowsFileError(f"{path}: cannot write ({exc.strerror}); rows.jsonl was left as it was") from None
+        finally:
+            os.close(fd)
+        return path
 
     def _read(self) -> bytes:
         """The file's bytes, sized by the size guard before they are read (b"" when there is none)."""
@@ -140,6 +163,21 @@ class RowsFileError(OutputError):
 
 
 _TAIL_BLOCK = 1 << 16  # bytes read at a time when looking for the last newline
+MAX_TAIL = 64 << 20  # a partial last line longer than this is no row cut short by a crash
+UNPARSED = "rows.unparsed.jsonl"  # lines of rows.jsonl that are not rows, set aside byte for byte
+
+
+def _last_line_start(fd: int, end: int) -> int | None:
+    """Where the last line of the file starts (after its last newline; 0 when it has none), looked
+    for backwards within ``MAX_TAIL`` bytes of ``end``; None when it starts further back."""
+    cut = end
+    while cut > 0 and end - cut < MAX_TAIL:
+        start = max(0, cut - _TAIL_BLOCK, end - MAX_TAIL)
+        newline = os.pread(fd, cut - start, start).rfind(b"\n")
+        if newline >= 0:
+            return start + newline + 1
+        cut = start
+    return 0 if cut == 0 else None
 
 
 def _row(line: bytes) -> dict[str, Any] | None:

@@ -18,13 +18,13 @@ when that design has no bandwidths is the row left as it was.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 from workbench.bounds import Bounds
 from workbench.bounds.yardstick import settle_status
 from workbench.reports import row_keys as R
+from workbench.util import fastjson
 
 __all__ = ["rebound_run"]
 
@@ -60,36 +60,6 @@ def _refreshed(row: dict[str, Any], cell, design_rows: dict[str, dict[str, Any]]
     fresh = {**row, **update}
     settle_status(fresh)
     return fresh
-
-
-UNPARSED = "rows.unparsed.jsonl"
-
-
-def set_aside(folder: Path, lines: list[bytes]) -> Path:
-    """Append ``lines`` (rows.jsonl's lines that are not rows) to ``rows.unparsed.jsonl`` beside the
-    rows, as they were written, synced before the rows file is rewritten without them."""
-    import errno
-    import os
-
-    from workbench.reports.results import RowsFileError
-
-    path = folder / UNPARSED
-    try:
-        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC,
-                     0o644)
-    except OSError as exc:
-        kind = "is a symbolic link" if exc.errno == errno.ELOOP else f"cannot be written ({exc.strerror})"
-        raise RowsFileError(f"{path}: {kind}; rows.jsonl was left as it was") from None
-    try:
-        data = b"".join(line + b"\n" for line in lines)
-        while data:
-            data = data[os.write(fd, data):]
-        os.fsync(fd)
-    except OSError as exc:
-        raise RowsFileError(f"{path}: cannot write ({exc.strerror}); rows.jsonl was left as it was") from None
-    finally:
-        os.close(fd)
-    return path
 
 
 def rebound_run(folder: str | Path, progress: bool = True) -> tuple[int, int]:
@@ -138,9 +108,10 @@ def _rebound_locked(folder: Path, progress: bool) -> tuple[int, int]:
     if progress:
         print(file=sys.stderr)
     if store.unparsed:  # kept, byte for byte, before the rows file is rewritten without them
-        aside = set_aside(folder, store.unparsed)
+        aside = store.set_aside(store.unparsed)
         print(f"{store.path}: {len(store.unparsed)} line(s) that are not result rows ({lines_named(store.skipped)}) "
               f"moved, byte for byte, to {aside}", file=sys.stderr)
-    write_atomic(folder / "rows.jsonl", "".join(json.dumps(r, allow_nan=True) + "\n" for r in out))
+    # standard JSON, as ResultStore.append writes a row: a NaN or an infinity (an old row's) is null
+    write_atomic(folder / "rows.jsonl", "".join(fastjson.text(r) + "\n" for r in out))
     write_report(folder)
     return refreshed, kept
