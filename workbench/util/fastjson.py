@@ -10,7 +10,7 @@ standard library's, with its ``lineno`` and ``msg``.
 Non-finite floats. What the workbench writes is standard JSON: a NaN or an infinity is written as
 ``null`` (what orjson writes), by either engine, never as the ``NaN`` / ``Infinity`` tokens that
 strict parsers refuse. ``finite`` makes that copy of a value for writers that call ``json``
-themselves.
+themselves, and ``text`` is ``json.dumps`` with that copy (what the commands write and print).
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ try:
 except ImportError:  # pragma: no cover - the fallback is exercised by tests through ENGINE
     _orjson = None
 
-__all__ = ["loads", "dumps", "JSONDecodeError", "ENGINE", "has_non_finite", "scalars", "finite"]
+__all__ = ["loads", "dumps", "JSONDecodeError", "ENGINE", "has_non_finite", "scalars", "finite", "text"]
 
 ENGINE = "orjson" if _orjson is not None else "json"
 
@@ -79,6 +79,12 @@ def finite(value: Any) -> Any:
     if callable(tolist) and not isinstance(value, (str, bytes, int)):
         return finite(tolist())
     return value
+
+
+def text(value: Any, **options: Any) -> str:
+    """``json.dumps(value, **options)`` (``indent``, ``sort_keys``, ...) as standard JSON: every NaN
+    and infinity written as null (``finite``), never as a token strict parsers refuse."""
+    return json.dumps(finite(value), allow_nan=False, **options)
 
 
 def scalars(value: Any) -> Iterator[Any]:
