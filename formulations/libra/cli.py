@@ -28,11 +28,10 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _cmd_libra(args: argparse.Namespace) -> int:
-    import json
-
     from formulations.libra import Libra
     from workbench.cli.common import UsageError
     from workbench.plugin.registry import DesignProblem
+    from workbench.util import fastjson
     from workbench.util.units import UnitError, format_time, parse_bandwidth, parse_time
 
     try:
@@ -52,9 +51,9 @@ def _cmd_libra(args: argparse.Namespace) -> int:
         raise UsageError(str(exc)) from None
     stats = result.stats
     if args.json:
-        print(json.dumps({"bandwidth": stats["bandwidth_gbps"], "time": result.time, "cost": result.cost,
-                          "status": result.status, "speedup_vs_equal_bw": stats["speedup"],
-                          "perf_per_cost_gain_vs_equal_bw": stats["perf_per_cost_gain"]}))
+        print(fastjson.text({"bandwidth": stats["bandwidth_gbps"], "time": result.time, "cost": result.cost,
+                             "status": result.status, "speedup_vs_equal_bw": stats["speedup"],
+                             "perf_per_cost_gain_vs_equal_bw": stats["perf_per_cost_gain"]}))
         return 0
     print(f"objective        {args.objective} ({result.status}, {result.wall_seconds:.3f} s)")
     print("bandwidth        " + ", ".join(f"{b:.2f}" for b in stats["bandwidth_gbps"]) + " GB/s per NPU, dims 1..N")

@@ -4,13 +4,13 @@ looking at a topology, an algorithm file or a problem, without synthesising anyt
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 from typing import TYPE_CHECKING
 
 from workbench.cli.common import (UsageError, add_overhead_argument, add_topology_arguments, at_least_two,
                                   topology_from_args, uniform_overhead)
+from workbench.util import fastjson
 from workbench.util.units import UnitError, format_time, parse_size
 
 if TYPE_CHECKING:  # the parser is built on every command: the model loads only when a command runs
@@ -95,7 +95,7 @@ def _cmd_topology(args: argparse.Namespace) -> int:
         check_output_file(args.output, _TOPOLOGY_EXTENSIONS, "topology file")
     topology = topology_from_args(args.spec, args.alpha, args.bandwidth, args.overhead)
     if args.json:
-        print(json.dumps(topology.to_dict(), indent=1))
+        print(fastjson.text(topology.to_dict(), indent=1))
     elif args.output:
         topology.save(args.output)
         print(f"wrote {args.output}")
@@ -122,11 +122,11 @@ def _cmd_verify(args: argparse.Namespace) -> int:
     except InvalidAlgorithm as exc:
         print(f"INVALID {args.file}: {exc}", file=sys.stderr if not args.json else sys.stdout)
         if args.json:
-            print(json.dumps({"valid": False, "reason": str(exc), "transfer": exc.transfer, "chunk": exc.chunk,
-                              "ranks": list(exc.ranks), "kind": exc.kind}))
+            print(fastjson.text({"valid": False, "reason": str(exc), "transfer": exc.transfer, "chunk": exc.chunk,
+                                "ranks": list(exc.ranks), "kind": exc.kind}))
         return 1
     if args.json:
-        print(json.dumps(report.to_dict()))
+        print(fastjson.text(report.to_dict()))
     else:
         print(f"valid: {algorithm.collective.describe()}; {report.transfers} transfers, "
               f"{report.delivered_pairs} (chunk, rank) postconditions met")
@@ -160,7 +160,7 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
         data = result.to_dict(per_transfer=args.per_transfer) if args.per_transfer or args.links else summary
         data.update({k: summary[k] for k in ("bound", "bound_exact", "efficiency", "achievable", "ideal",
                                               "claimed_time")})
-        print(json.dumps(data))
+        print(fastjson.text(data))  # standard JSON: a NaN efficiency (a zero time) or an infinity is null
         return 0
     claimed = summary["claimed_time"]
     print(f"{algorithm.collective.describe()} on {algorithm.topology.name}")
@@ -227,9 +227,7 @@ def _cmd_bounds(args: argparse.Namespace) -> int:
     collective.check_reachable(topology)
     bounds = problem_bounds(topology, collective, size, lp_time_limit=300.0)  # the same for any --chunks
     if args.json:
-        from workbench.util.fastjson import finite
-
-        print(json.dumps(finite(bounds.to_dict()), allow_nan=False))  # standard JSON: a NaN or infinity is null
+        print(fastjson.text(bounds.to_dict()))  # standard JSON: a NaN or infinity is null
         return 0
     explain = {"injection": "each rank's own links", "latency": "alpha path (any chunking)",
                "cut": "enumerated or sweep cuts", "flow_lp": "multi-commodity flow LP",

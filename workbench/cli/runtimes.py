@@ -58,9 +58,9 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 
 def _export_mscclpp(args: argparse.Namespace, algorithm) -> int:
-    import json
     from pathlib import Path
 
+    from workbench.util import fastjson
     from workbench.util.files import write_output
     from workbench.msccl import MscclError
     from workbench.mscclpp import export_plan, interpret_plan
@@ -72,7 +72,7 @@ def _export_mscclpp(args: argparse.Namespace, algorithm) -> int:
     try:
         plan = export_plan(algorithm, gpus_per_node=args.gpus_per_node,
                            protocol="Simple" if args.proto == "Simple" else args.proto, source=args.file)
-        text = json.dumps(plan, indent=1) + "\n"
+        text = fastjson.text(plan, indent=1) + "\n"
         report = interpret_plan(text, args.output, root=algorithm.collective.root)
     except MscclError as exc:
         raise UsageError(f"cannot export {args.file}: {exc}") from None

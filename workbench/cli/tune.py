@@ -11,13 +11,13 @@ speed-up over it). One line per candidate goes to stderr as it finishes.
 from __future__ import annotations
 
 import argparse
-import json
 import re
 import sys
 from pathlib import Path
 from typing import Any
 
 from workbench.cli.common import UsageError, add_topology_arguments, at_least_two, topology_from_args
+from workbench.util import fastjson
 
 __all__ = ["cmd_tune"]
 
@@ -74,7 +74,7 @@ def _lower(path: Path, bucket, kind: str, out: Path) -> tuple[dict[Path, str], s
         xml = export_xml(algorithm, min_bytes=bucket.low, max_bytes=bucket.high)
         interpret(xml, f"{kind} bucket {bucket.index}", root=root)
         plan = export_plan(algorithm, min_message_size=bucket.low, max_message_size=bucket.high)
-        text = json.dumps(plan, indent=1) + "\n"
+        text = fastjson.text(plan, indent=1) + "\n"
         interpret_plan(text, f"{kind} bucket {bucket.index}", root=root)
     except MscclError as exc:
         return {}, str(exc)
@@ -202,9 +202,9 @@ def cmd_tune(args: argparse.Namespace) -> int:
         rows.append(summary_row(bucket, winner, results.get(winner), ring, files, "; ".join(notes)))
     title = f"{kind} on {topology.name}, {args.sizes}"
     _write_bundle(lowered, earlier, kept=set(candidates))
-    write_output(out / "summary.json", json.dumps({"topology": topology.name, "collective": kind,
-                                                   "sizes": [low, high], "time_limit": limit,
-                                                   "formulations": names, "buckets": rows}, indent=1) + "\n")
+    write_output(out / "summary.json", fastjson.text({"topology": topology.name, "collective": kind,
+                                                      "sizes": [low, high], "time_limit": limit,
+                                                      "formulations": names, "buckets": rows}, indent=1) + "\n")
     write_output(out / "summary.md", _markdown(rows, title))
     print(_markdown(rows, title), end="")
     missing = [r["bucket"] for r in rows if r["winner"] is None]

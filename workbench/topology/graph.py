@@ -12,12 +12,12 @@ are in ``workbench.topology.builders``, and ``workbench.topology`` offers both u
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable
 
+from workbench.util import fastjson
 from workbench.util.units import UnitError, parse_bandwidth, parse_time
 
 if TYPE_CHECKING:  # networkx and numpy cost ~0.15 s to import; only a few queries need them
@@ -373,7 +373,7 @@ class Topology:
 
             write_output(path, yaml.safe_dump(data, sort_keys=False))
         else:
-            write_output(path, json.dumps(data, indent=1))
+            write_output(path, fastjson.text(data, indent=1))
 
     def describe(self) -> str:
         """A human summary: counts, degrees, bandwidth, alpha (and overhead) ranges, diameter."""
