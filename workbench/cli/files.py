@@ -171,13 +171,23 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
     print(f"  algbw            {summary['algbw']:.4g} GB/s")
     print(f"  busbw            {summary['busbw']:.4g} GB/s")
     what = "optimum" if bounds.exact else "best lower bound"
-    print(f"  {what:<16} {format_time(bounds.best)}  (efficiency {summary['efficiency']:.1%})")
+    efficiency = _efficiency_text(summary["efficiency"], bounds.above_schedule)
+    print(f"  {what:<16} {format_time(bounds.best)}  ({efficiency})")
     if bounds.achievable is not None:
         print(f"  RS* + AG*        {format_time(bounds.achievable)}  (best known achievable, not a bound)")
     print(f"  TACOS ideal      {format_time(bounds.ideal)}")
     print(f"  max link use     {summary['max_link_utilisation']:.1%}")
     print(f"  model            {options['link_model']}, {options['order']}, {options['switch_model']}")
     return 0
+
+
+def _efficiency_text(efficiency: float | None, above: bool) -> str:
+    """The bound's efficiency for ``simulate``'s text: a percentage, or why there is none."""
+    if above:
+        return "efficiency -: this bound is above the simulated time, which a lower bound never is: a bounds bug"
+    if efficiency is None or efficiency != efficiency:  # a NaN: no positive simulated time to divide by
+        return "efficiency -"
+    return f"efficiency {efficiency:.1%}"
 
 
 def _model_options(name: str, algorithm: Algorithm, path: str) -> dict[str, str]:

@@ -35,6 +35,23 @@ def _claim_note(fields: dict) -> str:
             note += f" (simulated there: {format_time(there)})"
     return note
 
+def _efficiency_line(fields: dict) -> str:
+    """The efficiency line: the fraction of the bound the schedule reaches, or why there is none (a
+    bound above the simulated time is a bug in the bounds: the row's efficiency is None)."""
+    from workbench.bounds.yardstick import bound_above
+
+    bound, efficiency = fields.get("bound"), fields.get("efficiency")
+    if bound is None:
+        return "efficiency        - (no bound was computed)"
+    if bound_above(bound, fields.get("default_collective_time"), fields.get("collective_time")):
+        return (f"efficiency        - (the best lower bound {format_time(bound)} is above the simulated time: "
+                f"a bounds bug; not used to call this schedule optimal)")
+    if not isinstance(efficiency, (int, float)) or efficiency != efficiency:  # None, or a NaN (no positive time)
+        return f"efficiency        - (bound {format_time(bound)})"
+    what = "the optimum (this schedule meets the bound)" if fields.get("bound_exact") else "the best lower bound"
+    return f"efficiency        {efficiency:.1%} of {what} ({format_time(bound)})"
+
+
 def _parse_set(values: list[str] | None) -> dict[str, Any]:
     """``--set key=value`` pairs; each value is YAML (text that is not YAML is the string as
     written), read with the refusals of ``workbench.util.safe_load`` (duplicate keys, alias bombs, deep
@@ -273,8 +290,7 @@ def _synth(args: argparse.Namespace, child: Any) -> int:
     if fields.get("collective_time") is not None:
         print(f"collective time   {format_time(fields['collective_time'])} (simulated)" + _claim_note(fields))
         print(f"algbw / busbw     {fields['algbw']:.4g} / {fields['busbw']:.4g} GB/s")
-        what = "the optimum (this schedule meets the bound)" if fields.get("bound_exact") else "the best lower bound"
-        print(f"efficiency        {fields['efficiency']:.1%} of {what} ({format_time(fields['bound'])})")
+        print(_efficiency_line(fields))
         if fields.get("achievable") is not None:
             print(f"RS* + AG*         {format_time(fields['achievable'])} (best known achievable, not a bound)")
     for path in fields.get("algorithm_files", []):
