@@ -38,7 +38,9 @@ def big(tmp_path) -> dict[str, Path]:
 
 
 def _refused(capsys, argv: list[str], named: Path, why: str = "budget") -> str:
-    """Run ``argv``: exit 2, one stderr line naming ``named`` and saying ``why``, under a second and 50 MB."""
+    """Run ``argv``: exit 2, one stderr line naming ``named`` and saying ``why``, in 50 MB and a few
+    seconds at most (reading 5 GB takes far longer; the under-a-second figures of a quiet machine
+    are measured by ``benchmarks/hostile_probe.py``, not asserted on a shared one)."""
     capsys.readouterr()
     tracemalloc.start()
     started = time.perf_counter()
@@ -52,7 +54,7 @@ def _refused(capsys, argv: list[str], named: Path, why: str = "budget") -> str:
     assert code == 2, err
     assert len(err) == 1 and "Traceback" not in err[0] and str(named) in err[0], err
     assert why in err[0], err
-    assert seconds < 1.0 and peak < 50e6, (seconds, peak)
+    assert seconds < 5.0 and peak < 50e6, (seconds, peak)
     return err[0]
 
 

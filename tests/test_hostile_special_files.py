@@ -9,7 +9,6 @@ from __future__ import annotations
 import os
 import signal
 import stat
-import time
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -62,12 +61,10 @@ def test_a_fifo_or_device_in_a_run_folder_is_refused_unopened(run_folder, capsys
     for argv in (["run", str(config), "--out", str(folder), "--no-figures"], ["report", str(folder), "--no-figures"],
                  ["rebound", str(folder)]):
         capsys.readouterr()
-        started = time.perf_counter()
-        with _deadline(5):
+        with _deadline(5):  # a FIFO opened for reading would block for good, /dev/zero never end
             code = main(argv)
         err = capsys.readouterr().err.strip().splitlines()
         assert code == 2 and len(err) == 1 and str(folder / name) in err[0], (argv, err)
-        assert time.perf_counter() - started < 1.0
     assert stat.S_ISFIFO(os.lstat(folder / name).st_mode) if kind == "fifo" else (folder / name).is_symlink()
 
 
