@@ -82,8 +82,8 @@ class Checker:
         """A positive duration such as '30s', in seconds."""
         try:
             seconds = parse_time(value)
-        except UnitError:
-            raise self.fail(path, f"expected a duration like '30s', got {value!r}") from None
+        except UnitError as exc:
+            raise self.fail(path, f"expected a duration like '30s', got {value!r}; {exc}") from None
         if seconds <= 0:
             raise self.fail(path, f"expected a positive duration like '30s', got {value!r}")
         return seconds
@@ -92,8 +92,8 @@ class Checker:
         """A positive size such as '1GiB' or '64KB', in bytes."""
         try:
             nbytes = parse_size(value)
-        except UnitError:
-            raise self.fail(path, f"expected a size like '1GiB' or '64KB', got {value!r}") from None
+        except UnitError as exc:
+            raise self.fail(path, f"expected a size like '1GiB' or '64KB', got {value!r}; {exc}") from None
         if nbytes <= 0:
             raise self.fail(path, f"expected a positive size, got {value!r}")
         return nbytes
@@ -145,9 +145,9 @@ def per_dim(check: Checker, value: Any, path: str, parse, what: str) -> list[flo
     for i, item in enumerate(values):
         try:
             result.append(parse(item))
-        except UnitError:
+        except UnitError as exc:  # the units module's reason (bits or bytes, the range) with the field's path
             where = f"{path}[{i}]" if isinstance(value, list) else path
-            raise check.fail(where, f"expected a {what}, got {item!r}") from None
+            raise check.fail(where, f"expected a {what}, got {item!r}; {exc}") from None
     return result
 
 
