@@ -49,6 +49,16 @@ def _design_row(cell: DesignCell, fields: dict[str, Any]) -> dict[str, Any]:
     return Row(design_head(cell), fields, environment_info()).to_dict()
 
 
+def _cache_note(row: dict[str, Any]) -> str | None:
+    """The row's ``bounds.notes.cache`` (a cached bound of the run's ``bounds/`` found above the cell's
+    simulated time, discarded and solved again: ``workbench.run.bounds_cache``), or None. The cell's
+    stderr, which printed it, is not shown by a run; the progress output notes it instead."""
+    bounds = row.get(R.BOUNDS)
+    notes = bounds.get("notes") if isinstance(bounds, dict) else None
+    note = notes.get("cache") if isinstance(notes, dict) else None
+    return note if isinstance(note, str) and note else None
+
+
 def run_experiment(
     experiment: Experiment,
     folder: str | Path,
@@ -107,6 +117,9 @@ def run_experiment(
             row = _schedule_row(cell, fields)
             store.append(row)
             progress.update(cell.describe(), row, cell.cell_id)
+            discarded = _cache_note(row)
+            if discarded:
+                progress.note(f"{cell.cell_id}: {discarded}")
             ran += 1
     except KeyboardInterrupt:
         stop.set()
