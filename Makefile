@@ -5,7 +5,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: venv test test-fast test-all bench bench-tacos bench-tacos-large bench-sccl quality quality-sizes cluster-scale syccl symmetry honesty clean reproduce-table5
+.PHONY: venv test test-fast test-all probe bench bench-tacos bench-tacos-large bench-sccl quality quality-sizes cluster-scale syccl symmetry honesty clean reproduce-table5
 
 venv: $(STAMP)
 
@@ -45,6 +45,10 @@ bench-tacos-large: $(STAMP)
 # SCCL Table 4 rows, default backend (race) and single engines beside msccl-tools (about 15 minutes)
 bench-sccl: $(STAMP)
 	$(PY) -m benchmarks.sccl_backends
+
+# hostile and careless input as whole commands under a 6 GB cap (results/bench/hostile_probe.md; about a minute)
+probe: $(STAMP)
+	$(PY) -m benchmarks.hostile_probe
 
 # the best schedule against the bound from 4 KB to 1 GiB, with and without a calibrated overhead
 # (results/quality_sizes/; about 30 minutes)

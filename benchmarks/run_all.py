@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import sys
 
-from benchmarks import (bounds_speed, cluster_scale, libra_solve, multipath_scaling, startup, syccl_wall,
-                        taccl_scaling, tacos_scaling, verify_simulate)
+from benchmarks import (bounds_speed, cluster_scale, hostile_probe, libra_solve, multipath_scaling, startup,
+                        syccl_wall, taccl_scaling, tacos_scaling, verify_simulate)
 
 
 def main() -> int:
@@ -18,6 +18,7 @@ def main() -> int:
     multipath_scaling.main([])
     cluster_scale.main([])
     syccl_wall.main([])
+    hostile_probe.main([])
     return 0
 
 

@@ -19,8 +19,9 @@ from workbench.reports import row_keys as R
 __all__ = ["load_run", "render_report", "write_report", "compare_runs", "lines_named"]
 
 
-def load_run(folder: str | Path) -> tuple[Experiment, list[dict[str, Any]]]:
-    """The experiment snapshot and rows of a run folder."""
+def load_run(folder: str | Path, warn: bool = True) -> tuple[Experiment, list[dict[str, Any]]]:
+    """The experiment snapshot and rows of a run folder; ``warn``: say on stderr which lines of the
+    rows file are not rows (``rebound`` says where it moves them instead)."""
     folder = Path(folder)
     config = folder / "config.yaml"
     rows_path = folder / "rows.jsonl"
@@ -50,7 +51,7 @@ def load_run(folder: str | Path) -> tuple[Experiment, list[dict[str, Any]]]:
     if rows_path.exists():
         store = ResultStore(folder, read_only=True)  # reading a run folder writes nothing into it
         rows = store.rows()
-        if store.skipped:
+        if store.skipped and warn:
             import sys
 
             print(f"warning: {rows_path}: {len(store.skipped)} line(s) that are not result rows "

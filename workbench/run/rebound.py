@@ -85,7 +85,7 @@ def _rebound_locked(folder: Path, progress: bool) -> tuple[int, int]:
     from workbench.run.folder import lines_named, load_run, write_report
     from workbench.reports.results import ResultStore
 
-    experiment, _ = load_run(folder)
+    experiment, _ = load_run(folder, warn=False)  # the lines that are not rows are named below
     cells = {c.cell_id: c for c in experiment.cells()}
     store = ResultStore(folder, read_only=True)
     rows = store.rows()  # read under the lock; rewritten whole below

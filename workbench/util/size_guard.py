@@ -15,7 +15,9 @@ would have fitted by a wide margin, and 40,000-NPU synthesis-only benchmarks, wh
 engines directly, are not affected.
 
 The budget: ``--max-memory`` when given, else ``WORKBENCH_MAX_MEMORY`` (set by the runner for a
-cell from ``evaluation.memory_limit``), else 80% of the machine's memory.
+cell from ``evaluation.memory_limit``), else 80% of the machine's memory or of what the process's
+own limits leave it (``ulimit -v`` less what is mapped, a cgroup's ``memory.max`` less its use),
+whichever is smaller.
 
 Files declare sizes too, and a 4 KB XML with ``ngpus="2000000000"`` once grew to 23.5 GB. Every
 reader of such a file (``interpret``, ``import``, ``export``'s check, ``synth --demand``, ``run``)
@@ -109,7 +111,7 @@ __all__ = ["SizeError", "Estimate", "collective_transfers", "schedule_bytes", "c
            "readable", "BUDGET_ENV", "BYTES_PER_ELEMENT", "BYTES_PER_PAIR", "BYTES_PER_TRANSFER", "BYTES_PER_SLOT",
            "BYTES_PER_STEP", "BYTES_PER_ACCESS", "BYTES_PER_TEXT", "BYTES_PER_PARSED_BYTE", "BYTES_PER_YAML_BYTE",
            "BYTES_PER_CELL", "MAX_CELLS", "MAX_STEP_RUNS",
-           "as_float", "shown", "collective_pairs", "check_declared", "check_cells", "check_runs", "demand_bytes",
+           "process_memory_limit", "as_float", "shown", "collective_pairs", "check_declared", "check_cells", "check_runs", "demand_bytes",
            "instances_bytes", "periodic_bytes", "BYTES_PER_PIECE_CHUNK", "BYTES_PER_PIECE_TRANSFER"]
 
 BUDGET_ENV = "WORKBENCH_MAX_MEMORY"
@@ -163,7 +165,8 @@ def set_budget(max_bytes: float | None) -> None:
 
 
 def budget() -> float:
-    """The memory budget in bytes: ``--max-memory``, else ``WORKBENCH_MAX_MEMORY``, else 80% of the machine's."""
+    """The memory budget in bytes: ``--max-memory``, else ``WORKBENCH_MAX_MEMORY``, else 80% of the
+    machine's memory or of the process's own limit (``process_memory_limit``), the smaller."""
     if _OVERRIDE is not None:
         return _OVERRIDE
     from_env = os.environ.get(BUDGET_ENV)
@@ -172,7 +175,54 @@ def budget() -> float:
             return float(from_env)
         except ValueError:
             pass
-    return 0.8 * machine_memory()
+    limit = process_memory_limit()
+    return 0.8 * (machine_memory() if limit is None else min(machine_memory(), limit))
+
+
+def process_memory_limit() -> float | None:
+    """What this process may still take by its own limits, in bytes, or None when it has none: the
+    address-space limit (``ulimit -v``, ``RLIMIT_AS``) less what is mapped already, and a cgroup's
+    ``memory.max`` less its use. A guard that knew only the machine's memory would let a 16 GB
+    request through under a 6 GB cap, to die there."""
+    limits = []
+    try:
+        import resource
+
+        soft = resource.getrlimit(resource.RLIMIT_AS)[0]
+        if soft != resource.RLIM_INFINITY:
+            limits.append(float(soft) - _status_kb("VmSize") * 1024.0)
+    except (ImportError, ValueError, OSError):
+        pass
+    cgroup = _cgroup_room()
+    if cgroup is not None:
+        limits.append(cgroup)
+    return max(min(limits), 0.0) if limits else None
+
+
+def _status_kb(field: str) -> float:
+    """A ``kB`` field of /proc/self/status (0 where there is none)."""
+    try:
+        with open("/proc/self/status") as handle:
+            for line in handle:
+                if line.startswith(field + ":"):
+                    return float(line.split()[1])
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0.0
+
+
+def _cgroup_room() -> float | None:
+    """The cgroup (v2) memory limit less its current use, or None without one."""
+    try:
+        with open("/sys/fs/cgroup/memory.max") as handle:
+            text = handle.read().strip()
+        if text == "max":
+            return None
+        with open("/sys/fs/cgroup/memory.current") as handle:
+            used = float(handle.read().strip())
+        return float(text) - used
+    except (OSError, ValueError):
+        return None
 
 
 def readable(value: float) -> str:
