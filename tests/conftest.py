@@ -90,3 +90,28 @@ def pytest_collection_modifyitems(config, items):
         names = HEAVY.get(item.path.name, ())
         if item.originalname in names or item.name in names:
             item.add_marker(pytest.mark.heavy)
+
+
+TINY_RUN = ("name: tiny\ngrid:\n  topologies: [ring:4]\n  collectives: [allgather]\n  sizes: [1MB, 2MB]\n"
+            "  formulations: [ring]\n")
+
+
+@pytest.fixture(scope="session")
+def tiny_run_template(tmp_path_factory):
+    """A finished two-cell run of ``TINY_RUN`` (run once per test process; copied by ``tiny_run``)."""
+    from workbench.cli import main
+
+    base = tmp_path_factory.mktemp("tiny-run")
+    (base / "tiny.yaml").write_text(TINY_RUN)
+    assert main(["run", str(base / "tiny.yaml"), "--out", str(base / "run"), "--no-figures"]) == 0
+    return base
+
+
+@pytest.fixture()
+def tiny_run(tmp_path, tiny_run_template):
+    """(config, run folder): a private copy of a finished tiny run, for a test to damage."""
+    import shutil
+
+    shutil.copy(tiny_run_template / "tiny.yaml", tmp_path / "tiny.yaml")
+    shutil.copytree(tiny_run_template / "run", tmp_path / "run", symlinks=True)
+    return tmp_path / "tiny.yaml", tmp_path / "run"

@@ -16,17 +16,11 @@ from hypothesis import strategies as st
 from workbench.cli import main
 from workbench.reports.results import MAX_TAIL, UNPARSED, ResultStore, RowsFileError
 
-CONFIG = ("name: tiny\ngrid:\n  topologies: [ring:4]\n  collectives: [allgather]\n  sizes: [1MB, 2MB]\n"
-          "  formulations: [ring]\n")
 
 
 @pytest.fixture()
-def run_folder(tmp_path) -> tuple[Path, Path]:
-    config = tmp_path / "tiny.yaml"
-    config.write_text(CONFIG)
-    folder = tmp_path / "run"
-    assert main(["run", str(config), "--out", str(folder), "--no-figures"]) == 0
-    return config, folder
+def run_folder(tiny_run) -> tuple[Path, Path]:
+    return tiny_run  # (config, folder): a copy of a finished two-cell run (tests/conftest.py)
 
 
 def _damage(rows: Path) -> list[bytes]:

@@ -17,8 +17,6 @@ import pytest
 from workbench.cli import main
 from workbench.compiled import first_call
 
-CONFIG = ("name: tiny\ngrid:\n  topologies: [ring:4]\n  collectives: [allgather]\n  sizes: [1MB]\n"
-          "  formulations: [ring]\n")
 
 
 @contextmanager
@@ -37,12 +35,8 @@ def _deadline(seconds: float):
 
 
 @pytest.fixture()
-def run_folder(tmp_path) -> tuple[Path, Path]:
-    config = tmp_path / "tiny.yaml"
-    config.write_text(CONFIG)
-    folder = tmp_path / "run"
-    assert main(["run", str(config), "--out", str(folder), "--no-figures"]) == 0
-    return config, folder
+def run_folder(tiny_run) -> tuple[Path, Path]:
+    return tiny_run  # (config, folder): a copy of a finished two-cell run (tests/conftest.py)
 
 
 def _make(kind: str, path: Path) -> None:

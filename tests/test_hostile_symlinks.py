@@ -13,8 +13,6 @@ import pytest
 
 from workbench.cli import main
 
-CONFIG = ("name: tiny\ngrid:\n  topologies: [ring:4]\n  collectives: [allgather]\n  sizes: [1MB, 2MB]\n"
-          "  formulations: [ring]\n")
 SYNTH = ["synth", "ring", "--topology", "ring:4", "--collective", "allgather", "--size", "1MB", "-o"]
 
 
@@ -105,12 +103,8 @@ def _request(link: Path):
 
 
 @pytest.fixture()
-def run_folder(tmp_path) -> tuple[Path, Path]:
-    config = tmp_path / "tiny.yaml"
-    config.write_text(CONFIG)
-    folder = tmp_path / "run"
-    assert main(["run", str(config), "--out", str(folder), "--no-figures"]) == 0
-    return config, folder
+def run_folder(tiny_run) -> tuple[Path, Path]:
+    return tiny_run  # (config, folder): a copy of a finished two-cell run (tests/conftest.py)
 
 
 @pytest.mark.parametrize("name", ["rows.jsonl", "config.yaml", "run.json", ".lock", "rows.unparsed.jsonl"])

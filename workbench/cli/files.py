@@ -4,7 +4,6 @@ looking at a topology, an algorithm file or a problem, without synthesising anyt
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from typing import TYPE_CHECKING
 
