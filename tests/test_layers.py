@@ -6,7 +6,7 @@ of ``workbench`` and ``formulations`` is followed, and
 * no two modules import each other, directly or round a longer circle;
 * the floor's packages stand in role order and import only their own role or one below:
   utilities, the model, checking, the synthesis kit, bounds, the plug-in surface, runtime interop,
-  the harness (``ROLES``); a module at the floor's top level (``workbench.retired``) is a utility;
+  the harness (``ROLES``; the top-level ``__main__`` is harness);
 * no module is longer than 500 lines.
 """
 
@@ -20,7 +20,7 @@ PACKAGES = ("workbench", "formulations")
 MAX_LINES = 500
 # the floor by role, lowest first: a package imports its own role or those before it, never after
 ROLES = (
-    ("utilities", {"util", "retired", "_retired"}),
+    ("utilities", {"util"}),
     ("model", {"model", "topology"}),
     ("checking", {"checking", "compiled"}),
     ("synthesis kit", {"kit"}),
