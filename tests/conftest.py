@@ -92,14 +92,13 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.heavy)
 
 
-TINY_RUN = ("name: tiny\ngrid:\n  topologies: [ring:4]\n  collectives: [allgather]\n  sizes: [1MB, 2MB]\n"
-            "  formulations: [ring]\n")
-
 
 @pytest.fixture(scope="session")
 def tiny_run_template(tmp_path_factory):
-    """A finished two-cell run of ``TINY_RUN`` (run once per test process; copied by ``tiny_run``)."""
+    """A finished two-cell run of ``guards.TINY_RUN`` (run once per test process; copied by ``tiny_run``)."""
     from workbench.cli import main
+
+    from guards import TINY_RUN
 
     base = tmp_path_factory.mktemp("tiny-run")
     (base / "tiny.yaml").write_text(TINY_RUN)

@@ -7,31 +7,15 @@ a folder private to the user, so another user's file can neither block nor delay
 from __future__ import annotations
 
 import os
-import signal
 import stat
-from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 
+from guards import deadline
 from workbench.cli import main
 from workbench.compiled import first_call
 
-
-
-@contextmanager
-def _deadline(seconds: float):
-    """Fail instead of hanging: SIGALRM interrupts a blocked open()."""
-    def expired(signum, frame):
-        raise TimeoutError(f"still blocked after {seconds} s")
-
-    previous = signal.signal(signal.SIGALRM, expired)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
-    try:
-        yield
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
 
 
 @pytest.fixture()
@@ -55,7 +39,7 @@ def test_a_fifo_or_device_in_a_run_folder_is_refused_unopened(run_folder, capsys
     for argv in (["run", str(config), "--out", str(folder), "--no-figures"], ["report", str(folder), "--no-figures"],
                  ["rebound", str(folder)]):
         capsys.readouterr()
-        with _deadline(5):  # a FIFO opened for reading would block for good, /dev/zero never end
+        with deadline(5):  # a FIFO opened for reading would block for good, /dev/zero never end
             code = main(argv)
         err = capsys.readouterr().err.strip().splitlines()
         assert code == 2 and len(err) == 1 and str(folder / name) in err[0], (argv, err)
@@ -69,7 +53,7 @@ def test_a_fifo_or_device_given_as_an_input_is_refused_unopened(tmp_path, capsys
     for argv in (["run", str(special)], ["topology", str(special)], ["interpret", str(special)],
                  ["verify", str(special)]):
         capsys.readouterr()
-        with _deadline(5):
+        with deadline(5):
             assert main(argv) == 2
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and str(special) in err[0], err
@@ -108,6 +92,6 @@ def test_a_foreign_file_at_the_lock_path_never_blocks(tmp_path, monkeypatch, kin
         os.mkfifo(path)
     else:
         path.symlink_to(tmp_path / "held.lock")
-    with _deadline(5):
+    with deadline(5):
         assert first_call.locked_first_call(lambda x: x * 3, "kernel", __file__)(2) == 6
     assert not (tmp_path / "held.lock").exists()  # a link is not followed to create its target

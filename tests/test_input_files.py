@@ -7,15 +7,14 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import time
 import tracemalloc
-from contextlib import contextmanager
 
 import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
+from guards import deadline
 from workbench.cli import main
 from workbench.config.experiment import ConfigError, load_experiment
 from workbench.util.safe_load import InputError, MAX_DEPTH, parse_json, parse_yaml, read_input
@@ -44,22 +43,6 @@ def _one_line(capsys) -> str:
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "Traceback" not in err[0], err
     return err[0]
-
-
-@contextmanager
-def _deadline(seconds: float):
-    """Fail instead of hanging: SIGALRM interrupts a blocked open() (PEP 475 retries only when the
-    handler returns; this one raises)."""
-    def expired(signum, frame):
-        raise TimeoutError(f"still blocked after {seconds} s")
-
-    previous = signal.signal(signal.SIGALRM, expired)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
-    try:
-        yield
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
 
 
 # ------------------------------------------------------------------------------ alias bombs
@@ -271,7 +254,7 @@ def test_a_demand_reads_combining_and_ranks_by_type(tmp_path, capsys):
 def test_a_fifo_is_refused_without_blocking(tmp_path, capsys, command, name):
     fifo = tmp_path / name
     os.mkfifo(fifo)
-    with _deadline(5.0):
+    with deadline(5.0):
         assert main([command, str(fifo)]) == 2
     assert _one_line(capsys) == f"error: {fifo}: is a FIFO (named pipe), not a file"
 
