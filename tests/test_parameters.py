@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 
 import pytest
 from hypothesis import given, strategies as st
 
 from workbench.cli import main
-from workbench.plugin.parameters import Parameter, ParameterError, check_parameters, declared_parameters
+from workbench.plugin.parameters import Options, ParameterError, check_parameters, declared_parameters, option
 from workbench.plugin.registry import available_formulations, get_formulation
 
 GRID = """name: {name}
@@ -99,7 +100,7 @@ def test_an_undeclared_formulation_runs_with_one_warning(tmp_path, capsys):
             "--size", "1MB", "--set", "anything=3", "-o", str(out)]
     assert main(argv) == 0
     err = capsys.readouterr().err
-    assert err.count("declares no parameters; its params pass unchecked") == 1
+    assert err.count("'undeclared' has no Options declaration; its params pass to it unchecked") == 1
     assert out.exists()
 
 
@@ -110,11 +111,16 @@ def test_formulations_name_shows_the_declarations(capsys):
         assert parameter.name in text and parameter.help in text
 
 
+@dataclass(frozen=True)
+class CountOrAuto(Options):
+    p: int | str = option(1, "", choices=("auto",), minimum=1)
+
+
 @given(st.one_of(st.integers(-10, 10), st.floats(allow_nan=True), st.text(max_size=5), st.booleans(), st.none()))
 def test_accepts_matches_the_declared_kinds(value):
-    parameter = Parameter("p", ("int", "str"), 1, "", choices=("auto",), minimum=1)
+    (parameter,) = CountOrAuto.parameters()
     expected = ((isinstance(value, int) and not isinstance(value, bool) and value >= 1) or value == "auto")
     assert parameter.accepts(value) == expected
     if not expected:
         with pytest.raises(ParameterError, match="where.p: expected an integer >= 1 or 'auto'"):
-            check_parameters(type("F", (), {"name": "f", "parameters": (parameter,)})(), {"p": value}, "where")
+            check_parameters(type("F", (), {"name": "f", "options": CountOrAuto})(), {"p": value}, "where")

@@ -18,7 +18,7 @@ from typing import Any, Callable
 
 from workbench.model.algorithm import Algorithm
 from workbench.model.collective import Collective
-from workbench.plugin.parameters import Options, Parameter
+from workbench.plugin.parameters import Options
 from workbench.plugin.registry import Problem, SynthesisResult
 from workbench.kit.schedule import claim_listing
 
@@ -38,14 +38,12 @@ def require_kind(collective: Collective, name: str, defined: tuple[str, ...]) ->
 class ClosedForm:
     """Base of rule-built formulations: subclasses set ``name``, ``builder`` and, where the rule
     takes parameters, ``options`` (an ``Options`` dataclass), or override ``build`` where the seed
-    matters. A subclass without ``options`` takes the parameters its ``parameters`` tuple declares
-    (none by default), passed to ``build`` as keywords, as subclasses written for 0.1 expect."""
+    matters. The default ``options`` is the ``Options`` base itself: no parameters."""
 
     name = ""
     kind = "schedule"
     builder: Callable[..., Algorithm]
-    options: type[Options] | None = None
-    parameters: tuple[Parameter, ...] = ()
+    options: type[Options] = Options
 
     def synthesize(self, problem: Problem, *, time_limit: float, seed: int,
                    on_incumbent: Callable[[Algorithm], None] | None = None, options: Options | None = None,
@@ -55,13 +53,7 @@ class ClosedForm:
         call may give keyword params instead (checked against the same declaration)."""
         started = time.perf_counter()
         try:
-            if self.options is not None:
-                algorithm = self.build(problem, seed, self.options.resolve(options, params, self.name))
-            else:
-                unknown = sorted(set(params) - {p.name for p in self.parameters})
-                if unknown:
-                    raise ValueError(f"{self.name}: unknown parameters {unknown}")
-                algorithm = self.build(problem, seed, **params)
+            algorithm = self.build(problem, seed, self.options.resolve(options, params, self.name))
         except UnsupportedCollective as exc:
             return SynthesisResult([], "error", time.perf_counter() - started, message=str(exc))
         # below 256 MB the listing that simulates faster, planned or settled (claim_listing); the
@@ -73,7 +65,7 @@ class ClosedForm:
             on_incumbent(algorithm)
         return SynthesisResult([algorithm], "feasible", seconds, {"transfers": len(algorithm.transfers)})
 
-    def build(self, problem: Problem, seed: int, options: Options | None = None, **params: Any) -> Algorithm:
-        """The schedule: the builder given the options (or, undeclared, the params) as keywords; a
-        rule that draws from the seed (tie breaks) overrides this."""
-        return type(self).builder(problem, **(options.as_dict() if options is not None else params))
+    def build(self, problem: Problem, seed: int, options: Options) -> Algorithm:
+        """The schedule: the builder given the options as keywords; a rule that draws from the seed
+        (tie breaks) overrides this."""
+        return type(self).builder(problem, **options.as_dict())

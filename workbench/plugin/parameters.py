@@ -38,10 +38,9 @@ Validation never rewrites the params as written: cell ids hash them as given, an
 references keep matching. The options object holds the values as given (a duration stays ``"20s"``)
 with the defaults filled in.
 
-A formulation may instead declare ``parameters``, a tuple of ``Parameter`` (the older form): its
-params are checked the same way and passed to ``synthesize`` as keywords. A formulation without
-declarations (a researcher's own, named by import path) still runs; its params pass unchecked, as
-keywords, and ``undeclared_warning`` says so once.
+A formulation that takes no parameters names the ``Options`` base itself. One without an
+``options`` declaration (a researcher's own, named by import path) still runs; its params pass
+unchecked, as keywords, and ``undeclared_warning`` says so once.
 
 ``time_limit`` is the runner's own key (a per-formulation time limit) and is accepted everywhere.
 """
@@ -71,7 +70,7 @@ class ParameterError(ValueError):
 
 @dataclass(frozen=True)
 class Parameter:
-    """One declared parameter.
+    """One declared parameter: a row ``Options.parameters()`` derives from an ``option(...)`` field.
 
     ``types``: the accepted kinds, any of int, float, str, bool, none, list, dict, duration.
     ``choices`` restricts the strings; ``minimum``/``maximum`` the numbers (inclusive).
@@ -258,21 +257,15 @@ class Options:
 
 
 def declared_options(formulation: Any) -> type[Options] | None:
-    """The formulation's ``Options`` class, or None when it declares none (or only ``parameters``)."""
+    """The formulation's ``Options`` class, or None when it declares none."""
     declared = getattr(formulation, "options", None)
     return declared if isinstance(declared, type) and issubclass(declared, Options) else None
 
 
 def declared_parameters(formulation: Any) -> tuple[Parameter, ...] | None:
-    """The formulation's declarations (from its ``options`` class, else its ``parameters``
-    tuple), or None when it declares none."""
+    """The rows of the formulation's ``Options`` class, or None when it declares none."""
     options = declared_options(formulation)
-    if options is not None:
-        return options.parameters()
-    declared = getattr(formulation, "parameters", None)
-    if declared is None or not all(isinstance(p, Parameter) for p in declared):
-        return None
-    return tuple(declared)
+    return None if options is None else options.parameters()
 
 
 def _check_values(declared: tuple[Parameter, ...], params: Mapping[str, Any], where: str, sep: str, name: str,
@@ -298,18 +291,14 @@ def _check_values(declared: tuple[Parameter, ...], params: Mapping[str, Any], wh
 def check_parameters(formulation: Any, params: Mapping[str, Any], where: str, sep: str = ".",
                      read_files: bool = True) -> None:
     """Raise ``ParameterError`` (one line starting with ``where``) unless every key is declared,
-    every value accepted and (an ``Options`` declaration) the values pass its ``validate``.
+    every value accepted and the values pass the ``Options`` declaration's ``validate``.
     ``where`` names the place, e.g. ``x.yaml: grid.formulations[2].params`` (keys joined with
     ``sep``), or ``--set`` with ``sep=" "``. ``read_files=False`` skips the declarations' own
     ``check`` (see ``Parameter``). Nothing is checked for a formulation that declares nothing."""
-    name = getattr(formulation, "name", "formulation")
     options = declared_options(formulation)
     if options is not None:
-        options.from_params(params, where, owner=name, sep=sep, read_files=read_files)
-        return
-    declared = declared_parameters(formulation)
-    if declared is not None:
-        _check_values(declared, params, where, sep, name, read_files)
+        options.from_params(params, where, owner=getattr(formulation, "name", "formulation"), sep=sep,
+                            read_files=read_files)
 
 
 def price_parameters(formulation: Any, params: Mapping[str, Any], where: str, problems: Iterable["ProblemSize"],
@@ -349,9 +338,9 @@ def _as_given(value: Any) -> str:
 
 def synthesis_keywords(formulation: Any, params: Mapping[str, Any], where: str = "params") -> dict[str, Any]:
     """The keywords the runner adds to ``synthesize``: ``options=`` built once from ``params`` for
-    a formulation with an ``Options`` declaration, else the params themselves (unchecked for an
-    undeclared one, as they always were). The params were checked when the experiment or
-    ``--set`` was read, so the declarations' file checks are not run again here."""
+    a formulation with an ``Options`` declaration, else (an undeclared one) the params themselves,
+    unchecked. The params were checked when the experiment or ``--set`` was read, so the
+    declarations' file checks are not run again here."""
     options = declared_options(formulation)
     given = {k: v for k, v in params.items() if k not in RUNNER_KEYS}
     if options is None:
@@ -361,18 +350,18 @@ def synthesis_keywords(formulation: Any, params: Mapping[str, Any], where: str =
 
 
 def undeclared_warning(formulation: Any) -> str | None:
-    """One warning line for a formulation that declares no parameters, else None."""
-    if declared_parameters(formulation) is not None:
+    """One warning line for a formulation without an ``Options`` declaration, else None."""
+    if declared_options(formulation) is not None:
         return None
     name = getattr(formulation, "name", "formulation")
-    return f"warning: formulation {name!r} declares no parameters; its params pass unchecked"
+    return f"warning: formulation {name!r} has no Options declaration; its params pass to it unchecked"
 
 
 def describe_parameters(formulation: Any) -> list[str]:
     """Help lines: name, accepted values, default, what it does."""
     declared = declared_parameters(formulation)
     if declared is None:
-        return ["(declares no parameters; any params pass unchecked)"]
+        return ["(no Options declaration; any params pass to it unchecked)"]
     if not declared:
         return ["(no parameters)"]
     lines = []
