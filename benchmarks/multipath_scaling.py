@@ -53,7 +53,7 @@ def run_case(topology: Topology, size: str, time_limit: str, folder: Path) -> di
     out.unlink()
     return {"wall": wall, "synthesis": meta.get("synthesis_seconds"), "lp": meta.get("lp_seconds"),
             "transfers": len(data["transfers"]), "time": meta["claimed_time"], "flow": meta["flow_optimum"],
-            "chunks": min(meta["time_by_chunks"], key=meta["time_by_chunks"].get)}
+            "chunks": min(meta["time_by_choice"]["chunks"], key=meta["time_by_choice"]["chunks"].get)}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -34,7 +34,7 @@ The schedule (our choice; the paper's link schedule is not public in full):
   two listings is kept (``workbench.kit.schedule.claim_listing``).
 
 ``chunks`` (auto): the pieces per pair are chosen by simulation among ``CHOICES``, the fastest in
-the default model kept (``meta.time_by_chunks``); more pieces spread a pair over more paths and
+the default model kept (``meta.time_by_choice["chunks"]``); more pieces spread a pair over more paths and
 pipeline deeper, fewer pay fewer alphas and per-message overheads. The choices stop where the
 next would pass ``MAX_TRANSFERS`` or not fit what is left of the time limit. A given number is
 used as is (a custom collective keeps its own chunks).
@@ -182,7 +182,7 @@ class Multipath:
                     on_incumbent(algorithm)
         assert best is not None
         best.meta.update({"flow_optimum": routes.optimum_seconds, "routes_status": routes.status,
-                          "lp_seconds": routes.lp_seconds, "time_by_chunks": timed,
+                          "lp_seconds": routes.lp_seconds, "time_by_choice": {"chunks": timed},
                           "paths_per_pair": max((len(p) for p in routes.paths.values()), default=0)})
         return SynthesisResult([best], "feasible", time.perf_counter() - started,
                                {"transfers": len(best.transfers), "lp_seconds": routes.lp_seconds})

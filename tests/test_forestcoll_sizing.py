@@ -40,7 +40,7 @@ def test_with_overhead_small_messages_take_few_pieces_and_gain(spec, kind):
     # 1 us a message: 256 pieces per tree on ring:8 cost 1,025 us at 64 KB, one piece 6.6 us
     sized = _synth(spec, kind, 64e3, overhead=1 * US)
     default = _synth(spec, kind, 64e3, overhead=1 * US, pieces=64 * sized.meta["H"])
-    timed = sized.meta["time_by_pieces"]
+    timed = sized.meta["time_by_choice"]["pieces"]
     # the depths are timed in their planned listing; the claim may be a faster, list-scheduled one
     assert timed[str(_depth(sized))] == min(timed.values()) == sized.meta.get("planned_listing_time",
                                                                                 sized.meta["claimed_time"])
@@ -52,7 +52,7 @@ def test_with_overhead_small_messages_take_few_pieces_and_gain(spec, kind):
 
 def test_the_search_starts_at_the_planned_best_and_times_each_depth_as_pinned():
     sized = _synth("torus:4x4", "allgather", 1e6, overhead=1 * US)
-    planned, timed = sized.meta["plan_by_pieces"], sized.meta["time_by_pieces"]
+    planned, timed = sized.meta["plan_by_pieces"], sized.meta["time_by_choice"]["pieces"]
     assert list(planned) == [str(p) for p in candidate_pieces(64 * sized.meta["H"])]
     start = min(planned, key=lambda p: (planned[p], int(p)))
     assert list(timed)[0] == start and [int(p) for p in timed] == sorted(map(int, timed), reverse=True)
@@ -67,14 +67,14 @@ def test_the_search_starts_at_the_planned_best_and_times_each_depth_as_pinned():
 def test_the_trees_are_chosen_by_size_unless_pinned():
     """torus:4x4, 1 us a message, 1 MB: one tree per root beats the optimal k trees; 1 GiB keeps them."""
     sized = _synth("torus:4x4", "allgather", 1e6, overhead=1 * US)
-    tried = sized.meta["time_by_trees"]
+    tried = sized.meta["time_by_choice"]["trees"]
     assert set(tried) == {"auto", "k=1", "levels"}
     assert sized.meta["claimed_time"] == min(tried.values()) == tried["k=1"] < tried["auto"]
     assert sized.meta["k"] == 1
     pinned = _synth("torus:4x4", "allgather", 1e6, overhead=1 * US, k="auto", packing="symmetric")
-    assert "time_by_trees" not in pinned.meta and pinned.meta["k"] > 1
-    assert "time_by_trees" not in _synth("torus:4x4", "allgather", 1e6, overhead=1 * US, k=4).meta
-    assert "time_by_trees" not in _synth("torus:4x4", "allgather", SIZED_BELOW).meta
+    assert "trees" not in pinned.meta.get("time_by_choice", {}) and pinned.meta["k"] > 1
+    assert "trees" not in _synth("torus:4x4", "allgather", 1e6, overhead=1 * US, k=4).meta.get("time_by_choice", {})
+    assert "trees" not in _synth("torus:4x4", "allgather", SIZED_BELOW).meta.get("time_by_choice", {})
 
 
 @pytest.mark.parametrize("spec", ["ring:8", "switch:4"])
@@ -86,8 +86,8 @@ def test_without_overhead_the_choice_is_never_slower_than_the_default(spec):
 
 def test_large_messages_and_pinned_depths_keep_their_pieces():
     large = _synth("ring:8", "allgather", SIZED_BELOW)
-    assert large.meta["P"] == 64 * large.meta["H"] and "time_by_pieces" not in large.meta
+    assert large.meta["P"] == 64 * large.meta["H"] and "pieces" not in large.meta.get("time_by_choice", {})
     priced = _synth("ring:8", "allgather", SIZED_BELOW, overhead=1 * US)  # overheads: sized at any size
-    assert "time_by_pieces" in priced.meta and priced.meta["P"] <= 64 * priced.meta["H"]
+    assert "pieces" in priced.meta.get("time_by_choice", {}) and priced.meta["P"] <= 64 * priced.meta["H"]
     pinned = _synth("ring:8", "allgather", 64e3, overhead=1 * US, pieces=32)
-    assert pinned.meta["P"] == 32 and "time_by_pieces" not in pinned.meta
+    assert pinned.meta["P"] == 32 and "pieces" not in pinned.meta.get("time_by_choice", {})

@@ -119,8 +119,8 @@ def test_alltoall_on_a_leaf_spine_is_valid_and_near_the_bound(size):
     bound = max(flow_lp_bound(topo, problem.collective, problem.chunk_bytes),
                 latency_bound(topo, problem.collective, problem.chunk_bytes))
     assert simulated <= 1.35 * bound
-    assert set(algorithm.meta["time_by_chunks"]) == {"1", "2", "4", "8", "16"}
-    assert min(algorithm.meta["time_by_chunks"].values()) == algorithm.meta["claimed_time"] == simulated
+    assert set(algorithm.meta["time_by_choice"]["chunks"]) == {"1", "2", "4", "8", "16"}
+    assert min(algorithm.meta["time_by_choice"]["chunks"].values()) == algorithm.meta["claimed_time"] == simulated
 
 
 def test_a_single_path_schedule_is_slower_than_the_multipath_one():

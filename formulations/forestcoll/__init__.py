@@ -37,11 +37,11 @@ default 4,000,000 written out (the simulator and verifier take a minute or two a
 96,000,000 in a period's expansion (never written; ~1 us and ~150 bytes a transfer), and the pipeline fill
 ``(H - 1) / P`` is what keeps a deep forest from T*; below 256 MB the depth, a power of two up to
 that default, is the one whose schedule simulates fastest at the size, which matters where links
-pay a per-message overhead: ``sizing``, ``meta.time_by_pieces``; there too, where ``k`` and
+pay a per-message overhead: ``sizing``, ``meta.time_by_choice["pieces"]``; there too, where ``k`` and
 ``packing`` are left "auto", the trees are chosen by size: the forest of the optimal k, one tree
 per root (k = 1: fewer, larger messages; ``T_1 >= T*``) where the optimal k is above one, and
 BFS-layered trees ("levels") where the translation packer grew them, each written at its best
-depth, the fastest in the simulator kept, ``meta.time_by_trees``; a candidate starts only while
+depth, the fastest in the simulator kept, ``meta.time_by_choice["trees"]``; a candidate starts only while
 twice the first forest's seconds are left), ``cut_through`` (False: edges through
 switches are sent hop by hop; True: one cut-through transfer where the simulator's route matches,
 see ``schedule``; default "auto": the one predicted faster, see ``build_forest``), ``periodic``

@@ -303,7 +303,7 @@ def synthesize(formulation: Any, problem: Problem, *, time_limit: float, seed: i
                 algorithm, status, stats = candidate
                 if on_incumbent is not None:
                     on_incumbent(algorithm)
-        algorithm.meta["time_by_trees"] = tried
+        algorithm.meta.setdefault("time_by_choice", {})["trees"] = tried
         stats["seconds"] = deadline.elapsed()  # every candidate's trees and schedules
     return SynthesisResult([algorithm], status, stats.pop("seconds"), stats=stats)
 
@@ -456,7 +456,7 @@ def _scheduled(problem: Problem, forests: dict[str, Forest], pieces: int | None,
     }
     if timed:  # the depths weighed at this size: planned, and simulated where written
         meta["plan_by_pieces"] = {str(p): t for p, t in planned.items()}
-        meta["time_by_pieces"] = {str(p): t for p, t in timed.items()}
+        meta.setdefault("time_by_choice", {})["pieces"] = {str(p): t for p, t in timed.items()}
     if timed:  # the depth chosen by size (nothing pinned): planned or list-scheduled listing, the faster
         algorithm = claim_listing(algorithm, size, None if deadline.unlimited else deadline.remaining(),
                                   claimed=True)  # fastest_depth claimed it

@@ -134,7 +134,7 @@ class Tacos:
         result, timed = fastest_chunking(problem, choices, deadline, lambda p, limit: self._synthesize(
             p, time_limit=limit, seed=seed, on_incumbent=improving, options=options))
         if result.algorithms:
-            result.algorithms[0].meta["time_by_chunks"] = {str(k): t for k, t in timed.items()}
+            result.algorithms[0].meta.setdefault("time_by_choice", {})["chunks"] = {str(k): t for k, t in timed.items()}
         result = _listed(result, problem, deadline)
         result.wall_seconds = deadline.elapsed()
         result.stats["chunks_tried"] = sorted(timed)
