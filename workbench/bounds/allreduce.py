@@ -1,0 +1,55 @@
+"""All-Reduce's bounds (no exact optimum is known on general fabrics) and its best known achievable time.
+
+``splitting_cut``: every output byte outside a set S of NPUs depends on inputs inside it, so M bytes
+cross every cut that splits the NPUs, in both directions: ``M / min_S min(B+(S), B-(S))`` (+ the
+cut's smallest alpha). ``gossip``: ``2(N-1) M / (sum over NPUs of their in-link bandwidths)``
+(``gossip_bound``). ``achievable`` = RS* + AG* (both exact optima) is not a bound: it is the time of
+reduce-scatter then all-gather, reported beside them.
+"""
+
+from __future__ import annotations
+
+from workbench.model.collective import Collective
+from workbench.topology import Topology
+
+__all__ = ["allreduce_bounds", "gossip_bound"]
+
+
+def allreduce_bounds(topology: Topology, collective: Collective, chunk_bytes: float) -> dict[str, float | None]:
+    """All-Reduce: ``splitting_cut`` and ``gossip`` bounds and the ``achievable`` RS* + AG* (module docstring)."""
+    from workbench.bounds.optimum import allgather_cut_ratio, reducescatter_cut_ratio, smallest_splitting_cut
+
+    n = collective.num_ranks
+    result: dict[str, float | None] = {"splitting_cut": None, "gossip": None, "achievable": None}
+    if collective.kind != "allreduce" or n != topology.num_npus or n < 2:
+        return result
+    size = collective.size_bytes(chunk_bytes)
+    bandwidth, _, alpha = smallest_splitting_cut(topology)
+    result["splitting_cut"] = size / bandwidth * (1 - 1e-12) + alpha + topology.min_overhead()
+    result["gossip"] = gossip_bound(topology, collective, chunk_bytes)
+    rs, ag = reducescatter_cut_ratio(topology), allgather_cut_ratio(topology)
+    result["achievable"] = size / n * (rs.seconds_per_byte + ag.seconds_per_byte) + rs.alpha + ag.alpha
+    return result
+
+
+def gossip_bound(topology: Topology, collective: Collective, chunk_bytes: float) -> float | None:
+    """All-Reduce over every NPU: ``2(N-1) M / (sum of the NPUs' in-link bandwidths)`` plus the
+    smallest alpha of those links; None for another collective.
+
+    Every byte position needs at least ``2(N-1)`` one-way transmissions between NPUs (one-way
+    gossip: N-1 deliveries before any NPU can hold the whole sum, then one more into each of the
+    other N-1), and each delivery ends at an NPU over one of its in-links, which serialise the
+    bytes; in every simulator model a link is occupied at least ``bytes / bandwidth`` per message
+    and the last delivery still pays an alpha. Valid because switches do not reduce (the verifier
+    refuses a reduce into a switch); a switch model that reduces voids it (one delivery per NPU
+    would do). Switches may copy here (a chunk sent into a switch may leave it for several
+    NPUs), which voids the out-link form (``sum of the NPUs' out-link bandwidths``), so it is not
+    used; on a fabric without switches both sums are every link.
+    """
+    n = collective.num_ranks
+    if collective.kind != "allreduce" or n != topology.num_npus or n < 2:
+        return None
+    into_npus = [l for rank in range(n) for l in topology.in_links(rank)]
+    total = sum(l.bandwidth for l in into_npus)
+    return (2 * (n - 1) * collective.size_bytes(chunk_bytes) / total * (1 - 1e-12)
+            + min(l.alpha for l in into_npus) + topology.min_overhead())
