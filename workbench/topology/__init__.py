@@ -1,5 +1,6 @@
-"""Topologies under one name: the graph and its file schema (``workbench.topology.graph``) and the builders
-behind spec strings and files (``workbench.topology.builders``).
+"""Topologies under one name: the graph (``workbench.topology.graph``; its routes, switch unwinding and
+``{nodes, links}`` document in ``routing``, ``switches`` and ``schema``) and the builders behind spec
+strings and files (``workbench.topology.builders``).
 
 A ``Topology`` is an immutable directed graph. NPUs are nodes ``0..n-1`` (the ranks); switch nodes
 follow them. Every link carries its own ``alpha`` (s), ``bandwidth`` (B/s, per link and per
