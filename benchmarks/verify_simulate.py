@@ -61,7 +61,7 @@ def main(argv: list[str] | None = None) -> None:
         path = Path(tmp) / "ar.json"
         measure("write JSON (not counted above)", lambda: algo.save(path))
         measure("load JSON, typed reader (not counted above)", lambda: load_algorithm(path))
-        import workbench.model.algorithm as reader
+        import workbench.model.algorithm_io as reader
         typed_from = reader.TYPED_FROM_BYTES
         reader.TYPED_FROM_BYTES = 1 << 62
         measure("load JSON, usual reader (not counted above)", lambda: load_algorithm(path))

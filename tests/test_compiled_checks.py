@@ -13,7 +13,8 @@ from hypothesis import strategies as st
 
 from schedules import random_algorithm
 from workbench.util import fastjson
-from workbench.model.algorithm import Algorithm, AlgorithmFormatError, Transfer, _parse, load_algorithm
+from workbench.model.algorithm import Algorithm, AlgorithmFormatError, Transfer, load_algorithm
+from workbench.model.algorithm_format import read_document as _parse
 from workbench.model.collective import Collective, make_collective
 from workbench.kit.examples import ring_allreduce
 from workbench.topology import Link, Topology
@@ -238,7 +239,7 @@ def test_a_large_file_is_read_the_typed_way_and_gives_the_same_algorithm(tmp_pat
     calls = []
     real = typed_load.decode
     monkeypatch.setattr(typed_load, "decode", lambda text: calls.append(len(text)) or real(text))
-    import workbench.model.algorithm as module
+    import workbench.model.algorithm_io as module
     monkeypatch.setattr(module, "TYPED_FROM_BYTES", 0)
     loaded = load_algorithm(path)
     assert calls and loaded.transfers == algorithm.transfers

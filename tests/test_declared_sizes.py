@@ -14,7 +14,8 @@ import pytest
 from hypothesis import assume, given, settings, strategies as st
 
 from workbench.util import size_guard
-from workbench.model.algorithm import TYPED_FROM_BYTES, AlgorithmFormatError, load_algorithm
+from workbench.model.algorithm import AlgorithmFormatError, load_algorithm
+from workbench.model.algorithm_io import TYPED_FROM_BYTES
 from workbench.cli import main
 from workbench.kit.examples import ring_allgather
 from workbench.msccl import export_xml

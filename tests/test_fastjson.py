@@ -10,7 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from workbench.util import fastjson
-from workbench.model.algorithm import AlgorithmFormatError, _parse_transfer, _parse_transfers, load_algorithm
+from workbench.model.algorithm import AlgorithmFormatError, load_algorithm
+from workbench.model.algorithm_format import _parse_transfer, _parse_transfers
 from workbench.kit.examples import ring_allreduce
 
 _times = st.one_of(st.none(), st.integers(0, 10**6), st.floats(0, 1, allow_nan=False))

@@ -241,7 +241,7 @@ def test_format_2_round_trip_keeps_the_overheads_and_the_times(tmp_path, monkeyp
     assert document["format"] == FORMAT_2
     assert all(link["overhead"] == 2 * US for link in document["topology"]["links"])
     expected = simulate(algorithm).end
-    import workbench.model.algorithm as module
+    import workbench.model.algorithm_io as module
 
     for typed_from in (1 << 40, 0):  # the usual reader, then the typed fast path
         monkeypatch.setattr(module, "TYPED_FROM_BYTES", typed_from)

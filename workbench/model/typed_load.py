@@ -2,14 +2,14 @@
 one period, small, and goes the usual way): msgspec decodes the JSON
 straight into typed transfer records, in C, without building a dict per transfer. The two formats
 differ only in the embedded topology (``/2`` may give links an ``overhead``), which is left untyped
-here: ``workbench.model.algorithm`` checks the format and reads the topology for both readers alike.
+here: ``workbench.model.algorithm_format`` checks the format and reads the topology for both readers alike.
 
 Only the common, valid shape is taken here: ints for ids, nodes, chunks and dependencies, an op
 of ``copy`` or ``reduce``, numbers or null for the times (finite, at least 0, ``t_start`` no later
 than ``t_end``), and exactly one of ``chunk`` or a non-empty ``chunks``. Anything else (a wrong
 type, a missing field, NaN, a negative or reversed claimed time, text that is not strict
 UTF-8, an integer beyond 64 bits anywhere, nesting deeper than Python's recursion allows, a file
-msgspec cannot read) returns None, and ``workbench.model.algorithm`` reads the file its usual way, which
+msgspec cannot read) returns None, and ``workbench.model.algorithm_io`` reads the file its usual way, which
 then decides: the typed reader never takes a document the usual one would refuse or read
 differently. Without msgspec installed the usual way is the only one.
 """

@@ -1,0 +1,47 @@
+"""One transfer of the algorithm IR: chunks moved from ``src`` to ``dst`` as a copy or a reduce, after its dependencies.
+
+A ``Transfer`` moves one chunk (or several contiguous chunks, paying alpha once) from ``src`` to
+``dst`` as a ``copy`` or a ``reduce``, after the transfers named in ``deps`` have arrived;
+``t_start`` and ``t_end`` are the times a formulation claims for it, and ``lag`` places a
+periodic schedule's copy (``workbench.model.periodic``). ``to_dict`` is its entry in an algorithm
+file (docs/algorithm-format.md).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["Transfer"]
+
+
+@dataclass(slots=True)
+class Transfer:
+    id: int
+    chunks: tuple[int, ...]
+    src: int
+    dst: int
+    op: str = "copy"
+    deps: tuple[int, ...] = ()
+    t_start: float | None = None
+    t_end: float | None = None
+    lag: int = 0  # periodic schedules only: piece k's copy is listed in period k + lag (workbench.model.periodic)
+
+    @property
+    def chunk(self) -> int:
+        """The chunk of a single-chunk transfer (the first chunk of a message)."""
+        return self.chunks[0]
+
+    def to_dict(self) -> dict[str, Any]:
+        """The transfer's JSON entry: ``chunk`` for a single chunk, else ``chunks``; ``lag`` only when non-zero."""
+        entry: dict[str, Any] = {"id": self.id}
+        if len(self.chunks) == 1:
+            entry["chunk"] = self.chunks[0]
+        else:
+            entry["chunks"] = list(self.chunks)
+        entry.update(src=self.src, dst=self.dst, op=self.op, deps=list(self.deps),
+                     t_start=self.t_start, t_end=self.t_end)
+        if self.lag:
+            entry["lag"] = self.lag
+        return entry
+
