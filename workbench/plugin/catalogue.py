@@ -56,9 +56,18 @@ _NOTE = re.compile(r"docs/methods/([A-Za-z0-9_-]+)\.md")
 _ASIDE = re.compile(r"\s*\((?:see )?(?:the )?module docstring\)|\s*\(formulation ``[^`]+``\)")
 
 
+DISTRIBUTION = "collective-workbench"  # the page lists this project's formulations, not other plug-ins
+
+
 def installed_names() -> list[str]:
-    """The names of the installed ``workbench.formulations`` entry points, sorted, each once."""
-    return sorted({entry.name for entry in entry_points(ENTRY_POINT_GROUP)})
+    """The names of this project's ``workbench.formulations`` entry points, sorted, each once (a
+    plug-in another package installs beside it is not on the page)."""
+    return sorted({entry.name for entry in entry_points(ENTRY_POINT_GROUP) if _ours(entry)})
+
+
+def _ours(entry: Any) -> bool:
+    dist = getattr(entry, "dist", None)
+    return dist is None or dist.metadata["Name"] == DISTRIBUTION
 
 
 def _cell(text: str) -> str:
