@@ -14,7 +14,6 @@ of ``workbench`` and ``formulations`` is followed, and
 import ast
 from pathlib import Path
 
-import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("workbench", "formulations")
