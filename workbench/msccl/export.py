@@ -76,121 +76,170 @@ class _Hazards:
             self.reads[s] = []
 
 
-def export_xml(algorithm: Algorithm, proto: str = "Simple", instances: int = 1, max_bytes: float | None = None,
-               name: str | None = None, fuse: bool = True, min_bytes: float | None = None) -> str:
-    """Lower an algorithm into MSCCL XML (see the module docstring). ``min_bytes``/``max_bytes``:
-    the size range the executor picks it for, both ends inclusive (default 0 and 0: every size)."""
+def _place(block: _Tb, step: _Step, waits: list[_Step]) -> _Step:
+    step.waits = list(dict.fromkeys(waits))
+    step.block = block
+    block.steps.append(step)
+    return step
+
+
+class _Lowering:
+    """The threadblocks of every rank being built from a refined algorithm: the local copies in, one
+    send and one receive per contiguous run of each transfer, the local copies out."""
+
+    def __init__(self, algorithm: Algorithm, base_count: int) -> None:
+        self.algorithm = algorithm
+        self.base_count = base_count
+        n = algorithm.collective.num_ranks
+        (self.location, self.copies_in, self.copies_out, s_chunks, self.inputs, self.outputs,
+         self.i_chunks, self.o_chunks) = working_slots(algorithm)
+        self.tbs: list[dict[Any, _Tb]] = [{} for _ in range(n)]
+        self.copy_step: dict[tuple[int, int], _Step] = {}
+        self.hazards = _Hazards()
+        self.scratch_top = [s_chunks] * n  # next free scratch slot per rank for partial sums landed apart
+        self.send_at: dict[int, list[_Step]] = {}
+        self.recv_at: dict[int, list[_Step]] = {}
+        self.writes_into: dict[tuple[int, int], list[_Step]] = {}
+
+    def tb(self, rank: int, key) -> _Tb:
+        if key not in self.tbs[rank]:
+            kind, peer, chan = key
+            self.tbs[rank][key] = _Tb(send=peer if kind == "send" else -1, recv=peer if kind == "recv" else -1,
+                                      chan=chan)
+        return self.tbs[rank][key]
+
+    def copy_inputs(self) -> None:
+        for rank, chunk in self.copies_in:
+            buf, off = self.location[(rank, chunk)]
+            self.copy_step[(rank, chunk)] = _place(self.tb(rank, ("local", -1, 0)), _Step(
+                "cpy", "i", self.inputs[(rank, chunk)], buf, off, order=(-1, chunk)), [])
+            self.hazards.write([(rank, chunk)], self.copy_step[(rank, chunk)])
+
+    def add_dependency_waits(self, t, send_waits: list[_Step], recv_waits: list[_Step]) -> None:
+        """Each dependency of ``t`` becomes a wait of its send (on the source rank) or its receive."""
+        for d in t.deps:
+            dep = self.algorithm.transfers[d]
+            if t.src in (dep.src, dep.dst):
+                send_waits += self.recv_at[d] if dep.dst == t.src else self.send_at[d]
+            elif t.dst in (dep.src, dep.dst):
+                recv_waits += self.recv_at[d] if dep.dst == t.dst else self.send_at[d]
+            else:
+                raise MscclError(f"transfer {t.id}: its dependency on transfer {d} ({dep.src} -> {dep.dst}) "
+                                 f"involves neither rank {t.src} nor rank {t.dst}; MSCCL steps can only wait "
+                                 "on steps of their own rank")
+
+    def lower(self, t) -> None:
+        chan = t.id // self.base_count  # the instance
+        src_places = [self.location[(t.src, c)] for c in t.chunks]
+        dst_places = [self.location[(t.dst, c)] for c in t.chunks]
+        send_waits = [self.copy_step[(t.src, c)] for c in t.chunks if (t.src, c) in self.copy_step]
+        recv_waits = [self.copy_step[(t.dst, c)] for c in t.chunks if (t.dst, c) in self.copy_step]
+        self.add_dependency_waits(t, send_waits, recv_waits)
+        send_tb = self.tb(t.src, ("send", t.dst, chan))
+        recv_tb = self.tb(t.dst, ("recv", t.src, chan))
+        self.send_at[t.id], self.recv_at[t.id] = [], []
+        for run, (first, count) in enumerate(contiguous_runs(src_places, dst_places)):  # one message per contiguous run
+            self.lower_run(t, run, first, count, src_places[first], dst_places[first],
+                           (send_tb, recv_tb), (send_waits, recv_waits))
+        for c in t.chunks:
+            self.writes_into.setdefault((t.dst, c), []).extend(self.recv_at[t.id])
+
+    def lower_run(self, t, run: int, first: int, count: int, src_place, dst_place, blocks, waits) -> None:
+        (sbuf, soff), (dbuf, doff) = src_place, dst_place
+        send_tb, recv_tb = blocks
+        send_waits, recv_waits = waits
+        hazards = self.hazards
+        reads = [(t.src, c) for c in t.chunks[first:first + count]]
+        writes = [(t.dst, c) for c in t.chunks[first:first + count]]
+        # peer fields as msccl-tools fills them: a send names the receiver's slot, a receive the sender's
+        send = _place(send_tb, _Step("s", sbuf, soff, dbuf, doff, count, wbid=t.id, order=(t.id, run)),
+                      send_waits + hazards.before_read(reads))
+        self.send_at[t.id].append(send)
+        hazards.read(reads, send)
+        if t.op == "reduce" and hazards.concurrent_reduction(writes, recv_tb, recv_waits):
+            # another receive threadblock may still be adding into these slots: land the partial sum
+            # in fresh scratch and add it locally once that one is done (no read-modify-write race,
+            # and the network transfer keeps the plan's timing)
+            landing = self.scratch_top[t.dst]
+            self.scratch_top[t.dst] += count
+            send.dstbuf, send.dstoff = "s", landing
+            _place(recv_tb, _Step("r", sbuf, soff, "s", landing, count, wbid=t.id, order=(t.id, run)), recv_waits)
+            receive = _Step("re", "s", landing, dbuf, doff, count, order=(t.id, run, 1))
+            self.recv_at[t.id].append(_place(recv_tb, receive, hazards.before_write(writes)))
+        else:
+            if t.op == "reduce":  # recv-reduce-copy: dst = src + received, both local
+                receive = _Step("rrc", dbuf, doff, dbuf, doff, count, wbid=t.id, order=(t.id, run))
+            else:
+                receive = _Step("r", sbuf, soff, dbuf, doff, count, wbid=t.id, order=(t.id, run))
+            self.recv_at[t.id].append(_place(recv_tb, receive, recv_waits + hazards.before_write(writes)))
+        hazards.write(writes, receive)
+
+    def copy_outputs(self) -> None:
+        copy_step = self.copy_step
+        for rank, chunk in self.copies_out:  # a reduction's result into its output slot, after every write
+            buf, off = self.location[(rank, chunk)]
+            waits = self.writes_into.get((rank, chunk), []) + (
+                [copy_step[(rank, chunk)]] if (rank, chunk) in copy_step else [])
+            _place(self.tb(rank, ("local", -1, 0)), _Step("cpy", buf, off, "o", self.outputs[(rank, chunk)],
+                                                          order=(len(self.algorithm.transfers), chunk)), waits)
+
+
+def _check_options(proto: str, instances: int) -> None:
     if proto not in ("Simple", "LL", "LL128"):
         raise MscclError(f"--proto must be Simple, LL or LL128, got {proto!r}")
     if instances < 1:
         raise MscclError("--instances must be at least 1")
-    from workbench.util import size_guard
 
-    if algorithm.period is not None:  # a periodic schedule is one iteration of the runtime's loop
-        from workbench.model.periodic import PeriodError, loop_body
 
-        try:
-            algorithm = loop_body(algorithm)
-        except PeriodError as exc:
-            raise MscclError(str(exc)) from None
+def _one_iteration(algorithm: Algorithm) -> Algorithm:
+    """A periodic schedule is one iteration of the runtime's loop; others are returned as they are."""
+    if algorithm.period is None:
+        return algorithm
+    from workbench.model.periodic import PeriodError, loop_body
 
-    c = algorithm.collective  # every transfer and chunk again per instance: sized before refine() builds them
-    size_guard.check_declared(f"--instances {instances}", [("", size_guard.instances_bytes(
-        c.kind, c.num_ranks, c.chunks_per_rank, len(algorithm.transfers), instances))])
+    try:
+        return loop_body(algorithm)
+    except PeriodError as exc:
+        raise MscclError(str(exc)) from None
+
+
+def _check_gpu_ends(algorithm: Algorithm) -> None:
     topology = algorithm.topology
     for t in algorithm.transfers:
         for end in (t.src, t.dst):
             if topology.is_switch(end):
                 raise MscclError(f"transfer {t.id}: node {end} is a switch; MSCCL addresses GPUs only "
                                  "(synthesize on the unwound view, or route through the switch)")
+
+
+def export_xml(algorithm: Algorithm, proto: str = "Simple", instances: int = 1, max_bytes: float | None = None,
+               name: str | None = None, fuse: bool = True, min_bytes: float | None = None) -> str:
+    """Lower an algorithm into MSCCL XML (see the module docstring). ``min_bytes``/``max_bytes``:
+    the size range the executor picks it for, both ends inclusive (default 0 and 0: every size)."""
+    _check_options(proto, instances)
+    from workbench.util import size_guard
+
+    algorithm = _one_iteration(algorithm)
+    c = algorithm.collective  # every transfer and chunk again per instance: sized before refine() builds them
+    size_guard.check_declared(f"--instances {instances}", [("", size_guard.instances_bytes(
+        c.kind, c.num_ranks, c.chunks_per_rank, len(algorithm.transfers), instances))])
+    _check_gpu_ends(algorithm)
     base_count = len(algorithm.transfers)
     algorithm = refine(algorithm, instances)
     collective = algorithm.collective
     n = collective.num_ranks
-    location, copies_in, copies_out, s_chunks, inputs, outputs, i_chunks, o_chunks = working_slots(algorithm)
-    tbs: list[dict[Any, _Tb]] = [{} for _ in range(n)]
-
-    def tb(rank: int, key) -> _Tb:
-        if key not in tbs[rank]:
-            kind, peer, chan = key
-            tbs[rank][key] = _Tb(send=peer if kind == "send" else -1, recv=peer if kind == "recv" else -1, chan=chan)
-        return tbs[rank][key]
-
-    def place(block: _Tb, step: _Step, waits: list[_Step]) -> _Step:
-        step.waits = list(dict.fromkeys(waits))
-        step.block = block
-        block.steps.append(step)
-        return step
-
-    copy_step: dict[tuple[int, int], _Step] = {}
-    hazards = _Hazards()
-    scratch_top = [s_chunks] * n  # next free scratch slot per rank for partial sums landed apart
-    for rank, chunk in copies_in:
-        buf, off = location[(rank, chunk)]
-        copy_step[(rank, chunk)] = place(tb(rank, ("local", -1, 0)), _Step(
-            "cpy", "i", inputs[(rank, chunk)], buf, off, order=(-1, chunk)), [])
-        hazards.write([(rank, chunk)], copy_step[(rank, chunk)])
-    send_at: dict[int, list[_Step]] = {}
-    recv_at: dict[int, list[_Step]] = {}
-    writes_into: dict[tuple[int, int], list[_Step]] = {}
+    lowering = _Lowering(algorithm, base_count)
+    lowering.copy_inputs()
     for t in algorithm.transfers:
-        chan = t.id // base_count  # the instance
-        src_places = [location[(t.src, c)] for c in t.chunks]
-        dst_places = [location[(t.dst, c)] for c in t.chunks]
-        send_waits = [copy_step[(t.src, c)] for c in t.chunks if (t.src, c) in copy_step]
-        recv_waits = [copy_step[(t.dst, c)] for c in t.chunks if (t.dst, c) in copy_step]
-        for d in t.deps:
-            dep = algorithm.transfers[d]
-            if t.src in (dep.src, dep.dst):
-                send_waits += recv_at[d] if dep.dst == t.src else send_at[d]
-            elif t.dst in (dep.src, dep.dst):
-                recv_waits += recv_at[d] if dep.dst == t.dst else send_at[d]
-            else:
-                raise MscclError(f"transfer {t.id}: its dependency on transfer {d} ({dep.src} -> {dep.dst}) "
-                                 f"involves neither rank {t.src} nor rank {t.dst}; MSCCL steps can only wait "
-                                 "on steps of their own rank")
-        send_tb = tb(t.src, ("send", t.dst, chan))
-        recv_tb = tb(t.dst, ("recv", t.src, chan))
-        send_at[t.id], recv_at[t.id] = [], []
-        for run, (first, count) in enumerate(contiguous_runs(src_places, dst_places)):  # one message per contiguous run
-            (sbuf, soff), (dbuf, doff) = src_places[first], dst_places[first]
-            reads = [(t.src, c) for c in t.chunks[first:first + count]]
-            writes = [(t.dst, c) for c in t.chunks[first:first + count]]
-            # peer fields as msccl-tools fills them: a send names the receiver's slot, a receive the sender's
-            send = place(send_tb, _Step("s", sbuf, soff, dbuf, doff, count, wbid=t.id, order=(t.id, run)),
-                         send_waits + hazards.before_read(reads))
-            send_at[t.id].append(send)
-            hazards.read(reads, send)
-            if t.op == "reduce" and hazards.concurrent_reduction(writes, recv_tb, recv_waits):
-                # another receive threadblock may still be adding into these slots: land the partial sum
-                # in fresh scratch and add it locally once that one is done (no read-modify-write race,
-                # and the network transfer keeps the plan's timing)
-                landing = scratch_top[t.dst]
-                scratch_top[t.dst] += count
-                send.dstbuf, send.dstoff = "s", landing
-                place(recv_tb, _Step("r", sbuf, soff, "s", landing, count, wbid=t.id, order=(t.id, run)), recv_waits)
-                receive = _Step("re", "s", landing, dbuf, doff, count, order=(t.id, run, 1))
-                recv_at[t.id].append(place(recv_tb, receive, hazards.before_write(writes)))
-            else:
-                if t.op == "reduce":  # recv-reduce-copy: dst = src + received, both local
-                    receive = _Step("rrc", dbuf, doff, dbuf, doff, count, wbid=t.id, order=(t.id, run))
-                else:
-                    receive = _Step("r", sbuf, soff, dbuf, doff, count, wbid=t.id, order=(t.id, run))
-                recv_at[t.id].append(place(recv_tb, receive, recv_waits + hazards.before_write(writes)))
-            hazards.write(writes, receive)
-        for c in t.chunks:
-            writes_into.setdefault((t.dst, c), []).extend(recv_at[t.id])
-    for rank, chunk in copies_out:  # a reduction's result into its output slot, after every write
-        buf, off = location[(rank, chunk)]
-        waits = writes_into.get((rank, chunk), []) + ([copy_step[(rank, chunk)]] if (rank, chunk) in copy_step else [])
-        place(tb(rank, ("local", -1, 0)), _Step("cpy", buf, off, "o", outputs[(rank, chunk)],
-                                                order=(len(algorithm.transfers), chunk)), waits)
-    blocks = [list(tbs[rank].values()) for rank in range(n)]
+        lowering.lower(t)
+    lowering.copy_outputs()
+    blocks = [list(lowering.tbs[rank].values()) for rank in range(n)]
     if fuse:
         blocks = [_fuse(rank_blocks) for rank_blocks in blocks]
     numbered = [_expand(rank_blocks) for rank_blocks in blocks]
     _check_limits(numbered, n)
     channels = max((b.chan for rank_blocks in numbered for b in rank_blocks), default=0) + 1
+    i_chunks, o_chunks = lowering.i_chunks, lowering.o_chunks
     nchunks = max(i_chunks, o_chunks)  # n*k, or k for broadcast and reduce
     root = ET.Element("algo", {
         "name": (name or f"{algorithm.meta.get('formulation', 'workbench')}_{collective.kind}_{n}")[:63],
@@ -199,25 +248,30 @@ def export_xml(algorithm: Algorithm, proto: str = "Simple", instances: int = 1, 
         "minBytes": str(int(min_bytes)) if min_bytes else "0", "maxBytes": str(int(max_bytes)) if max_bytes else "0", "redop": "sum"})
     for rank in range(n):
         gpu = ET.SubElement(root, "gpu", {"id": str(rank), "i_chunks": str(i_chunks), "o_chunks": str(o_chunks),
-                                          "s_chunks": str(scratch_top[rank])})
-        position = {step: (block_id, index) for block_id, block in enumerate(numbered[rank])
-                    for index, step in enumerate(block.steps)}
-        waited = {step.waits[0] for block in numbered[rank] for step in block.steps if step.waits}
-        for block_id, block in enumerate(numbered[rank]):
-            node = ET.SubElement(gpu, "tb", {"id": str(block_id), "send": str(block.send), "recv": str(block.recv),
-                                             "chan": str(block.chan)})
-            for index, step in enumerate(block.steps):
-                depid, deps = position[step.waits[0]] if step.waits else (-1, -1)
-                attrs = {"s": str(index), "type": step.type, "srcbuf": step.srcbuf, "srcoff": str(step.srcoff),
-                         "dstbuf": step.dstbuf, "dstoff": str(step.dstoff), "cnt": str(step.cnt),
-                         "depid": str(depid), "deps": str(deps), "hasdep": "1" if step in waited else "0"}
-                if step.wbid >= 0:
-                    attrs["wbid"] = str(step.wbid)
-                if step.wbid_send >= 0:
-                    attrs["wbid_send"] = str(step.wbid_send)
-                ET.SubElement(node, "step", attrs)
+                                          "s_chunks": str(lowering.scratch_top[rank])})
+        _add_threadblocks(gpu, numbered[rank])
     ET.indent(root)
     return ET.tostring(root, encoding="unicode") + "\n"
+
+
+def _add_threadblocks(gpu: ET.Element, blocks: list[_Tb]) -> None:
+    """One ``tb`` element per threadblock of a rank, each step waiting on its first wait by position."""
+    position = {step: (block_id, index) for block_id, block in enumerate(blocks)
+                for index, step in enumerate(block.steps)}
+    waited = {step.waits[0] for block in blocks for step in block.steps if step.waits}
+    for block_id, block in enumerate(blocks):
+        node = ET.SubElement(gpu, "tb", {"id": str(block_id), "send": str(block.send), "recv": str(block.recv),
+                                         "chan": str(block.chan)})
+        for index, step in enumerate(block.steps):
+            depid, deps = position[step.waits[0]] if step.waits else (-1, -1)
+            attrs = {"s": str(index), "type": step.type, "srcbuf": step.srcbuf, "srcoff": str(step.srcoff),
+                     "dstbuf": step.dstbuf, "dstoff": str(step.dstoff), "cnt": str(step.cnt),
+                     "depid": str(depid), "deps": str(deps), "hasdep": "1" if step in waited else "0"}
+            if step.wbid >= 0:
+                attrs["wbid"] = str(step.wbid)
+            if step.wbid_send >= 0:
+                attrs["wbid_send"] = str(step.wbid_send)
+            ET.SubElement(node, "step", attrs)
 
 
 def _fuse(blocks: list[_Tb]) -> list[_Tb]:
