@@ -39,18 +39,27 @@ class _Op:
         return f"gpu {self.rank} tb {self.tb} op {self.index} ({self.name})"
 
 
-def parse_plan(text: str, source: str = "plan") -> tuple[dict[str, Any], list[list[list[_Op]]]]:
-    """The plan and its operations per gpu, per threadblock. A plan that is not one (invalid JSON,
-    duplicate keys, a missing field or one of the wrong type) is a ``MscclFormatError`` naming the
-    field; one the interpreter cannot run is a ``MscclError``."""
-    from workbench.util.safe_load import parse_json, shorten
+class _Wiring:
+    """What an operation's channel and buffer references resolve against: the gpu's peers per
+    channel type and its remote buffers, the threadblock's channels and remote-buffer references."""
 
-    plan = parse_json(text, source, MscclFormatError)  # duplicate keys, depth, overlong integers: named
-    if not isinstance(plan, dict) or not isinstance(plan.get("gpus"), list):
-        raise MscclFormatError(f"{source}: an execution plan is an object with a 'gpus' list")
+    def __init__(self, peers: dict[str, list[int]], remote: list, channels: dict[str, list[int]],
+                 refs: dict[str, list[int]]) -> None:
+        self.peers, self.remote, self.channels, self.refs = peers, remote, channels, refs
 
-    def need(obj: Any, key: str, where: str, kind: type = int, default: Any = None) -> Any:
+
+class _PlanReader:
+    """Reads the fields of a plan, each checked for presence and type and named when wrong."""
+
+    def __init__(self, source: str) -> None:
+        from workbench.util.safe_load import shorten
+
+        self.source = source
+        self.shorten = shorten
+
+    def need(self, obj: Any, key: str, where: str, kind: type = int, default: Any = None) -> Any:
         """``obj[key]`` of type ``kind``; ``default`` (when given) for a missing key."""
+        source, shorten = self.source, self.shorten
         if not isinstance(obj, dict):
             raise MscclFormatError(f"{source}: {where}: expected an object, got {shorten(obj)}")
         if key not in obj and default is not None:
@@ -65,17 +74,19 @@ def parse_plan(text: str, source: str = "plan") -> tuple[dict[str, Any], list[li
                                    f"{shorten(value)}")
         return value
 
-    if not isinstance(plan.get("inplace", False), bool):  # by type: the string "no" is not true
-        raise MscclFormatError(f"{source}: field 'inplace' must be true or false, got {shorten(plan['inplace'])}")
-    gpus = plan["gpus"]
-    for rank, gpu in enumerate(gpus):
-        for key in ("input_chunks", "output_chunks", "scratch_chunks"):
-            need(gpu, key, f"gpus[{rank}]", int, 0)
-        if need(gpu, "id", f"gpus[{rank}]") != rank:
-            raise MscclError(f"{source}: gpus[{rank}]: id {gpu['id']} (gpus must be listed in rank order)")
-    program: list[list[list[_Op]]] = []
-    for rank, gpu in enumerate(gpus):
-        where = f"gpu {rank}"
+    def check_header(self, plan: dict[str, Any]) -> None:
+        """``inplace`` a boolean; every gpu's chunk counts integers and its id its position."""
+        if not isinstance(plan.get("inplace", False), bool):  # by type: the string "no" is not true
+            raise MscclFormatError(f"{self.source}: field 'inplace' must be true or false, got "
+                                   f"{self.shorten(plan['inplace'])}")
+        for rank, gpu in enumerate(plan["gpus"]):
+            for key in ("input_chunks", "output_chunks", "scratch_chunks"):
+                self.need(gpu, key, f"gpus[{rank}]", int, 0)
+            if self.need(gpu, "id", f"gpus[{rank}]") != rank:
+                raise MscclError(f"{self.source}: gpus[{rank}]: id {gpu['id']} (gpus must be listed in rank order)")
+
+    def read_gpu(self, rank: int, gpu: dict) -> list[list[_Op]]:
+        need, where = self.need, f"gpu {rank}"
         peers: dict[str, list[int]] = {"memory": [], "port": []}
         for channel in need(gpu, "channels", where, list):
             kind = need(channel, "channel_type", f"{where} channels", str)
@@ -84,65 +95,84 @@ def parse_plan(text: str, source: str = "plan") -> tuple[dict[str, Any], list[li
         for r, entry in enumerate(remote):
             need(entry, "rank", f"{where} remote_buffers[{r}]")
             need(entry, "type", f"{where} remote_buffers[{r}]", str)
-        blocks = []
-        for b, block in enumerate(need(gpu, "threadblocks", where, list)):
-            tb_where = f"{where} tb {b}"
-            raw_ops = need(block, "ops", tb_where, list)
-            channels: dict[str, list[int]] = {}
-            for c, channel in enumerate(need(block, "channels", tb_where, list, [])):
-                channels.setdefault(need(channel, "channel_type", f"{tb_where} channels[{c}]", str), []).extend(
-                    need(channel, "channel_ids", f"{tb_where} channels[{c}]", list))
-            refs: dict[str, list[int]] = {}
-            for c, ref in enumerate(need(block, "remote_buffer_refs", tb_where, list, [])):
-                refs.setdefault(need(ref, "access_channel_type", f"{tb_where} remote_buffer_refs[{c}]", str),
-                                []).extend(need(ref, "remote_buffer_ids", f"{tb_where} remote_buffer_refs[{c}]", list))
-            ops = []
-            for i, raw in enumerate(raw_ops):
-                name = need(raw, "name", f"{tb_where} op {i}", str)
-                op = _Op(rank, b, i, name)
-                op_where = op.where()
-                if name not in _SUPPORTED:
-                    raise MscclError(f"{source}: {op_where}: operation {name!r} is not one the interpreter runs "
-                                     f"(supported: {', '.join(_SUPPORTED)})")
-                kind = need(raw, "channel_type", op_where, str, "none")
+        return [self.read_block(rank, b, block, peers, remote)
+                for b, block in enumerate(need(gpu, "threadblocks", where, list))]
 
-                def peer_of(position: int) -> int:
-                    try:
-                        return peers[kind][channels[kind][position]]
-                    except (KeyError, IndexError, TypeError):
-                        raise MscclError(f"{source}: {op_where}: channel {position} of type {kind!r} is not "
-                                         "declared by the threadblock and the gpu") from None
+    def read_block(self, rank: int, b: int, block: dict, peers: dict[str, list[int]], remote: list) -> list[_Op]:
+        need, tb_where = self.need, f"gpu {rank} tb {b}"
+        raw_ops = need(block, "ops", tb_where, list)
+        channels: dict[str, list[int]] = {}
+        for c, channel in enumerate(need(block, "channels", tb_where, list, [])):
+            channels.setdefault(need(channel, "channel_type", f"{tb_where} channels[{c}]", str), []).extend(
+                need(channel, "channel_ids", f"{tb_where} channels[{c}]", list))
+        refs: dict[str, list[int]] = {}
+        for c, ref in enumerate(need(block, "remote_buffer_refs", tb_where, list, [])):
+            refs.setdefault(need(ref, "access_channel_type", f"{tb_where} remote_buffer_refs[{c}]", str),
+                            []).extend(need(ref, "remote_buffer_ids", f"{tb_where} remote_buffer_refs[{c}]", list))
+        wiring = _Wiring(peers, remote, channels, refs)
+        return [self.read_op(rank, b, i, raw, wiring, tb_where) for i, raw in enumerate(raw_ops)]
 
-                def resolve(ref: dict, role: str) -> tuple[int, str, int, int]:
-                    size = need(ref, "size", f"{op_where} {role}")
-                    index = need(ref, "index", f"{op_where} {role}")
-                    if "buffer_id" in ref:
-                        try:
-                            entry = remote[refs[kind][ref["buffer_id"]]]
-                        except (KeyError, IndexError, TypeError):
-                            raise MscclError(f"{source}: {op_where} {role}: buffer_id {ref['buffer_id']!r} names "
-                                             f"no remote buffer reachable over {kind!r}") from None
-                        return entry["rank"], entry["type"], index, size
-                    return rank, need(ref, "type", f"{op_where} {role}", str), index, size
+    def read_op(self, rank: int, b: int, i: int, raw: Any, wiring: _Wiring, tb_where: str) -> _Op:
+        need, source = self.need, self.source
+        name = need(raw, "name", f"{tb_where} op {i}", str)
+        op = _Op(rank, b, i, name)
+        op_where = op.where()
+        if name not in _SUPPORTED:
+            raise MscclError(f"{source}: {op_where}: operation {name!r} is not one the interpreter runs "
+                             f"(supported: {', '.join(_SUPPORTED)})")
+        kind = need(raw, "channel_type", op_where, str, "none")
+        sources = [self.resolve(r, "src_buff", rank, kind, wiring, op_where)
+                   for r in need(raw, "src_buff", op_where, list, [])]
+        targets = [self.resolve(r, "dst_buff", rank, kind, wiring, op_where)
+                   for r in need(raw, "dst_buff", op_where, list, [])]
+        if name in ("signal", "wait"):
+            ids = need(raw, "channel_ids", op_where, list, [])
+            if len(ids) != 1:
+                raise MscclError(f"{source}: {op_where}: needs exactly one channel id, got {ids!r}")
+            op.channel = (kind, self.peer_of(ids[0], kind, wiring, op_where))
+        elif name in ("copy", "put", "get"):
+            if len(sources) != 1 or len(targets) != 1 or sources[0][3] != targets[0][3]:
+                raise MscclError(f"{source}: {op_where}: needs one src_buff and one dst_buff of one size")
+            op.reads, op.writes = sources, targets
+        elif name == "re":
+            if not sources or len(targets) != 1 or any(s[3] != targets[0][3] for s in sources):
+                raise MscclError(f"{source}: {op_where}: needs src_buffs and one dst_buff of one size")
+            op.reads, op.writes = sources, targets
+        return op
 
-                sources = [resolve(r, "src_buff") for r in need(raw, "src_buff", op_where, list, [])]
-                targets = [resolve(r, "dst_buff") for r in need(raw, "dst_buff", op_where, list, [])]
-                if name in ("signal", "wait"):
-                    ids = need(raw, "channel_ids", op_where, list, [])
-                    if len(ids) != 1:
-                        raise MscclError(f"{source}: {op_where}: needs exactly one channel id, got {ids!r}")
-                    op.channel = (kind, peer_of(ids[0]))
-                elif name in ("copy", "put", "get"):
-                    if len(sources) != 1 or len(targets) != 1 or sources[0][3] != targets[0][3]:
-                        raise MscclError(f"{source}: {op_where}: needs one src_buff and one dst_buff of one size")
-                    op.reads, op.writes = sources, targets
-                elif name == "re":
-                    if not sources or len(targets) != 1 or any(s[3] != targets[0][3] for s in sources):
-                        raise MscclError(f"{source}: {op_where}: needs src_buffs and one dst_buff of one size")
-                    op.reads, op.writes = sources, targets
-                ops.append(op)
-            blocks.append(ops)
-        program.append(blocks)
+    def peer_of(self, position: int, kind: str, wiring: _Wiring, op_where: str) -> int:
+        try:
+            return wiring.peers[kind][wiring.channels[kind][position]]
+        except (KeyError, IndexError, TypeError):
+            raise MscclError(f"{self.source}: {op_where}: channel {position} of type {kind!r} is not "
+                             "declared by the threadblock and the gpu") from None
+
+    def resolve(self, ref: dict, role: str, rank: int, kind: str, wiring: _Wiring,
+                op_where: str) -> tuple[int, str, int, int]:
+        size = self.need(ref, "size", f"{op_where} {role}")
+        index = self.need(ref, "index", f"{op_where} {role}")
+        if "buffer_id" in ref:
+            try:
+                entry = wiring.remote[wiring.refs[kind][ref["buffer_id"]]]
+            except (KeyError, IndexError, TypeError):
+                raise MscclError(f"{self.source}: {op_where} {role}: buffer_id {ref['buffer_id']!r} names "
+                                 f"no remote buffer reachable over {kind!r}") from None
+            return entry["rank"], entry["type"], index, size
+        return rank, self.need(ref, "type", f"{op_where} {role}", str), index, size
+
+
+def parse_plan(text: str, source: str = "plan") -> tuple[dict[str, Any], list[list[list[_Op]]]]:
+    """The plan and its operations per gpu, per threadblock. A plan that is not one (invalid JSON,
+    duplicate keys, a missing field or one of the wrong type) is a ``MscclFormatError`` naming the
+    field; one the interpreter cannot run is a ``MscclError``."""
+    from workbench.util.safe_load import parse_json
+
+    plan = parse_json(text, source, MscclFormatError)  # duplicate keys, depth, overlong integers: named
+    if not isinstance(plan, dict) or not isinstance(plan.get("gpus"), list):
+        raise MscclFormatError(f"{source}: an execution plan is an object with a 'gpus' list")
+    reader = _PlanReader(source)
+    reader.check_header(plan)
+    program = [reader.read_gpu(rank, gpu) for rank, gpu in enumerate(plan["gpus"])]
     return plan, program
 
 
@@ -189,83 +219,111 @@ def _races(program: list[list[list[_Op]]]) -> str | None:
                       lambda slot: f"gpu {slot[0]} {slot[1]}[{slot[2]}]")
 
 
-def _run(plan: dict, program: list[list[list[_Op]]], collective: Collective, source: str,
-         rng: random.Random | None) -> dict[tuple[int, str, int], tuple[int, int]]:
-    values: dict[tuple[int, str, int], tuple[int, int]] = dict(initial_buffers(collective))
-    limits = {}
-    for rank, gpu in enumerate(plan["gpus"]):
-        limits[(rank, "i")] = gpu.get("input_chunks", 0)
-        limits[(rank, "o")] = gpu.get("output_chunks", 0)
-        limits[(rank, "s")] = gpu.get("scratch_chunks", 0)
-    signalled: dict[tuple[str, int, int], int] = {}
-    consumed: dict[tuple[str, int, int], int] = {}
-    blocks = [(rank, b, block) for rank, gpu_blocks in enumerate(program) for b, block in enumerate(gpu_blocks)]
-    done = [0] * len(blocks)
+class _Execution:
+    """One run of a plan over contribution sets: the slot values, the buffer sizes, the signals sent
+    and consumed per channel, and how far each threadblock has got."""
 
-    def read(op: _Op, ref: tuple[int, str, int, int]) -> list:
+    def __init__(self, plan: dict, program: list[list[list[_Op]]], collective: Collective, source: str) -> None:
+        self.source = source
+        self.values: dict[tuple[int, str, int], tuple[int, int]] = dict(initial_buffers(collective))
+        self.limits = {}
+        for rank, gpu in enumerate(plan["gpus"]):
+            self.limits[(rank, "i")] = gpu.get("input_chunks", 0)
+            self.limits[(rank, "o")] = gpu.get("output_chunks", 0)
+            self.limits[(rank, "s")] = gpu.get("scratch_chunks", 0)
+        self.signalled: dict[tuple[str, int, int], int] = {}
+        self.consumed: dict[tuple[str, int, int], int] = {}
+        self.blocks = [(rank, b, block) for rank, gpu_blocks in enumerate(program)
+                       for b, block in enumerate(gpu_blocks)]
+        self.done = [0] * len(self.blocks)
+
+    def read(self, op: _Op, ref: tuple[int, str, int, int]) -> list:
         rank, buf, start, size = ref
         out = []
         for k in range(size):
-            if not 0 <= start + k < limits.get((rank, buf), 0):
-                raise MscclError(f"{source}: {op.where()}: gpu {rank} {buf}[{start + k}] is outside the buffer")
-            if (rank, buf, start + k) not in values:
-                raise MscclError(f"{source}: {op.where()}: reads gpu {rank} {buf}[{start + k}], which holds no data")
-            out.append(values[(rank, buf, start + k)])
+            if not 0 <= start + k < self.limits.get((rank, buf), 0):
+                raise MscclError(f"{self.source}: {op.where()}: gpu {rank} {buf}[{start + k}] is outside the buffer")
+            if (rank, buf, start + k) not in self.values:
+                raise MscclError(f"{self.source}: {op.where()}: reads gpu {rank} {buf}[{start + k}], which holds "
+                                 "no data")
+            out.append(self.values[(rank, buf, start + k)])
         return out
 
-    def write(op: _Op, ref: tuple[int, str, int, int], data: list) -> None:
+    def write(self, op: _Op, ref: tuple[int, str, int, int], data: list) -> None:
         rank, buf, start, size = ref
         for k in range(size):
-            if not 0 <= start + k < limits.get((rank, buf), 0):
-                raise MscclError(f"{source}: {op.where()}: gpu {rank} {buf}[{start + k}] is outside the buffer")
-            values[(rank, buf, start + k)] = data[k]
+            if not 0 <= start + k < self.limits.get((rank, buf), 0):
+                raise MscclError(f"{self.source}: {op.where()}: gpu {rank} {buf}[{start + k}] is outside the buffer")
+            self.values[(rank, buf, start + k)] = data[k]
 
-    remaining = sum(len(block) for _, _, block in blocks)
-    while remaining:
-        progressed = False
-        order = list(range(len(blocks)))
-        if rng is not None:
-            rng.shuffle(order)
-        for b in order:
-            rank, _, block = blocks[b]
-            budget = rng.randint(1, 3) if rng is not None else -1
-            while done[b] < len(block) and budget != 0:
-                budget -= 1
-                op = block[done[b]]
-                if op.name == "wait":
-                    key = (op.channel[0], op.channel[1], rank)
-                    if signalled.get(key, 0) <= consumed.get(key, 0):
+    def run(self, rng: random.Random | None) -> dict[tuple[int, str, int], tuple[int, int]]:
+        blocks, done = self.blocks, self.done
+        remaining = sum(len(block) for _, _, block in blocks)
+        while remaining:
+            progressed = False
+            order = list(range(len(blocks)))
+            if rng is not None:
+                rng.shuffle(order)
+            for b in order:
+                rank, _, block = blocks[b]
+                budget = rng.randint(1, 3) if rng is not None else -1
+                while done[b] < len(block) and budget != 0:
+                    budget -= 1
+                    if not self.try_op(rank, block[done[b]]):
                         break
-                    consumed[key] = consumed.get(key, 0) + 1
-                elif op.name == "signal":
-                    key = (op.channel[0], rank, op.channel[1])
-                    signalled[key] = signalled.get(key, 0) + 1
-                elif op.name in ("copy", "put", "get"):
-                    write(op, op.writes[0], read(op, op.reads[0]))
-                elif op.name == "re":
-                    total = read(op, op.reads[0])
-                    for ref in op.reads[1:]:
-                        more = read(op, ref)
-                        for k, ((chunk, bits), (other, extra)) in enumerate(zip(total, more)):
-                            if chunk != other:
-                                raise MscclError(f"{source}: {op.where()}: adds chunk {other} to chunk {chunk}")
-                            if bits & extra:
-                                raise MscclError(f"{source}: {op.where()}: the reduction double counts contributions")
-                            total[k] = (chunk, bits | extra)
-                    write(op, op.writes[0], total)
-                done[b] += 1
-                remaining -= 1
-                progressed = True
-        if not progressed:
-            stuck = [block[done[b]] for b, (_, _, block) in enumerate(blocks) if done[b] < len(block)]
-            raise MscclError(f"{source}: deadlock: " + "; ".join(
-                f"{op.where()} waits for a signal from gpu {op.channel[1]}" for op in stuck[:3]))
-    extra = {k: v - consumed.get(k, 0) for k, v in signalled.items() if v > consumed.get(k, 0)}
-    if extra:
-        (kind, src, dst), count = next(iter(extra.items()))
-        raise MscclError(f"{source}: gpu {src} signals gpu {dst} on its {kind} channel {count} more time(s) than "
-                         f"gpu {dst} waits")
-    return values
+                    done[b] += 1
+                    remaining -= 1
+                    progressed = True
+            if not progressed:
+                raise self.deadlock()
+        self.check_signals_consumed()
+        return self.values
+
+    def try_op(self, rank: int, op: _Op) -> bool:
+        """Run ``op``; False (nothing changed) for a wait whose signal has not come yet."""
+        if op.name == "wait":
+            key = (op.channel[0], op.channel[1], rank)
+            if self.signalled.get(key, 0) <= self.consumed.get(key, 0):
+                return False
+            self.consumed[key] = self.consumed.get(key, 0) + 1
+        elif op.name == "signal":
+            key = (op.channel[0], rank, op.channel[1])
+            self.signalled[key] = self.signalled.get(key, 0) + 1
+        elif op.name in ("copy", "put", "get"):
+            self.write(op, op.writes[0], self.read(op, op.reads[0]))
+        elif op.name == "re":
+            self.reduce(op)
+        return True
+
+    def reduce(self, op: _Op) -> None:
+        total = self.read(op, op.reads[0])
+        for ref in op.reads[1:]:
+            more = self.read(op, ref)
+            for k, ((chunk, bits), (other, extra)) in enumerate(zip(total, more)):
+                if chunk != other:
+                    raise MscclError(f"{self.source}: {op.where()}: adds chunk {other} to chunk {chunk}")
+                if bits & extra:
+                    raise MscclError(f"{self.source}: {op.where()}: the reduction double counts contributions")
+                total[k] = (chunk, bits | extra)
+        self.write(op, op.writes[0], total)
+
+    def deadlock(self) -> MscclError:
+        stuck = [block[self.done[b]] for b, (_, _, block) in enumerate(self.blocks) if self.done[b] < len(block)]
+        return MscclError(f"{self.source}: deadlock: " + "; ".join(
+            f"{op.where()} waits for a signal from gpu {op.channel[1]}" for op in stuck[:3]))
+
+    def check_signals_consumed(self) -> None:
+        consumed = self.consumed
+        extra = {k: v - consumed.get(k, 0) for k, v in self.signalled.items() if v > consumed.get(k, 0)}
+        if extra:
+            (kind, src, dst), count = next(iter(extra.items()))
+            raise MscclError(f"{self.source}: gpu {src} signals gpu {dst} on its {kind} channel {count} more time(s) "
+                             f"than gpu {dst} waits")
+
+
+def _run(plan: dict, program: list[list[list[_Op]]], collective: Collective, source: str,
+         rng: random.Random | None) -> dict[tuple[int, str, int], tuple[int, int]]:
+    return _Execution(plan, program, collective, source).run(rng)
 
 
 def interpret_plan(text: str, source: str = "plan", root: int | None = None, schedules: int = 0,
