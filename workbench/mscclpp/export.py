@@ -62,30 +62,28 @@ def check_expansion(algorithm: Algorithm, source: str = "algorithm") -> None:
                                         * size_guard.collective_pairs(c.kind, c.num_ranks, c.chunks_per_rank))])
 
 
-def export_plan(algorithm: Algorithm, gpus_per_node: int | None = None, name: str | None = None,
-                protocol: str = "Simple", min_message_size: int = 0,
-                max_message_size: int = 2**64 - 1, source: str = "algorithm") -> dict[str, Any]:
-    """The execution plan of the module docstring (a JSON-ready dict), for messages of
-    ``min_message_size..max_message_size`` bytes (both inclusive; default every size). A periodic
-    schedule is written out in full (a plan lists every operation; it has no loop of its own), once
-    the size guard has priced its expansion (``check_expansion``; ``source`` names the algorithm; over
-    the budget it does not lower: ``MscclError``, as an expansion past ``MAX_EXPANDED_TRANSFERS``)."""
-    if algorithm.period is not None:
-        from workbench.model.periodic import PeriodError
-        from workbench.util.size_guard import SizeError
+def _written_out(algorithm: Algorithm, source: str) -> Algorithm:
+    """A periodic schedule expanded in full once the size guard has priced it; others as they are."""
+    if algorithm.period is None:
+        return algorithm
+    from workbench.model.periodic import PeriodError
+    from workbench.util.size_guard import SizeError
 
-        try:
-            check_expansion(algorithm, source)
-            algorithm = algorithm.expanded()
-        except (PeriodError, SizeError) as exc:
-            raise MscclError(str(exc)) from None
+    try:
+        check_expansion(algorithm, source)
+        return algorithm.expanded()
+    except (PeriodError, SizeError) as exc:
+        raise MscclError(str(exc)) from None
+
+
+def _check_plan_options(algorithm: Algorithm, protocol: str, gpus_per_node: int | None, per_node: int) -> None:
+    """A standard collective, the Simple protocol, at least one GPU per node, GPUs at both ends of
+    every transfer."""
     collective = algorithm.collective
     if collective.kind not in _COLLECTIVES:
         raise MscclError(f"MSCCL++ plans cover the standard collectives, not {collective.kind!r}")
     if protocol != "Simple":  # LL plans use packet operations (ppkt, upkt, ...), which are not written
         raise MscclError(f"--proto for an MSCCL++ plan must be Simple, got {protocol!r}")
-    n = collective.num_ranks
-    per_node = gpus_per_node or n
     if per_node < 1:
         raise MscclError(f"--gpus-per-node must be at least 1, got {gpus_per_node}")
     topology = algorithm.topology
@@ -94,102 +92,148 @@ def export_plan(algorithm: Algorithm, gpus_per_node: int | None = None, name: st
             if topology.is_switch(end):
                 raise MscclError(f"transfer {t.id}: node {end} is a switch; MSCCL++ addresses GPUs only")
 
-    def kind_of(a: int, b: int) -> str:
-        return "memory" if a // per_node == b // per_node else "port"
 
-    location, copies_in, copies_out, s_chunks, inputs, outputs, i_chunks, o_chunks = working_slots(algorithm)
-    peers: list[dict[str, list[int]]] = [{"memory": [], "port": []} for _ in range(n)]
-    for t in algorithm.transfers:
-        for a, b in ((t.src, t.dst), (t.dst, t.src)):
-            if b not in peers[a][kind_of(a, b)]:
-                peers[a][kind_of(a, b)].append(b)
-    for p in peers:
-        p["memory"].sort()
-        p["port"].sort()
-    remote: list[list[tuple[int, str, str]]] = [[] for _ in range(n)]  # (rank, buffer, channel type)
+class _PlanWriter:
+    """The operations, peers and remote buffers of every GPU being written from an algorithm.
 
-    def remote_id(rank: int, peer: int, buf: str) -> int:
+    A receiver's wait (and the adds of a reduction) is placed lazily: just before the first of its
+    operations that needs the data (a send that depends on it, or one touching those slots), so a
+    GPU does not stop for data it does not need yet. Waits keep their plan order.
+    """
+
+    def __init__(self, algorithm: Algorithm, per_node: int) -> None:
+        self.algorithm = algorithm
+        self.per_node = per_node
+        n = self.n = algorithm.collective.num_ranks
+        (self.location, self.copies_in, self.copies_out, s_chunks, self.inputs, self.outputs,
+         self.i_chunks, self.o_chunks) = working_slots(algorithm)
+        self.peers: list[dict[str, list[int]]] = [{"memory": [], "port": []} for _ in range(n)]
+        for t in algorithm.transfers:
+            for a, b in ((t.src, t.dst), (t.dst, t.src)):
+                if b not in self.peers[a][self.kind_of(a, b)]:
+                    self.peers[a][self.kind_of(a, b)].append(b)
+        for p in self.peers:
+            p["memory"].sort()
+            p["port"].sort()
+        self.remote: list[list[tuple[int, str, str]]] = [[] for _ in range(n)]  # (rank, buffer, channel type)
+        self.ops: list[list[dict[str, Any]]] = [[] for _ in range(n)]
+        self.scratch_top = [s_chunks] * n
+        self.pending: list[list[tuple[int, list[dict[str, Any]]]]] = [[] for _ in range(n)]
+        self.writer: dict[tuple[int, int], int] = {}  # (rank, chunk) -> index of the last transfer writing it
+
+    def kind_of(self, a: int, b: int) -> str:
+        return "memory" if a // self.per_node == b // self.per_node else "port"
+
+    def remote_id(self, rank: int, peer: int, buf: str) -> int:
         """Position of (peer, buf) among ``rank``'s remote buffers reached over that channel type."""
-        key = (peer, buf, kind_of(rank, peer))
-        if key not in remote[rank]:
-            remote[rank].append(key)
-        return [r for r in remote[rank] if r[2] == key[2]].index(key)
+        key = (peer, buf, self.kind_of(rank, peer))
+        if key not in self.remote[rank]:
+            self.remote[rank].append(key)
+        return [r for r in self.remote[rank] if r[2] == key[2]].index(key)
 
-    ops: list[list[dict[str, Any]]] = [[] for _ in range(n)]
-    scratch_top = [s_chunks] * n
-    for rank, chunk in copies_in:
-        buf, off = location[(rank, chunk)]
-        ops[rank].append({"name": "copy", "src_buff": [_buffer("i", inputs[(rank, chunk)], 1)],
-                          "dst_buff": [_buffer(buf, off, 1)]})
-    # a receiver's wait (and the adds of a reduction) is placed lazily: just before the first of its
-    # operations that needs the data (a send that depends on it, or one touching those slots), so
-    # a GPU does not stop for data it does not need yet. Waits keep their plan order.
-    pending: list[list[tuple[int, list[dict[str, Any]]]]] = [[] for _ in range(n)]
-    writer: dict[tuple[int, int], int] = {}  # (rank, chunk) -> index of the last transfer writing it
+    def flush(self, rank: int, upto: int) -> None:
+        pending = self.pending[rank]
+        while pending and pending[0][0] <= upto:
+            self.ops[rank].extend(pending.pop(0)[1])
 
-    def flush(rank: int, upto: int) -> None:
-        while pending[rank] and pending[rank][0][0] <= upto:
-            ops[rank].extend(pending[rank].pop(0)[1])
+    def copy_inputs(self) -> None:
+        for rank, chunk in self.copies_in:
+            buf, off = self.location[(rank, chunk)]
+            self.ops[rank].append({"name": "copy", "src_buff": [_buffer("i", self.inputs[(rank, chunk)], 1)],
+                                   "dst_buff": [_buffer(buf, off, 1)]})
 
-    for i, t in enumerate(algorithm.transfers):
+    def needed_before_send(self, t) -> int:
+        """The last transfer the sender must have waited for: a dependency arriving at it, or the last
+        write of a chunk it sends."""
         s, d = t.src, t.dst
         needed = -1
         for dep in t.deps:
-            before = algorithm.transfers[dep]
+            before = self.algorithm.transfers[dep]
             if before.dst == s:
                 needed = max(needed, dep)
             elif s not in (before.src, before.dst) and d not in (before.src, before.dst):
                 raise MscclError(f"transfer {t.id}: its dependency on transfer {dep} ({before.src} -> {before.dst}) "
                                  f"involves neither rank {s} nor rank {d}; a GPU can only wait for its own channels")
-        needed = max([needed] + [writer.get((s, c), -1) for c in t.chunks])
-        flush(s, needed)
-        flush(d, max([-1] + [writer.get((d, c), -1) for c in t.chunks]))
-        channel = kind_of(s, d)
-        src_places = [location[(s, c)] for c in t.chunks]
-        dst_places = [location[(d, c)] for c in t.chunks]
+        return max([needed] + [self.writer.get((s, c), -1) for c in t.chunks])
+
+    def lower(self, i: int, t) -> None:
+        s, d = t.src, t.dst
+        self.flush(s, self.needed_before_send(t))
+        self.flush(d, max([-1] + [self.writer.get((d, c), -1) for c in t.chunks]))
+        channel = self.kind_of(s, d)
+        peers, ops = self.peers, self.ops
+        src_places = [self.location[(s, c)] for c in t.chunks]
+        dst_places = [self.location[(d, c)] for c in t.chunks]
         arrival: list[dict[str, Any]] = [{"name": "wait", "channel_type": channel,
                                           "channel_ids": [peers[d][channel].index(s)]}]
         for first, count in contiguous_runs(src_places, dst_places):
             (sbuf, soff), (dbuf, doff) = src_places[first], dst_places[first]
             if t.op == "reduce":  # the partial sum lands apart; d adds it once it has waited
-                target = ("s", scratch_top[d])
-                scratch_top[d] += count
+                target = ("s", self.scratch_top[d])
+                self.scratch_top[d] += count
                 arrival.append({"name": "re", "src_buff": [_buffer(dbuf, doff, count), _buffer(*target, count)],
                                 "dst_buff": [_buffer(dbuf, doff, count)]})
             else:
                 target = (dbuf, doff)
             ops[s].append({"name": "put", "src_buff": [_buffer(sbuf, soff, count)],
-                           "dst_buff": [{"buffer_id": remote_id(s, d, target[0]), "index": target[1], "size": count}],
+                           "dst_buff": [{"buffer_id": self.remote_id(s, d, target[0]), "index": target[1],
+                                         "size": count}],
                            "channel_type": channel, "channel_ids": [peers[s][channel].index(d)]})
         ops[s].append({"name": "signal", "channel_type": channel, "channel_ids": [peers[s][channel].index(d)]})
         if channel == "port":
             ops[s].append({"name": "flush", "channel_type": channel, "channel_ids": [peers[s][channel].index(d)]})
-        pending[d].append((i, arrival))
+        self.pending[d].append((i, arrival))
         for c in t.chunks:
-            writer[(d, c)] = i
-    for rank in range(n):
-        flush(rank, len(algorithm.transfers))
-    for rank, chunk in copies_out:
-        buf, off = location[(rank, chunk)]
-        ops[rank].append({"name": "copy", "src_buff": [_buffer(buf, off, 1)],
-                          "dst_buff": [_buffer("o", outputs[(rank, chunk)], 1)]})
-    gpus = []
-    for rank in range(n):
-        kinds = [k for k in ("memory", "port") if peers[rank][k]]
+            self.writer[(d, c)] = i
+
+    def copy_outputs(self) -> None:
+        for rank, chunk in self.copies_out:
+            buf, off = self.location[(rank, chunk)]
+            self.ops[rank].append({"name": "copy", "src_buff": [_buffer(buf, off, 1)],
+                                   "dst_buff": [_buffer("o", self.outputs[(rank, chunk)], 1)]})
+
+    def gpu(self, rank: int) -> dict[str, Any]:
+        """The plan's entry for one GPU: its one threadblock, channels and remote buffers."""
+        peers, remote = self.peers[rank], self.remote[rank]
+        kinds = [k for k in ("memory", "port") if peers[k]]
         block = {
-            "id": 0, "ops": ops[rank],
-            "channels": [{"channel_type": k, "channel_ids": list(range(len(peers[rank][k])))} for k in kinds],
+            "id": 0, "ops": self.ops[rank],
+            "channels": [{"channel_type": k, "channel_ids": list(range(len(peers[k])))} for k in kinds],
             "remote_buffer_refs": [{"access_channel_type": k, "remote_buffer_ids":
-                                    [i for i, r in enumerate(remote[rank]) if r[2] == k]}
-                                   for k in kinds if any(r[2] == k for r in remote[rank])],
+                                    [i for i, r in enumerate(remote) if r[2] == k]}
+                                   for k in kinds if any(r[2] == k for r in remote)],
         }
-        gpus.append({
-            "id": rank, "input_chunks": i_chunks, "output_chunks": o_chunks, "scratch_chunks": scratch_top[rank],
+        return {
+            "id": rank, "input_chunks": self.i_chunks, "output_chunks": self.o_chunks,
+            "scratch_chunks": self.scratch_top[rank],
             "threadblocks": [block],
-            "channels": [{"channel_type": k, "connected_to": peers[rank][k]} for k in kinds],
-            "remote_buffers": [{"rank": p, "type": buf, "access_channel_types": [k]} for p, buf, k in remote[rank]],
+            "channels": [{"channel_type": k, "connected_to": peers[k]} for k in kinds],
+            "remote_buffers": [{"rank": p, "type": buf, "access_channel_types": [k]} for p, buf, k in remote],
             "semaphores": [],
-        })
+        }
+
+
+def export_plan(algorithm: Algorithm, gpus_per_node: int | None = None, name: str | None = None,
+                protocol: str = "Simple", min_message_size: int = 0,
+                max_message_size: int = 2**64 - 1, source: str = "algorithm") -> dict[str, Any]:
+    """The execution plan of the module docstring (a JSON-ready dict), for messages of
+    ``min_message_size..max_message_size`` bytes (both inclusive; default every size). A periodic
+    schedule is written out in full (a plan lists every operation; it has no loop of its own), once
+    the size guard has priced its expansion (``check_expansion``; ``source`` names the algorithm; over
+    the budget it does not lower: ``MscclError``, as an expansion past ``MAX_EXPANDED_TRANSFERS``)."""
+    algorithm = _written_out(algorithm, source)
+    collective = algorithm.collective
+    n = collective.num_ranks
+    per_node = gpus_per_node or n
+    _check_plan_options(algorithm, protocol, gpus_per_node, per_node)
+    writer = _PlanWriter(algorithm, per_node)
+    writer.copy_inputs()
+    for i, t in enumerate(algorithm.transfers):
+        writer.lower(i, t)
+    for rank in range(n):
+        writer.flush(rank, len(algorithm.transfers))
+    writer.copy_outputs()
+    gpus = [writer.gpu(rank) for rank in range(n)]
     return {
         "name": (name or f"{algorithm.meta.get('formulation', 'workbench')}_{collective.kind}_{n}"),
         "collective": _COLLECTIVES[collective.kind], "protocol": protocol, "inplace": False,
