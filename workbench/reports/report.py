@@ -195,38 +195,10 @@ def _design_table(rows: list[dict[str, Any]], experiment: Experiment) -> Table:
         groups.setdefault(name.partition(" @ ")[2], []).append(name)
         row = by_name.get(name)
         for metric in metrics:
-            cell = table.cell(name, metric)
-            if row is None:
-                table.text[(name, metric)] = "not run"
-                continue
-            cell.runs = 1
-            stats = row.get(R.STATS) or {}
-            if metric == "status":
-                table.text[(name, metric)] = row.get(R.STATUS, "?")
-            elif metric == "bandwidth":
-                table.text[(name, metric)] = ", ".join(f"{b / 1e9:.2f}" for b in row.get(R.BANDWIDTHS) or [])
-            elif metric == "time":
-                table.text[(name, metric)] = format_time(row[R.DESIGN_TIME]) if row.get(R.DESIGN_TIME) else "-"
-            elif metric == "cost":
-                table.text[(name, metric)] = f"${row['cost']:,.0f}" if row.get(R.COST) is not None else "-"
-            elif metric == "synthesis_seconds":
-                cell.ours = row.get(R.SYNTHESIS_SECONDS)
-            else:
-                cell.ours = stats.get(metric)
+            _fill_design_cell(table, name, metric, row)
     for group, members in groups.items():
-        if not group or len(members) < 2:
-            continue
-        for label, reduce in (("mean", statistics.mean), ("max", max)):
-            row_label = f"{label} @ {group}"
-            table.rows.append(row_label)
-            for metric in metrics:
-                table.cell(row_label, metric).runs = 1
-            for metric in metrics:  # the formulation's own statistics (the common metrics are text or seconds)
-                if metric not in DESIGN_METRICS:
-                    values = [table.cells[(m, metric)].ours for m in members
-                              if (m, metric) in table.cells and table.cells[(m, metric)].ours is not None]
-                    if values:
-                        table.cell(row_label, metric).ours = reduce(values)
+        if group and len(members) >= 2:
+            _add_group_summaries(table, group, members, metrics)
     for entry in experiment.paper.get("values", []):
         cell = table.cell(entry["row"], entry["column"])
         if entry.get("value") is not None:
@@ -234,6 +206,43 @@ def _design_table(rows: list[dict[str, Any]], experiment: Experiment) -> Table:
         if entry["row"] not in table.rows:
             table.rows.append(entry["row"])
     return table
+
+
+def _fill_design_cell(table: Table, name: str, metric: str, row: dict[str, Any] | None) -> None:
+    """One design's cell: text for the common metrics, a number for seconds and its own statistics."""
+    cell = table.cell(name, metric)
+    if row is None:
+        table.text[(name, metric)] = "not run"
+        return
+    cell.runs = 1
+    stats = row.get(R.STATS) or {}
+    if metric == "status":
+        table.text[(name, metric)] = row.get(R.STATUS, "?")
+    elif metric == "bandwidth":
+        table.text[(name, metric)] = ", ".join(f"{b / 1e9:.2f}" for b in row.get(R.BANDWIDTHS) or [])
+    elif metric == "time":
+        table.text[(name, metric)] = format_time(row[R.DESIGN_TIME]) if row.get(R.DESIGN_TIME) else "-"
+    elif metric == "cost":
+        table.text[(name, metric)] = f"${row['cost']:,.0f}" if row.get(R.COST) is not None else "-"
+    elif metric == "synthesis_seconds":
+        cell.ours = row.get(R.SYNTHESIS_SECONDS)
+    else:
+        cell.ours = stats.get(metric)
+
+
+def _add_group_summaries(table: Table, group: str, members: list[str], metrics: list[str]) -> None:
+    """The "mean @ group" and "max @ group" rows over a group's designs."""
+    for label, reduce in (("mean", statistics.mean), ("max", max)):
+        row_label = f"{label} @ {group}"
+        table.rows.append(row_label)
+        for metric in metrics:
+            table.cell(row_label, metric).runs = 1
+        for metric in metrics:  # the formulation's own statistics (the common metrics are text or seconds)
+            if metric not in DESIGN_METRICS:
+                values = [table.cells[(m, metric)].ours for m in members
+                          if (m, metric) in table.cells and table.cells[(m, metric)].ours is not None]
+                if values:
+                    table.cell(row_label, metric).ours = reduce(values)
 
 
 def build_table(rows: list[dict[str, Any]], experiment: Experiment) -> Table:
@@ -263,42 +272,13 @@ def build_table(rows: list[dict[str, Any]], experiment: Experiment) -> Table:
     for r in schedule_rows:
         grouped.setdefault((_row_label(r, key, varying), r[R.FORMULATION]), []).append(r)
     for (row_label, column), group in grouped.items():
-        cell = table.cell(row_label, column)
-        cell.runs = len(group)
-        values = [g[value_name] for g in group if g.get(R.STATUS) in OK_STATUSES and g.get(value_name) is not None]
-        synth = [g[R.SYNTHESIS_SECONDS] for g in group if g.get(R.SYNTHESIS_SECONDS) is not None]
-        cell.ours = statistics.median(values) if values else None
-        cell.synthesis = statistics.median(synth) if synth else None
-        statuses = sorted({g.get(R.STATUS, "?") for g in group})
-        cell.status = ",".join(statuses)
+        _fill_run_cell(table.cell(row_label, column), group, value_name)
     for extra_key, label in zip(spec.get("extra_columns", []), extras):
         source = normaliser or (columns[0] if columns else None)
         for row_label in row_labels:
-            group = grouped.get((row_label, source), [])
-            if extra_key == "claimed":
-                values = [g[R.CLAIMED_TIME] / g[R.COLLECTIVE_TIME] for g in group
-                          if g.get(R.CLAIMED_TIME) is not None and g.get(R.COLLECTIVE_TIME)]
-            else:
-                values = [g.get(extra_key) for g in group if g.get(extra_key) is not None]
-            if extra_key in ("ideal", "bound", "ideal_dims", "achievable"):
-                values = values[:1]
-            if values:
-                cell = table.cell(row_label, label)
-                cell.ours = statistics.median(values)
-                cell.status = "derived"
-                cell.runs = len(values)
+            _fill_extra_cell(table, row_label, label, extra_key, grouped.get((row_label, source), []))
     if normaliser is not None:
-        for row_label in row_labels:
-            base = table.cells.get((row_label, normaliser))
-            base_value = base.ours if base else None
-            for column in table.columns:
-                extra_key = next((k for k, v in EXTRA_LABELS.items() if v == column), None)
-                if extra_key in _UNNORMALISED:
-                    continue
-                cell = table.cells.get((row_label, column))
-                if cell is None or cell.ours is None:
-                    continue
-                cell.ours = cell.ours / base_value if base_value else None
+        _normalise(table, row_labels, normaliser)
     from workbench.reports.report_bounds import label_bound_columns, model_notes
 
     label_bound_columns(table, spec, grouped, normaliser or (columns[0] if columns else None),
@@ -313,16 +293,65 @@ def build_table(rows: list[dict[str, Any]], experiment: Experiment) -> Table:
         if entry["row"] not in table.rows:
             table.rows.append(entry["row"])
     for column in table.columns:
-        if column in extras:
-            continue
-        if not any((row, column) in table.cells and table.cells[(row, column)].runs for row in table.rows):
-            table.notes.append(f"{column}: not yet run" + ("" if column in columns else
-                                                          " (paper values only: no formulation entry of this experiment has that label)"))
-            for row in table.rows:
-                cell = table.cell(row, column)
-                if cell.ours is None and not cell.status:
-                    cell.status = "not yet run"
+        if column not in extras:
+            _mark_if_not_run(table, column, columns)
     return table
+
+
+def _fill_run_cell(cell: TableCell, group: list[dict[str, Any]], value_name: str) -> None:
+    """A cell over its runs: the median of the value over the runs that succeeded, the median
+    synthesis time, every status."""
+    cell.runs = len(group)
+    values = [g[value_name] for g in group if g.get(R.STATUS) in OK_STATUSES and g.get(value_name) is not None]
+    synth = [g[R.SYNTHESIS_SECONDS] for g in group if g.get(R.SYNTHESIS_SECONDS) is not None]
+    cell.ours = statistics.median(values) if values else None
+    cell.synthesis = statistics.median(synth) if synth else None
+    statuses = sorted({g.get(R.STATUS, "?") for g in group})
+    cell.status = ",".join(statuses)
+
+
+def _fill_extra_cell(table: Table, row_label: str, label: str, extra_key: str, group: list[dict[str, Any]]) -> None:
+    """An extra column's cell, derived from the runs of the normalising (or first) column."""
+    if extra_key == "claimed":
+        values = [g[R.CLAIMED_TIME] / g[R.COLLECTIVE_TIME] for g in group
+                  if g.get(R.CLAIMED_TIME) is not None and g.get(R.COLLECTIVE_TIME)]
+    else:
+        values = [g.get(extra_key) for g in group if g.get(extra_key) is not None]
+    if extra_key in ("ideal", "bound", "ideal_dims", "achievable"):
+        values = values[:1]
+    if values:
+        cell = table.cell(row_label, label)
+        cell.ours = statistics.median(values)
+        cell.status = "derived"
+        cell.runs = len(values)
+
+
+def _normalise(table: Table, row_labels: list[str], normaliser: str) -> None:
+    """Every value divided by its row's value in the ``normaliser`` column (none when that is missing
+    or zero), except the columns that are ratios already."""
+    for row_label in row_labels:
+        base = table.cells.get((row_label, normaliser))
+        base_value = base.ours if base else None
+        for column in table.columns:
+            extra_key = next((k for k, v in EXTRA_LABELS.items() if v == column), None)
+            if extra_key in _UNNORMALISED:
+                continue
+            cell = table.cells.get((row_label, column))
+            if cell is None or cell.ours is None:
+                continue
+            cell.ours = cell.ours / base_value if base_value else None
+
+
+def _mark_if_not_run(table: Table, column: str, columns: list[str]) -> None:
+    """A note and a "not yet run" status for a column none of whose cells has a run."""
+    if any((row, column) in table.cells and table.cells[(row, column)].runs for row in table.rows):
+        return
+    table.notes.append(f"{column}: not yet run" + ("" if column in columns else
+                                                  " (paper values only: no formulation entry of this experiment has that label)"))
+    for row in table.rows:
+        cell = table.cell(row, column)
+        if cell.ours is None and not cell.status:
+            cell.status = "not yet run"
 
 
 def _paper_scale(experiment: Experiment) -> float:
@@ -407,47 +436,57 @@ def render_markdown(table: Table, experiment: Experiment, show_synthesis: bool |
     lines.append("| " + " | ".join(header) + " |")
     lines.append("|" + "---|" * len(header))
     for row in table.rows + ([] if experiment.table["rows"] == "design" else ["geomean"]):
-        cells = []
-        for column in table.columns:
-            if row == "geomean":
-                ours, paper = table.geomean(column, "ours"), table.geomean(column, "paper")
-                cell = TableCell(ours=ours, paper=paper)
-            else:
-                cell = table.cells.get((row, column), TableCell())
-            text = _fmt(cell.ours, table, column)
-            if (row, column) in getattr(table, "text", {}):
-                text = table.text[(row, column)]
-            elif cell.ours is None and cell.status and cell.status not in ("derived",):
-                text = cell.status
-            elif cell.ours is None and row != "geomean":
-                text = "not run" if cell.runs == 0 else "-"
-            if row != "geomean" and cell.ours is not None and "timeout" in cell.status.split(","):
-                text += " (timeout)"  # a search ended by its limit: the value is its incumbent's
-            if has_paper and column in paper_columns and (cell.paper is not None or row != "geomean"):
-                paper_text = _fmt(cell.paper, table, column)
-                ratio = cell.ratio
-                text += f" / {paper_text}" + (f" ({ratio:.2f}x)" if ratio is not None else "")
-            cells.append(text)
+        cells = [_cell_text(table, row, column, has_paper and column in paper_columns) for column in table.columns]
         lines.append(f"| {row} | " + " | ".join(cells) + " |")
     if show_synthesis:
-        lines += ["", "Synthesis time (ms, median over seeds)" + (": ours / paper" if has_paper else ""), ""]
-        synth_columns = [c for c in table.columns if c not in EXTRA_LABELS.values()]
-        lines.append("| " + " | ".join([experiment.table["rows"]] + synth_columns) + " |")
-        lines.append("|" + "---|" * (len(synth_columns) + 1))
-        for row in table.rows:
-            cells = []
-            for column in synth_columns:
-                cell = table.cells.get((row, column), TableCell())
-                text = _fmt_ms(cell.synthesis)
-                if cell.synthesis is not None and "timeout" in cell.status.split(","):
-                    text += " (timeout)"
-                if cell.paper_synthesis_ms is not None:
-                    text += f" / {cell.paper_synthesis_ms:g}"
-                cells.append(text)
-            lines.append(f"| {row} | " + " | ".join(cells) + " |")
+        lines += _synthesis_lines(table, experiment, has_paper)
     if table.notes:
         lines += [""] + [f"- {note}" for note in table.notes]
     return "\n".join(lines) + "\n"
+
+
+def _cell_text(table: Table, row: str, column: str, with_paper: bool) -> str:
+    """One cell of the value table: ours (or the cell's text or status), "(timeout)" when a limit
+    ended the search, then the paper's value and the ratio when the column has paper values."""
+    if row == "geomean":
+        ours, paper = table.geomean(column, "ours"), table.geomean(column, "paper")
+        cell = TableCell(ours=ours, paper=paper)
+    else:
+        cell = table.cells.get((row, column), TableCell())
+    text = _fmt(cell.ours, table, column)
+    if (row, column) in getattr(table, "text", {}):
+        text = table.text[(row, column)]
+    elif cell.ours is None and cell.status and cell.status not in ("derived",):
+        text = cell.status
+    elif cell.ours is None and row != "geomean":
+        text = "not run" if cell.runs == 0 else "-"
+    if row != "geomean" and cell.ours is not None and "timeout" in cell.status.split(","):
+        text += " (timeout)"  # a search ended by its limit: the value is its incumbent's
+    if with_paper and (cell.paper is not None or row != "geomean"):
+        paper_text = _fmt(cell.paper, table, column)
+        ratio = cell.ratio
+        text += f" / {paper_text}" + (f" ({ratio:.2f}x)" if ratio is not None else "")
+    return text
+
+
+def _synthesis_lines(table: Table, experiment: Experiment, has_paper: bool) -> list[str]:
+    """The synthesis-time table: milliseconds per cell, the paper's beside them where given."""
+    lines = ["", "Synthesis time (ms, median over seeds)" + (": ours / paper" if has_paper else ""), ""]
+    synth_columns = [c for c in table.columns if c not in EXTRA_LABELS.values()]
+    lines.append("| " + " | ".join([experiment.table["rows"]] + synth_columns) + " |")
+    lines.append("|" + "---|" * (len(synth_columns) + 1))
+    for row in table.rows:
+        cells = []
+        for column in synth_columns:
+            cell = table.cells.get((row, column), TableCell())
+            text = _fmt_ms(cell.synthesis)
+            if cell.synthesis is not None and "timeout" in cell.status.split(","):
+                text += " (timeout)"
+            if cell.paper_synthesis_ms is not None:
+                text += f" / {cell.paper_synthesis_ms:g}"
+            cells.append(text)
+        lines.append(f"| {row} | " + " | ".join(cells) + " |")
+    return lines
 
 
 def render_csv(table: Table) -> str:
