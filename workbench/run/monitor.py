@@ -272,21 +272,10 @@ def execute(request: CellRequest, stop: threading.Event | None = None,
                 fields = payload
                 break
             elif kind == "error":
-                message = payload["message"] if isinstance(payload, dict) else str(payload)
-                fields = {R.STATUS: "error", R.MESSAGE: message}
-                if phase == "synthesis":
-                    fields[R.SYNTHESIS_SECONDS] = time.monotonic() - synthesis_started
+                fields = _error_fields(payload, phase, synthesis_started)
                 break
             elif kind == "eof":
-                code = child.process.wait()
-                if code < 0:
-                    why = f"cell process killed by {_signal_name(code)}"
-                    if code == -signal.SIGKILL:
-                        why += " (out of memory?)"
-                else:
-                    why = f"cell process exited with code {code} without a result"
-                tail = child.stderr_tail()
-                fields = {R.STATUS: "error", R.MESSAGE: why + (f": {tail}" if tail else "")}
+                fields = _exit_fields(child)
                 break
     finally:
         child.close()
@@ -294,6 +283,29 @@ def execute(request: CellRequest, stop: threading.Event | None = None,
     fields[R.WALL_SECONDS] = time.time() - started
     fields[R.FINISHED_AT] = time.strftime("%Y-%m-%dT%H:%M:%S")
     return fields
+
+
+def _error_fields(payload, phase: str, synthesis_started: float) -> dict[str, Any]:
+    """The row fields of a cell that reported an error; the synthesis seconds when it failed there."""
+    message = payload["message"] if isinstance(payload, dict) else str(payload)
+    fields = {R.STATUS: "error", R.MESSAGE: message}
+    if phase == "synthesis":
+        fields[R.SYNTHESIS_SECONDS] = time.monotonic() - synthesis_started
+    return fields
+
+
+def _exit_fields(child: _Child) -> dict[str, Any]:
+    """The row fields of a cell process that ended without a result: the signal or exit code and
+    the tail of its standard error."""
+    code = child.process.wait()
+    if code < 0:
+        why = f"cell process killed by {_signal_name(code)}"
+        if code == -signal.SIGKILL:
+            why += " (out of memory?)"
+    else:
+        why = f"cell process exited with code {code} without a result"
+    tail = child.stderr_tail()
+    return {R.STATUS: "error", R.MESSAGE: why + (f": {tail}" if tail else "")}
 
 
 def _overrun(phase: str, limit: float, evaluation_limit: float, incumbent, request: CellRequest,
