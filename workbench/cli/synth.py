@@ -218,20 +218,12 @@ def cmd_synth(args: argparse.Namespace) -> int:
         raise
 
 
-def _synth(args: argparse.Namespace, child: Any) -> int:
-    from pathlib import Path
-
-    from workbench.model.collective import make_collective
+def _checked_formulation(args: argparse.Namespace) -> tuple[Any, dict[str, Any]]:
+    """The schedule formulation ``args.name`` names and its ``--set`` parameters, checked against
+    what it declares (a warning when it declares none)."""
     from workbench.plugin.registry import FormulationError, resolve_formulation
-    from workbench.run.monitor import execute
-    from workbench.run.evaluate import solver_time_limit
-    from workbench.config.evaluation import Evaluation
-    from workbench.config.experiment import Cell
-    from workbench.run.request import CellRequest
-
     from workbench.plugin.parameters import ParameterError, check_parameters, undeclared_warning
 
-    _check_outputs(args.output)  # before anything is built or synthesized
     try:
         formulation = resolve_formulation(args.name)
     except FormulationError as exc:
@@ -245,7 +237,11 @@ def _synth(args: argparse.Namespace, child: Any) -> int:
         raise UsageError(str(exc)) from None
     if params and undeclared_warning(formulation):
         print(undeclared_warning(formulation), file=sys.stderr)
-    topology = topology_from_args(args.topology, args.alpha, args.bandwidth, args.overhead)
+    return formulation, params
+
+
+def _size_and_limit(args: argparse.Namespace) -> tuple[float, float]:
+    """``--size`` in bytes and ``--time-limit`` in seconds, both positive; ``--chunks`` at least 1."""
     try:
         size = parse_size(args.size)
         limit = parse_time(args.time_limit)
@@ -255,16 +251,38 @@ def _synth(args: argparse.Namespace, child: Any) -> int:
         raise UsageError("--size and --time-limit must be positive")
     if args.chunks < 1:
         raise UsageError("--chunks must be at least 1")
-    _guard_transfers(args, topology)
+    return size, limit
+
+
+def _cell_collective(args: argparse.Namespace, topology: Any) -> Any:
+    """The cell's collective: the ``--demand`` file's, or ``--collective`` checked on the topology."""
+    from workbench.model.collective import make_collective
+
     if args.demand:
-        collective = _load_demand(args.demand, topology.num_npus)
-    else:
-        if not args.collective:
-            raise UsageError("give --collective KIND (or --demand FILE)")
-        at_least_two(topology.num_npus, args.topology)
-        probe = make_collective(args.collective, topology.num_npus, args.chunks, args.root)
-        probe.check_reachable(topology)
-        collective = {"kind": probe.kind, "root": probe.root}
+        return _load_demand(args.demand, topology.num_npus)
+    if not args.collective:
+        raise UsageError("give --collective KIND (or --demand FILE)")
+    at_least_two(topology.num_npus, args.topology)
+    probe = make_collective(args.collective, topology.num_npus, args.chunks, args.root)
+    probe.check_reachable(topology)
+    return {"kind": probe.kind, "root": probe.root}
+
+
+def _synth(args: argparse.Namespace, child: Any) -> int:
+    from pathlib import Path
+
+    from workbench.run.monitor import execute
+    from workbench.run.evaluate import solver_time_limit
+    from workbench.config.evaluation import Evaluation
+    from workbench.config.experiment import Cell
+    from workbench.run.request import CellRequest
+
+    _check_outputs(args.output)  # before anything is built or synthesized
+    formulation, params = _checked_formulation(args)
+    topology = topology_from_args(args.topology, args.alpha, args.bandwidth, args.overhead)
+    size, limit = _size_and_limit(args)
+    _guard_transfers(args, topology)
+    collective = _cell_collective(args, topology)
     _price_parameters(formulation, params, topology, collective, args.chunks, size)
     output = Path(args.output)
     cell = Cell(experiment="synth", topology={"label": topology.name}, collective=collective, size_bytes=size,
@@ -282,6 +300,11 @@ def _synth(args: argparse.Namespace, child: Any) -> int:
         from workbench.util.files import OutputError
 
         raise OutputError(fields["output_error"])
+    return _report(fields, args.name, limit)
+
+
+def _report(fields: dict[str, Any], name: str, limit: float) -> int:
+    """The run's summary on stdout, why it failed on stderr; the exit code of its status."""
     status = fields.get("status", "error")
     synth = fields.get("synthesis_seconds")
     print(f"status            {status}" + _solver_note(fields))
@@ -297,7 +320,7 @@ def _synth(args: argparse.Namespace, child: Any) -> int:
         print(f"wrote             {path}")
     message = fields.get("message")
     if status == "infeasible":
-        print(f"infeasible: {args.name} proved that no algorithm exists for this problem"
+        print(f"infeasible: {name} proved that no algorithm exists for this problem"
               + (f" ({message})" if message else ""), file=sys.stderr)
     elif status == "timeout":
         found = "its best algorithm was written" if fields.get("algorithm_files") else "no algorithm was found"
