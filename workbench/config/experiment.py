@@ -193,6 +193,94 @@ class Experiment:
                 for d in self.designs]
 
 
+def _parse_design(check: Checker, entry: Any, path: str, base_dir: Path | None,
+                  check_files: bool) -> tuple[DesignSpec, list[str]]:
+    """One ``grid.designs`` entry, its formulation a design one with checked parameters; with the
+    statistics that formulation reports (its ``metrics``)."""
+    check.mapping(entry, path, {"name", "formulation", "problem", "params", "time_limit"})
+    design = {"name": check.string(check.required(entry, "name", path), f"{path}.name"),
+              "formulation": check.string(check.required(entry, "formulation", path), f"{path}.formulation"),
+              "problem": check.optional_mapping(entry.get("problem"), f"{path}.problem"),
+              "params": check.optional_mapping(entry.get("params"), f"{path}.params")}
+    if "time_limit" in entry:
+        design["time_limit"] = check.duration(entry["time_limit"], f"{path}.time_limit")
+    from workbench.plugin.registry import FormulationError, resolve_formulation
+
+    try:
+        formulation = resolve_formulation(design["formulation"], base_dir)
+    except FormulationError as exc:
+        raise check.fail(f"{path}.formulation", str(exc)) from None
+    if formulation.kind != "design":
+        raise check.fail(f"{path}.formulation", f"{design['formulation']!r} is a {formulation.kind} "
+                                                f"formulation; a design cell needs a design one (libra)")
+    check_params(check, formulation, design["params"], f"{path}.params")
+    metrics = [str(m) for m in getattr(formulation, "metrics", ())]
+    run_problem = key_problem = None
+    if base_dir is not None:
+        run_problem, key_problem = data_paths(check, design["problem"], f"{path}.problem", Path(base_dir),
+                                              check_files)
+    return DesignSpec(design["name"], design["formulation"], design["problem"], design["params"],
+                      design.get("time_limit"), run_problem, key_problem), metrics
+
+
+def _parse_schedule_grid(check: Checker, grid: dict, base_dir: Path | None, design_names: set[str]) -> tuple:
+    """The schedule cells' axes: topologies (with each spec or file topology's size, by label),
+    collectives, sizes, chunks and formulations."""
+    topologies, built = [], {}  # built: each spec or file topology's size, by label
+    for i, e in enumerate(check.seq(check.required(grid, "topologies", "grid"), "grid.topologies")):
+        topologies.append(parse_topology(check, e, f"grid.topologies[{i}]", base_dir, design_names))
+        if "spec" in topologies[-1] or "file" in topologies[-1]:  # built now, so a bad one fails at load
+            built[topologies[-1]["label"]] = check_builds(check, topologies[-1], f"grid.topologies[{i}]")
+    collectives = [parse_collective(check, e, f"grid.collectives[{i}]")
+                   for i, e in enumerate(check.seq(check.required(grid, "collectives", "grid"),
+                                                   "grid.collectives"))]
+    sizes = [check.size(s, f"grid.sizes[{i}]")
+             for i, s in enumerate(check.seq(check.required(grid, "sizes", "grid"), "grid.sizes"))]
+    chunks = [check.integer(c, f"grid.chunks[{i}]", 1)
+              for i, c in enumerate(check.seq(grid.get("chunks", [1]), "grid.chunks"))]
+    formulations = [parse_formulation(check, e, f"grid.formulations[{i}]", base_dir)
+                    for i, e in enumerate(check.seq(check.required(grid, "formulations", "grid"),
+                                                    "grid.formulations"))]
+    return topologies, built, collectives, sizes, chunks, formulations
+
+
+def _check_formulation_entries(check: Checker, collectives: list, topologies: list, formulations: list,
+                               npus: dict[str, int]) -> None:
+    """Roots within each topology (the grid's collectives and each formulation's own), every
+    topology a formulation names in the grid, formulation labels unique."""
+    check_roots(check, collectives, "grid.collectives", topologies, npus)
+    for i, f in enumerate(formulations):
+        mine = [t for t in topologies if t["label"] in f.get("topologies", [t["label"]])]
+        check_roots(check, f.get("collectives", []), f"grid.formulations[{i}].collectives", mine, npus)
+    topology_labels = {t.get("label") for t in topologies}
+    for i, f in enumerate(formulations):
+        for j, label in enumerate(f.get("topologies", [])):
+            if label not in topology_labels:
+                raise check.fail(f"grid.formulations[{i}].topologies[{j}]",
+                                 f"no topology labelled {label!r} in grid.topologies")
+    labels = [f["label"] for f in formulations]
+    if len(set(labels)) != len(labels):
+        raise check.fail("grid.formulations", "labels must be unique (give each entry a 'label')")
+
+
+def _parse_evaluation(check: Checker, data: Any) -> Evaluation:
+    """The ``evaluation:`` section: models among their choices, flags, the memory limit a size and the
+    evaluation time limit a duration."""
+    given = dict(check.optional_mapping(data, "evaluation", EVAL_KEYS))
+    for key, choices in (("link_model", LINK_MODELS), ("order", ORDERS), ("switch_model", SWITCH_MODELS)):
+        if key in given and given[key] not in choices:
+            raise check.fail(f"evaluation.{key}", f"expected one of {', '.join(choices)}, got {given[key]!r}")
+    for key in ("save_algorithms", "lp_bound"):
+        if key in given:
+            check.flag(given[key], f"evaluation.{key}")
+    if given.get("memory_limit") is not None:
+        given["memory_limit"] = check.size(given["memory_limit"], "evaluation.memory_limit")
+    if "evaluation_time_limit" in given:
+        given["evaluation_time_limit"] = check.duration(given["evaluation_time_limit"],
+                                                        "evaluation.evaluation_time_limit")
+    return Evaluation(**given)
+
+
 def parse_experiment(data: Any, source: str = "experiment", quick: bool = False,
                      base_dir: Path | None = None, check_files: bool = True) -> Experiment:
     """Check a loaded config (``source`` names it in errors) and return its ``Experiment``; raises ``ConfigError``."""
@@ -214,79 +302,18 @@ def parse_experiment(data: Any, source: str = "experiment", quick: bool = False,
     designs: list[DesignSpec] = []
     design_metrics: list[str] = []  # the statistics the design formulations report (their ``metrics``)
     for i, entry in enumerate(check.seq(grid.get("designs", []), "grid.designs", non_empty=False)):
-        path = f"grid.designs[{i}]"
-        check.mapping(entry, path, {"name", "formulation", "problem", "params", "time_limit"})
-        design = {"name": check.string(check.required(entry, "name", path), f"{path}.name"),
-                  "formulation": check.string(check.required(entry, "formulation", path), f"{path}.formulation"),
-                  "problem": check.optional_mapping(entry.get("problem"), f"{path}.problem"),
-                  "params": check.optional_mapping(entry.get("params"), f"{path}.params")}
-        if "time_limit" in entry:
-            design["time_limit"] = check.duration(entry["time_limit"], f"{path}.time_limit")
-        from workbench.plugin.registry import FormulationError, resolve_formulation
-
-        try:
-            formulation = resolve_formulation(design["formulation"], base_dir)
-        except FormulationError as exc:
-            raise check.fail(f"{path}.formulation", str(exc)) from None
-        if formulation.kind != "design":
-            raise check.fail(f"{path}.formulation", f"{design['formulation']!r} is a {formulation.kind} "
-                                                    f"formulation; a design cell needs a design one (libra)")
-        check_params(check, formulation, design["params"], f"{path}.params")
-        design_metrics += [str(m) for m in getattr(formulation, "metrics", ())]
-        run_problem = key_problem = None
-        if base_dir is not None:
-            run_problem, key_problem = data_paths(check, design["problem"], f"{path}.problem", Path(base_dir),
-                                                  check_files)
-        designs.append(DesignSpec(design["name"], design["formulation"], design["problem"], design["params"],
-                                  design.get("time_limit"), run_problem, key_problem))
-    design_names = {d.name for d in designs}
-    design_only = bool(designs) and "formulations" not in grid
-    if design_only:  # a design study: no schedule cells
+        design, metrics = _parse_design(check, entry, f"grid.designs[{i}]", base_dir, check_files)
+        designs.append(design)
+        design_metrics += metrics
+    if bool(designs) and "formulations" not in grid:  # a design study: no schedule cells
         topologies, collectives, sizes, chunks, formulations = [], [], [], [1], []
         built: dict[str, Any] = {}
     else:
-        topologies, built = [], {}  # built: each spec or file topology's size, by label
-        for i, e in enumerate(check.seq(check.required(grid, "topologies", "grid"), "grid.topologies")):
-            topologies.append(parse_topology(check, e, f"grid.topologies[{i}]", base_dir, design_names))
-            if "spec" in topologies[-1] or "file" in topologies[-1]:  # built now, so a bad one fails at load
-                built[topologies[-1]["label"]] = check_builds(check, topologies[-1], f"grid.topologies[{i}]")
-        collectives = [parse_collective(check, e, f"grid.collectives[{i}]")
-                       for i, e in enumerate(check.seq(check.required(grid, "collectives", "grid"),
-                                                       "grid.collectives"))]
-        sizes = [check.size(s, f"grid.sizes[{i}]")
-                 for i, s in enumerate(check.seq(check.required(grid, "sizes", "grid"), "grid.sizes"))]
-        chunks = [check.integer(c, f"grid.chunks[{i}]", 1)
-                  for i, c in enumerate(check.seq(grid.get("chunks", [1]), "grid.chunks"))]
-        formulations = [parse_formulation(check, e, f"grid.formulations[{i}]", base_dir)
-                        for i, e in enumerate(check.seq(check.required(grid, "formulations", "grid"),
-                                                        "grid.formulations"))]
-    npus = {label: size[0] for label, size in built.items()}
-    check_roots(check, collectives, "grid.collectives", topologies, npus)
-    for i, f in enumerate(formulations):
-        mine = [t for t in topologies if t["label"] in f.get("topologies", [t["label"]])]
-        check_roots(check, f.get("collectives", []), f"grid.formulations[{i}].collectives", mine, npus)
-    topology_labels = {t.get("label") for t in topologies}
-    for i, f in enumerate(formulations):
-        for j, label in enumerate(f.get("topologies", [])):
-            if label not in topology_labels:
-                raise check.fail(f"grid.formulations[{i}].topologies[{j}]",
-                                 f"no topology labelled {label!r} in grid.topologies")
-    labels = [f["label"] for f in formulations]
-    if len(set(labels)) != len(labels):
-        raise check.fail("grid.formulations", "labels must be unique (give each entry a 'label')")
-    given = dict(check.optional_mapping(data.get("evaluation"), "evaluation", EVAL_KEYS))
-    for key, choices in (("link_model", LINK_MODELS), ("order", ORDERS), ("switch_model", SWITCH_MODELS)):
-        if key in given and given[key] not in choices:
-            raise check.fail(f"evaluation.{key}", f"expected one of {', '.join(choices)}, got {given[key]!r}")
-    for key in ("save_algorithms", "lp_bound"):
-        if key in given:
-            check.flag(given[key], f"evaluation.{key}")
-    if given.get("memory_limit") is not None:
-        given["memory_limit"] = check.size(given["memory_limit"], "evaluation.memory_limit")
-    if "evaluation_time_limit" in given:
-        given["evaluation_time_limit"] = check.duration(given["evaluation_time_limit"],
-                                                        "evaluation.evaluation_time_limit")
-    evaluation = Evaluation(**given)
+        topologies, built, collectives, sizes, chunks, formulations = _parse_schedule_grid(
+            check, grid, base_dir, {d.name for d in designs})
+    _check_formulation_entries(check, collectives, topologies, formulations,
+                               {label: size[0] for label, size in built.items()})
+    evaluation = _parse_evaluation(check, data.get("evaluation"))
     check_cells(check, "seeds" if "seeds" in data else "repeats", seeds, topologies, collectives, sizes, chunks,
                 formulations, designs)
     check_sizes(check, topologies, built, collectives, chunks, evaluation.memory_limit)
