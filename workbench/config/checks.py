@@ -401,6 +401,28 @@ def parse_paper(check: Checker, value: Any) -> dict:
             "source": value.get("source", ""), "unit": unit}
 
 
+def _design_metrics(check: Checker, table: dict, design_metrics: Sequence[str]) -> list[str]:
+    """A design table's metrics: the common ones and those its formulations declare (all by default)."""
+    known = [*DESIGN_METRICS[:-1], *dict.fromkeys(design_metrics), DESIGN_METRICS[-1]]
+    metrics = [str(m) for m in check.seq(table.get("metrics") or known, "table.metrics")]
+    for i, metric in enumerate(metrics):
+        if metric not in known:
+            raise check.fail(f"table.metrics[{i}]", f"expected one of {', '.join(known)}, got {metric!r}")
+    return metrics
+
+
+def _formulation_row_metrics(check: Checker, table: dict) -> list[str]:
+    """A formulation-rows table's metrics: row fields or ``stats.<key>`` (status, synthesis seconds
+    and collective time by default)."""
+    metrics = [str(m) for m in check.seq(table.get("metrics") or ["status", "synthesis_seconds",
+                                                                  "collective_time"], "table.metrics")]
+    for i, metric in enumerate(metrics):
+        if metric not in ROW_METRICS and not (metric.startswith("stats.") and len(metric) > 6):
+            raise check.fail(f"table.metrics[{i}]", f"expected one of {', '.join(ROW_METRICS)} or "
+                             f"stats.<key> (a formulation's own statistic), got {metric!r}")
+    return metrics
+
+
 def parse_table(check: Checker, value: Any, formulations: list[dict], design_metrics: Sequence[str] = ()) -> dict:
     """``design_metrics``: the statistics the design cells' formulations declare (their ``metrics``)."""
     table = {"rows": "topology", "columns": "formulation", "value": "collective_time", "normalise_by": None,
@@ -418,21 +440,10 @@ def parse_table(check: Checker, value: Any, formulations: list[dict], design_met
     if table["rows"] not in ("topology", "collective", "size", "chunks", "seed", "formulation", "design"):
         raise check.fail("table.rows", "expected one of topology, collective, size, chunks, seed, formulation, design")
     if table["rows"] == "design":
-        known = [*DESIGN_METRICS[:-1], *dict.fromkeys(design_metrics), DESIGN_METRICS[-1]]
-        metrics = [str(m) for m in check.seq(table.get("metrics") or known, "table.metrics")]
-        for i, metric in enumerate(metrics):
-            if metric not in known:
-                raise check.fail(f"table.metrics[{i}]", f"expected one of {', '.join(known)}, got {metric!r}")
-        table["metrics"] = metrics
+        table["metrics"] = _design_metrics(check, table, design_metrics)
         return table
     if table["rows"] == "formulation":
-        metrics = [str(m) for m in check.seq(table.get("metrics") or ["status", "synthesis_seconds",
-                                                                      "collective_time"], "table.metrics")]
-        for i, metric in enumerate(metrics):
-            if metric not in ROW_METRICS and not (metric.startswith("stats.") and len(metric) > 6):
-                raise check.fail(f"table.metrics[{i}]", f"expected one of {', '.join(ROW_METRICS)} or "
-                                 f"stats.<key> (a formulation's own statistic), got {metric!r}")
-        table["metrics"] = metrics
+        table["metrics"] = _formulation_row_metrics(check, table)
     if table["value"] not in TABLE_VALUES:
         raise check.fail("table.value", f"expected one of {', '.join(TABLE_VALUES)}")
     labels = [f["label"] for f in formulations]
