@@ -85,21 +85,26 @@ class AlphaBeta:
     complete: bool = True  # False: a time limit or an unsolved LP stopped the search (the value is weaker)
 
 
+def _reduction_units(groups, chunk_bytes: float) -> tuple[list[Unit], str | None]:
+    """A combining collective's LPs: one per sending rank, its contributions to each post rank."""
+    if any(len(post) != 1 for _, post, _ in groups):
+        return [], "a reduction with several post ranks per chunk is left to the splitting-cut and gossip bounds"
+    sent: dict[int, dict[int, float]] = {}
+    for pre, post, count in groups:
+        (rank,) = post
+        for s in pre - {rank}:
+            sent.setdefault(s, {})[rank] = sent.get(s, {}).get(rank, 0.0) + count * chunk_bytes
+    units = [Unit([Commodity({s: sum(d.values())}, d, shared=True)]) for s, d in sorted(sent.items())]
+    return [_anchored(u) for u in units], None
+
+
 def units_of(topology: Topology, collective: Collective, chunk_bytes: float) -> tuple[list[Unit], str | None]:
     """The LPs that bound the collective (module docstring), or ``([], why not)``."""
     if collective.kind == "allreduce":  # bounded by the Reduce-Scatter it contains (module docstring)
         collective = make_collective("reducescatter", collective.num_ranks, collective.chunks_per_rank)
     groups = collective.groups()
     if collective.combining:
-        if any(len(post) != 1 for _, post, _ in groups):
-            return [], "a reduction with several post ranks per chunk is left to the splitting-cut and gossip bounds"
-        sent: dict[int, dict[int, float]] = {}
-        for pre, post, count in groups:
-            (rank,) = post
-            for s in pre - {rank}:
-                sent.setdefault(s, {})[rank] = sent.get(s, {}).get(rank, 0.0) + count * chunk_bytes
-        units = [Unit([Commodity({s: sum(d.values())}, d, shared=True)]) for s, d in sorted(sent.items())]
-        return [_anchored(u) for u in units], None
+        return _reduction_units(groups, chunk_bytes)
     virtual: dict[frozenset, int] = {}
 
     def origin(pre: frozenset) -> int:
