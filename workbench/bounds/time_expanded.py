@@ -303,6 +303,132 @@ def _arcs(net: Network, unit: Unit, pot: Potentials, tau: float) -> list[tuple[i
     return arcs
 
 
+class _UnitLp:
+    """The time-expanded LP of one unit being assembled: sparse (row, column, value) triples, row
+    bounds, and what the link capacity and shortfall rows gather (pooled flows per arc and booking
+    step, link terms, demands)."""
+
+    def __init__(self, net: Network, unit: Unit, arcs: list[tuple[int, int, int, int, int]], unit_bytes: float) -> None:
+        self.net, self.unit, self.arcs, self.unit_bytes = net, unit, arcs, unit_bytes
+        self.cols = self.row_count = 0
+        self.rows_i: list[np.ndarray] = []
+        self.rows_j: list[np.ndarray] = []
+        self.rows_v: list[np.ndarray] = []
+        self.lower: list[np.ndarray] = []
+        self.upper: list[np.ndarray] = []
+        self.pooled_cols: dict[tuple[int, int], list[int]] = {}  # (arc, booking step) -> shared x columns
+        self.link_terms: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []  # (link, booking step, column)
+        self.demand_entries: list[tuple[int, float]] = []  # (absorb column or -1, demand)
+        self.pooled = sum(c.shared for c in unit.commodities) > 1  # their load is one y, not their flows' sum
+
+    def add(self, i: np.ndarray, j: np.ndarray, v: float) -> None:
+        self.rows_i.append(np.asarray(i, dtype=np.int64))
+        self.rows_j.append(np.asarray(j, dtype=np.int64))
+        self.rows_v.append(np.full(np.shape(i), v))
+
+    def add_commodity(self, commodity, plan) -> None:
+        base = self.node_rows(commodity, plan)
+        self.demand_columns(commodity, plan, base)
+        self.arc_columns(commodity, plan, base)
+
+    def node_rows(self, commodity, plan) -> dict[int, int]:
+        """(N) rows, one per reachable node-step, with the storage columns h between a node's steps;
+        each node's row offset by step."""
+        net, unit_bytes = self.net, self.unit_bytes
+        base: dict[int, int] = {}
+        for v in range(len(plan.first)):
+            if plan.first[v] is None:
+                continue
+            base[v] = self.row_count - plan.first[v]
+            count = plan.last[v] - plan.first[v] + 1
+            rhs = np.zeros(count)
+            if v in plan.supply_step and plan.supply_step[v] <= plan.last[v]:  # else it cannot arrive in time
+                rhs[plan.supply_step[v] - plan.first[v]] = -commodity.supplies[v] / unit_bytes
+            self.lower.append(rhs)
+            self.upper.append(np.full(count, math.inf))
+            self.row_count += count
+            if count > 1 and not net.num_nodes <= v < net.first_virtual:  # storage h, not at hubs
+                k = np.arange(plan.first[v], plan.last[v])
+                j = self.cols + np.arange(count - 1)
+                self.add(base[v] + k, j, -1.0)
+                self.add(base[v] + k + 1, j, 1.0)
+                self.cols += count - 1
+        return base
+
+    def demand_columns(self, commodity, plan, base: dict[int, int]) -> None:
+        """An absorb column per demand reachable by its deadline; the others are all shortfall."""
+        for d, demand in commodity.demands.items():
+            if plan.first[d] is None or d not in plan.deadline or plan.deadline[d] < plan.first[d]:
+                self.demand_entries.append((-1, demand / self.unit_bytes))  # unreachable in time: all shortfall
+                continue
+            self.add(np.array([base[d] + plan.deadline[d]]), np.array([self.cols]), -1.0)
+            self.demand_entries.append((self.cols, demand / self.unit_bytes))
+            self.cols += 1
+
+    def arc_columns(self, commodity, plan, base: dict[int, int]) -> None:
+        """A flow column x per arc and departure step; its link booking noted (pooled when shared)."""
+        for index, (tail, head, lag, before, link) in enumerate(self.arcs):
+            if plan.first[tail] is None or plan.first[head] is None:
+                continue
+            k = np.arange(plan.first[tail], plan.last[head] - lag + 1)
+            if not len(k):
+                continue
+            j = self.cols + np.arange(len(k))
+            self.add(base[tail] + k, j, -1.0)
+            self.add(base[head] + k + lag, j, 1.0)
+            self.cols += len(k)
+            if link < 0:
+                continue
+            if commodity.shared and self.pooled:
+                for b, col in zip((k + before).tolist(), j.tolist()):
+                    self.pooled_cols.setdefault((index, b), []).append(col)
+            else:
+                self.link_terms.append((np.full(len(k), link), k + before, j))
+
+    def pooled_bookings(self) -> None:
+        """(Y) x <= y for the shared flows of an arc and step, and y books the link."""
+        for (index, b), members in self.pooled_cols.items():
+            y, count = self.cols, len(members)
+            self.cols += 1
+            self.add(self.row_count + np.arange(count), np.array(members), 1.0)
+            self.add(self.row_count + np.arange(count), np.full(count, y), -1.0)
+            self.lower.append(np.full(count, -math.inf))
+            self.upper.append(np.zeros(count))
+            self.row_count += count
+            self.link_terms.append((np.array([self.arcs[index][4]]), np.array([b]), np.array([y])))
+
+    def link_capacity(self, bandwidth: np.ndarray, opens: np.ndarray, closes: np.ndarray, tau: float) -> None:
+        """(C) capacity per (link, booking step) that something uses."""
+        link_terms = self.link_terms
+        if not link_terms:
+            return
+        link = np.concatenate([t[0] for t in link_terms])
+        step = np.concatenate([t[1] for t in link_terms])
+        low = int(step.min())
+        span = int(step.max()) - low + 1
+        keys, rows = np.unique(link * span + (step - low), return_inverse=True)
+        self.add(self.row_count + rows, np.concatenate([t[2] for t in link_terms]), 1.0)
+        key_link, key_step = keys // span, keys % span + low
+        # the part of step b, [b tau, (b+1) tau), inside the link's window
+        usable = np.minimum((key_step + 1) * tau, closes[key_link]) - np.maximum(key_step * tau, opens[key_link])
+        self.lower.append(np.full(len(keys), -math.inf))
+        self.upper.append(bandwidth[key_link] * np.clip(usable, 0.0, tau))
+        self.row_count += len(keys)
+
+    def shortfall(self) -> int:
+        """(S) absorbed + demand * u >= demand; the column of u, the objective."""
+        u = self.cols
+        self.cols += 1
+        for col, demand in self.demand_entries:
+            if col >= 0:
+                self.add(np.array([self.row_count]), np.array([col]), 1.0)
+            self.add(np.array([self.row_count]), np.array([u]), demand)
+            self.lower.append(np.array([demand]))
+            self.upper.append(np.array([math.inf]))
+            self.row_count += 1
+        return u
+
+
 def infeasible_within(topology: Topology, net: Network, unit: Unit, pot: Potentials, steps: int, tau: float,
                       time_limit: float) -> tuple[bool | None, int]:
     """(True when the unit cannot be served within ``steps * tau``, False when the LP delivers every
@@ -314,102 +440,19 @@ def infeasible_within(topology: Topology, net: Network, unit: Unit, pot: Potenti
     unit_bytes = unit.largest_demand()
     bandwidth = np.array([l.bandwidth / unit_bytes for l in topology.links])
     opens, closes = np.array(pot.opens), steps * tau + np.array(pot.closes)
-    cols = row_count = 0
-    rows_i: list[np.ndarray] = []
-    rows_j: list[np.ndarray] = []
-    rows_v: list[np.ndarray] = []
-    lower: list[np.ndarray] = []
-    upper: list[np.ndarray] = []
-    pooled_cols: dict[tuple[int, int], list[int]] = {}  # (arc, booking step) -> shared x columns
-    link_terms: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []  # (link, booking step, column)
-    demand_entries: list[tuple[int, float]] = []  # (absorb column or -1, demand)
-    pooled = sum(c.shared for c in unit.commodities) > 1  # their load is one y, not their flows' sum
-
-    def add(i: np.ndarray, j: np.ndarray, v: float) -> None:
-        rows_i.append(np.asarray(i, dtype=np.int64))
-        rows_j.append(np.asarray(j, dtype=np.int64))
-        rows_v.append(np.full(np.shape(i), v))
-
+    lp = _UnitLp(net, unit, arcs, unit_bytes)
     for commodity in unit.commodities:
-        plan = _plan(commodity, nodes, [(v, w, lag) for v, w, lag, _, _ in arcs], pot.pi, steps, tau)
-        base: dict[int, int] = {}
-        for v in range(nodes):  # (N) rows: one per reachable node-step
-            if plan.first[v] is None:
-                continue
-            base[v] = row_count - plan.first[v]
-            count = plan.last[v] - plan.first[v] + 1
-            rhs = np.zeros(count)
-            if v in plan.supply_step and plan.supply_step[v] <= plan.last[v]:  # else it cannot arrive in time
-                rhs[plan.supply_step[v] - plan.first[v]] = -commodity.supplies[v] / unit_bytes
-            lower.append(rhs)
-            upper.append(np.full(count, math.inf))
-            row_count += count
-            if count > 1 and not net.num_nodes <= v < net.first_virtual:  # storage h, not at hubs
-                k = np.arange(plan.first[v], plan.last[v])
-                j = cols + np.arange(count - 1)
-                add(base[v] + k, j, -1.0)
-                add(base[v] + k + 1, j, 1.0)
-                cols += count - 1
-        for d, demand in commodity.demands.items():
-            if plan.first[d] is None or d not in plan.deadline or plan.deadline[d] < plan.first[d]:
-                demand_entries.append((-1, demand / unit_bytes))  # unreachable in time: all shortfall
-                continue
-            add(np.array([base[d] + plan.deadline[d]]), np.array([cols]), -1.0)
-            demand_entries.append((cols, demand / unit_bytes))
-            cols += 1
-        for index, (tail, head, lag, before, link) in enumerate(arcs):
-            if plan.first[tail] is None or plan.first[head] is None:
-                continue
-            k = np.arange(plan.first[tail], plan.last[head] - lag + 1)
-            if not len(k):
-                continue
-            j = cols + np.arange(len(k))
-            add(base[tail] + k, j, -1.0)
-            add(base[head] + k + lag, j, 1.0)
-            cols += len(k)
-            if link < 0:
-                continue
-            if commodity.shared and pooled:
-                for b, col in zip((k + before).tolist(), j.tolist()):
-                    pooled_cols.setdefault((index, b), []).append(col)
-            else:
-                link_terms.append((np.full(len(k), link), k + before, j))
-    for (index, b), members in pooled_cols.items():  # (Y) x <= y, and y books the link
-        y, count = cols, len(members)
-        cols += 1
-        add(row_count + np.arange(count), np.array(members), 1.0)
-        add(row_count + np.arange(count), np.full(count, y), -1.0)
-        lower.append(np.full(count, -math.inf))
-        upper.append(np.zeros(count))
-        row_count += count
-        link_terms.append((np.array([arcs[index][4]]), np.array([b]), np.array([y])))
-    if link_terms:  # (C) capacity per (link, booking step) that something uses
-        link = np.concatenate([t[0] for t in link_terms])
-        step = np.concatenate([t[1] for t in link_terms])
-        low = int(step.min())
-        span = int(step.max()) - low + 1
-        keys, rows = np.unique(link * span + (step - low), return_inverse=True)
-        add(row_count + rows, np.concatenate([t[2] for t in link_terms]), 1.0)
-        key_link, key_step = keys // span, keys % span + low
-        # the part of step b, [b tau, (b+1) tau), inside the link's window
-        usable = np.minimum((key_step + 1) * tau, closes[key_link]) - np.maximum(key_step * tau, opens[key_link])
-        lower.append(np.full(len(keys), -math.inf))
-        upper.append(bandwidth[key_link] * np.clip(usable, 0.0, tau))
-        row_count += len(keys)
-    u = cols  # (S) absorbed + demand * u >= demand
-    cols += 1
-    for col, demand in demand_entries:
-        if col >= 0:
-            add(np.array([row_count]), np.array([col]), 1.0)
-        add(np.array([row_count]), np.array([u]), demand)
-        lower.append(np.array([demand]))
-        upper.append(np.array([math.inf]))
-        row_count += 1
+        lp.add_commodity(commodity, _plan(commodity, nodes, [(v, w, lag) for v, w, lag, _, _ in arcs], pot.pi,
+                                          steps, tau))
+    lp.pooled_bookings()
+    lp.link_capacity(bandwidth, opens, closes, tau)
+    u = lp.shortfall()
+    cols = lp.cols
     cost = np.zeros(cols)
     cost[u] = 1.0
     outcome = solve_lp(cost, np.zeros(cols), np.full(cols, math.inf),
-                       (np.concatenate(rows_i), np.concatenate(rows_j), np.concatenate(rows_v)),
-                       np.concatenate(lower), np.concatenate(upper), time_limit,
+                       (np.concatenate(lp.rows_i), np.concatenate(lp.rows_j), np.concatenate(lp.rows_v)),
+                       np.concatenate(lp.lower), np.concatenate(lp.upper), time_limit,
                        # one flow: primal simplex, about 3x faster than the default; several flows
                        # sharing the links: interior point (with crossover), 20x faster than simplex
                        options={"solver": "simplex", "simplex_strategy": 4} if len(unit.commodities) == 1
@@ -417,3 +460,4 @@ def infeasible_within(topology: Topology, net: Network, unit: Unit, pot: Potenti
     if outcome.status != "optimal" or outcome.objective is None:
         return None, cols
     return bool(outcome.objective > SHORTFALL), cols
+
