@@ -198,25 +198,38 @@ def _parse_transfer(entry: Any, index: int, source: str) -> Transfer:
     for key in ("id", "src", "dst"):
         if not _is_int(entry.get(key)):
             raise AlgorithmFormatError(f"{where}.{key}: expected an integer, got {entry.get(key)!r}")
-    if "chunk" in entry and "chunks" in entry:
-        raise AlgorithmFormatError(f"{where}: give either 'chunk' or 'chunks', not both")
-    if "chunk" in entry:
-        if not _is_int(entry["chunk"]):
-            raise AlgorithmFormatError(f"{where}.chunk: expected an integer")
-        chunks: tuple[int, ...] = (entry["chunk"],)
-    elif "chunks" in entry:
-        value = entry["chunks"]
-        if not (isinstance(value, list) and value and all(_is_int(c) for c in value)):
-            raise AlgorithmFormatError(f"{where}.chunks: expected a non-empty list of integers")
-        chunks = tuple(value)
-    else:
-        raise AlgorithmFormatError(f"{where}: missing field 'chunk' (or 'chunks')")
+    chunks = _parse_chunks(entry, where)
     op = entry.get("op", "copy")
     if op not in ("copy", "reduce"):
         raise AlgorithmFormatError(f"{where}.op: expected 'copy' or 'reduce', got {op!r}")
     deps = entry.get("deps", [])
     if not (isinstance(deps, list) and all(_is_int(d) for d in deps)):
         raise AlgorithmFormatError(f"{where}.deps: expected a list of transfer ids")
+    times = _parse_times(entry, where)
+    lag = entry.get("lag", 0)
+    if not _is_int(lag) or lag < 0:
+        raise AlgorithmFormatError(f"{where}.lag: expected an integer >= 0, got {lag!r}")
+    return Transfer(entry["id"], chunks, entry["src"], entry["dst"], op, tuple(deps), times[0], times[1], lag)
+
+
+def _parse_chunks(entry: dict, where: str) -> tuple[int, ...]:
+    """A transfer's ``chunk`` or non-empty ``chunks`` list (one of them, not both)."""
+    if "chunk" in entry and "chunks" in entry:
+        raise AlgorithmFormatError(f"{where}: give either 'chunk' or 'chunks', not both")
+    if "chunk" in entry:
+        if not _is_int(entry["chunk"]):
+            raise AlgorithmFormatError(f"{where}.chunk: expected an integer")
+        return (entry["chunk"],)
+    if "chunks" in entry:
+        value = entry["chunks"]
+        if not (isinstance(value, list) and value and all(_is_int(c) for c in value)):
+            raise AlgorithmFormatError(f"{where}.chunks: expected a non-empty list of integers")
+        return tuple(value)
+    raise AlgorithmFormatError(f"{where}: missing field 'chunk' (or 'chunks')")
+
+
+def _parse_times(entry: dict, where: str) -> list[float | None]:
+    """A transfer's claimed ``t_start`` and ``t_end``: finite, not negative, the end not before the start."""
     times = []
     for key in ("t_start", "t_end"):
         value = entry.get(key)
@@ -233,8 +246,5 @@ def _parse_transfer(entry: Any, index: int, source: str) -> Transfer:
     if times[0] is not None and times[1] is not None and times[1] < times[0]:
         raise AlgorithmFormatError(f"{where}: transfer {entry['id']} claims t_end={times[1]!r} before "
                                    f"t_start={times[0]!r}")
-    lag = entry.get("lag", 0)
-    if not _is_int(lag) or lag < 0:
-        raise AlgorithmFormatError(f"{where}.lag: expected an integer >= 0, got {lag!r}")
-    return Transfer(entry["id"], chunks, entry["src"], entry["dst"], op, tuple(deps), times[0], times[1], lag)
+    return times
 
