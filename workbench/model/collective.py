@@ -171,6 +171,12 @@ def make_collective(kind: str, num_ranks: int, chunks_per_rank: int = 1, root: i
             raise CollectiveError(f"root {root} is not a rank (0..{n - 1})")
     else:
         root = None
+    pre, post = _standard_sets(kind, n, k, root)
+    return Collective(kind, n, k, tuple(pre), tuple(post), kind in _COMBINING, root)
+
+
+def _standard_sets(kind: str, n: int, k: int, root: int | None) -> tuple[list, list]:
+    """The pre and post rank sets of every chunk of a standard collective, in chunk order."""
     everyone = frozenset(range(n))
     singles = [frozenset((r,)) for r in range(n)]
     pre: list[frozenset[int]]
@@ -203,7 +209,7 @@ def make_collective(kind: str, num_ranks: int, chunks_per_rank: int = 1, root: i
                 for d in range(n):
                     pre.append(singles[s])
                     post.append(singles[d])
-    return Collective(kind, n, k, tuple(pre), tuple(post), kind in _COMBINING, root)
+    return pre, post
 
 
 def custom_collective(
