@@ -105,6 +105,18 @@ def _check_buffer_sizes(plan: dict[str, Any], sizes: list[dict[str, int]], sourc
 def _check_gpu(gpu: dict[str, Any], rank: int, n: int, blocks: list, sizes: list[dict[str, int]],
                source: str) -> None:
     where = f"{source}: gpu {rank}"
+    peers, remote = _check_gpu_wiring(gpu, rank, n, where)
+    ids = [block.get("id", b) for b, block in enumerate(gpu["threadblocks"])]
+    if not all(_is_int(i) for i in ids) or sorted(ids) != list(range(len(ids))):
+        raise MscclError(f"{where}: threadblock ids {ids[:20]} must be 0..{len(ids) - 1}, each once")
+    for b, block in enumerate(gpu["threadblocks"]):
+        channels, refs = _check_block_wiring(block, b, peers, remote, where)
+        for raw, op in zip(block["ops"], blocks[b]):
+            _check_op(raw, op, peers, channels, refs, remote, sizes, source)
+
+
+def _check_gpu_wiring(gpu: dict[str, Any], rank: int, n: int, where: str) -> tuple[dict[str, list[int]], list]:
+    """The gpu's peers per channel type and its remote buffers, each naming another gpu (and a buffer)."""
     peers: dict[str, list[int]] = {}
     for c, channel in enumerate(gpu["channels"]):
         for j, peer in enumerate(channel["connected_to"]):
@@ -120,27 +132,28 @@ def _check_gpu(gpu: dict[str, Any], rank: int, n: int, blocks: list, sizes: list
                              f"(0..{n - 1})")
         if entry.get("type") not in ("i", "o", "s"):
             raise MscclError(f"{where}: remote_buffers[{r}].type={entry.get('type')!r} is not a buffer (i, o or s)")
-    ids = [block.get("id", b) for b, block in enumerate(gpu["threadblocks"])]
-    if not all(_is_int(i) for i in ids) or sorted(ids) != list(range(len(ids))):
-        raise MscclError(f"{where}: threadblock ids {ids[:20]} must be 0..{len(ids) - 1}, each once")
-    for b, block in enumerate(gpu["threadblocks"]):
-        channels: dict[str, list[int]] = {}
-        for c, channel in enumerate(block.get("channels", [])):
-            kind = channel["channel_type"]
-            for j, position in enumerate(channel["channel_ids"]):
-                if not _is_int(position) or not 0 <= position < len(peers.get(kind, [])):
-                    raise MscclError(f"{where} tb {b}: channels[{c}].channel_ids[{j}]={position!r} names no {kind!r} "
-                                     f"channel of the gpu (it has {len(peers.get(kind, []))})")
-            channels.setdefault(kind, []).extend(channel["channel_ids"])
-        refs: dict[str, list[int]] = {}
-        for c, ref in enumerate(block.get("remote_buffer_refs", [])):
-            for j, entry in enumerate(ref["remote_buffer_ids"]):
-                if not _is_int(entry) or not 0 <= entry < len(remote):
-                    raise MscclError(f"{where} tb {b}: remote_buffer_refs[{c}].remote_buffer_ids[{j}]={entry!r} "
-                                     f"names no remote buffer of the gpu (it has {len(remote)})")
-            refs.setdefault(ref["access_channel_type"], []).extend(ref["remote_buffer_ids"])
-        for raw, op in zip(block["ops"], blocks[b]):
-            _check_op(raw, op, peers, channels, refs, remote, sizes, source)
+    return peers, remote
+
+
+def _check_block_wiring(block: dict[str, Any], b: int, peers: dict[str, list[int]], remote: list,
+                        where: str) -> tuple[dict[str, list[int]], dict[str, list[int]]]:
+    """A threadblock's channels per type and remote-buffer references, each naming one of the gpu's."""
+    channels: dict[str, list[int]] = {}
+    for c, channel in enumerate(block.get("channels", [])):
+        kind = channel["channel_type"]
+        for j, position in enumerate(channel["channel_ids"]):
+            if not _is_int(position) or not 0 <= position < len(peers.get(kind, [])):
+                raise MscclError(f"{where} tb {b}: channels[{c}].channel_ids[{j}]={position!r} names no {kind!r} "
+                                 f"channel of the gpu (it has {len(peers.get(kind, []))})")
+        channels.setdefault(kind, []).extend(channel["channel_ids"])
+    refs: dict[str, list[int]] = {}
+    for c, ref in enumerate(block.get("remote_buffer_refs", [])):
+        for j, entry in enumerate(ref["remote_buffer_ids"]):
+            if not _is_int(entry) or not 0 <= entry < len(remote):
+                raise MscclError(f"{where} tb {b}: remote_buffer_refs[{c}].remote_buffer_ids[{j}]={entry!r} "
+                                 f"names no remote buffer of the gpu (it has {len(remote)})")
+        refs.setdefault(ref["access_channel_type"], []).extend(ref["remote_buffer_ids"])
+    return channels, refs
 
 
 def _check_op(raw: dict[str, Any], op: Any, peers: dict[str, list[int]], channels: dict[str, list[int]],
