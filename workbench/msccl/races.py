@@ -27,6 +27,36 @@ _WRITES_DST = {"r", "rcs", "rrc", "rrcs", "cpy", "re"}
 _READS_DST = {"rcs", "re"}  # rcs sends what it stored; re adds into its destination
 
 
+def _add_message_edges(blocks: list, first: list[int], preds: list[list[int]]) -> None:
+    """The k-th send on a connection happens before the k-th receive on it."""
+    sends: dict[tuple[int, int, int], list[int]] = defaultdict(list)
+    receives: dict[tuple[int, int, int], list[int]] = defaultdict(list)
+    for b, (rank, tb) in enumerate(blocks):
+        for i, step in enumerate(tb.steps):
+            if step.type in ("s", "rcs", "rrs", "rrcs") and tb.send >= 0:
+                sends[(rank, tb.send, tb.chan)].append(first[b] + i)
+            if step.type in ("r", "rcs", "rrc", "rrs", "rrcs") and tb.recv >= 0:
+                receives[(tb.recv, rank, tb.chan)].append(first[b] + i)
+    for key, sent in sends.items():
+        for s, r in zip(sent, receives.get(key, [])):
+            preds[r].append(s)
+
+
+def _touched(algo: XmlAlgo, rank: int, step: XmlStep) -> dict[tuple[int, str, int], bool]:
+    """The slots a step touches, True for those it writes."""
+    touched: dict[tuple[int, str, int], bool] = {}
+    if step.type in _READS_SRC and step.srcoff >= 0:
+        for k in range(step.cnt):
+            touched.setdefault((rank, *algo.slot(rank, step.srcbuf, step.srcoff + k)), False)
+    if step.type in _READS_DST and step.dstoff >= 0:
+        for k in range(step.cnt):
+            touched.setdefault((rank, *algo.slot(rank, step.dstbuf, step.dstoff + k)), False)
+    if step.type in _WRITES_DST and step.dstoff >= 0:
+        for k in range(step.cnt):
+            touched[(rank, *algo.slot(rank, step.dstbuf, step.dstoff + k))] = True
+    return touched
+
+
 def find_race(algo: XmlAlgo) -> str | None:
     """The first race found (a sentence naming both steps), or None. Cycles and unmatched messages are
     left to the value run, which names them."""
@@ -44,31 +74,8 @@ def find_race(algo: XmlAlgo) -> str | None:
                 target = block_index.get((rank, step.depid))
                 if target is not None and 0 <= step.deps < len(blocks[target][1].steps):
                     preds[first[b] + i].append(first[target] + step.deps)
-    # k-th send on a connection -> k-th receive on it
-    sends: dict[tuple[int, int, int], list[int]] = defaultdict(list)
-    receives: dict[tuple[int, int, int], list[int]] = defaultdict(list)
-    for b, (rank, tb) in enumerate(blocks):
-        for i, step in enumerate(tb.steps):
-            if step.type in ("s", "rcs", "rrs", "rrcs") and tb.send >= 0:
-                sends[(rank, tb.send, tb.chan)].append(first[b] + i)
-            if step.type in ("r", "rcs", "rrc", "rrs", "rrcs") and tb.recv >= 0:
-                receives[(tb.recv, rank, tb.chan)].append(first[b] + i)
-    for key, sent in sends.items():
-        for s, r in zip(sent, receives.get(key, [])):
-            preds[r].append(s)
-    accesses: list[dict] = []
-    for rank, step in steps:
-        touched: dict[tuple[int, str, int], bool] = {}
-        if step.type in _READS_SRC and step.srcoff >= 0:
-            for k in range(step.cnt):
-                touched.setdefault((rank, *algo.slot(rank, step.srcbuf, step.srcoff + k)), False)
-        if step.type in _READS_DST and step.dstoff >= 0:
-            for k in range(step.cnt):
-                touched.setdefault((rank, *algo.slot(rank, step.dstbuf, step.dstoff + k)), False)
-        if step.type in _WRITES_DST and step.dstoff >= 0:
-            for k in range(step.cnt):
-                touched[(rank, *algo.slot(rank, step.dstbuf, step.dstoff + k))] = True
-        accesses.append(touched)
+    _add_message_edges(blocks, first, preds)
+    accesses = [_touched(algo, rank, step) for rank, step in steps]
 
     def describe(e: int) -> str:
         step = steps[e][1]
