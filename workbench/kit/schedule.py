@@ -173,6 +173,28 @@ def order_by_start(algorithm: Algorithm, starts: Sequence[float] | None = None) 
     return Algorithm(algorithm.topology, algorithm.collective, algorithm.chunk_bytes, listed, dict(algorithm.meta))
 
 
+def _route_segments_of(algorithm: Algorithm) -> list[list]:
+    """Each transfer's route segments (``route_segments``), computed once per (src, dst)."""
+    from workbench.checking.simulate import route_segments
+
+    topology = algorithm.topology
+    routes: dict[tuple[int, int], list] = {}
+    for t in algorithm.transfers:
+        if (t.src, t.dst) not in routes:
+            routes[(t.src, t.dst)] = route_segments(topology, t.src, t.dst)
+    return [routes[(t.src, t.dst)] for t in algorithm.transfers]
+
+
+def _dependants(transfers: list) -> tuple[list[int], list[list[int]]]:
+    """Per transfer: how many distinct deps it waits for, and the transfers that depend on it."""
+    waiting = [len(set(t.deps)) for t in transfers]
+    dependants: list[list[int]] = [[] for _ in transfers]
+    for t in transfers:
+        for d in set(t.deps):
+            dependants[d].append(t.id)
+    return waiting, dependants
+
+
 def settle_order(algorithm: Algorithm) -> Algorithm:
     """The same transfers re-listed by list scheduling in the simulator's default model.
 
@@ -189,20 +211,10 @@ def settle_order(algorithm: Algorithm) -> Algorithm:
     set, earliest ready first; a lazy heap ranks the queues' heads (a start only grows as links
     fill, so a popped head whose start grew is pushed back).
     """
-    from workbench.checking.simulate import route_segments
-
     topology = algorithm.topology
     transfers = algorithm.transfers
-    routes: dict[tuple[int, int], list] = {}
-    for t in transfers:
-        if (t.src, t.dst) not in routes:
-            routes[(t.src, t.dst)] = route_segments(topology, t.src, t.dst)
-    segments = [routes[(t.src, t.dst)] for t in transfers]
-    waiting = [len(set(t.deps)) for t in transfers]
-    dependants: list[list[int]] = [[] for _ in transfers]
-    for t in transfers:
-        for d in set(t.deps):
-            dependants[d].append(t.id)
+    segments = _route_segments_of(algorithm)
+    waiting, dependants = _dependants(transfers)
     free = [0.0] * len(topology.links)
     ready = [0.0] * len(transfers)
     placed_start = [0.0] * len(transfers)
