@@ -32,6 +32,38 @@ MAX_CLOCK_CELLS = 50_000_000
 EXACT_PAIRS_UP_TO = 200
 
 
+def _topological_order(before: list[list[int]]) -> list[int]:
+    """The events in an order where each follows all of ``before[e]`` (Kahn's algorithm, ready events
+    first in, first out); shorter than the events when the order has a cycle."""
+    total = len(before)
+    successors: list[list[int]] = [[] for _ in range(total)]
+    missing = [len(b) for b in before]
+    for e, b in enumerate(before):
+        for q in b:
+            successors[q].append(e)
+    ready = deque(e for e in range(total) if missing[e] == 0)
+    order = []
+    while ready:
+        e = ready.popleft()
+        order.append(e)
+        for nxt in successors[e]:
+            missing[nxt] -= 1
+            if missing[nxt] == 0:
+                ready.append(nxt)
+    return order
+
+
+def _vector_clocks(order: list[int], before: list[list[int]], owner, position, sequences: int):
+    """Each event's vector clock: per sequence, how many of its events happen before or at it."""
+    clock = np.zeros((len(before), sequences), dtype=np.int32)
+    for e in order:
+        row = clock[e]
+        for q in before[e]:
+            np.maximum(row, clock[q], out=row)
+        row[owner[e]] = position[e] + 1
+    return clock
+
+
 def first_race(lengths: Sequence[int], preds: Sequence[Sequence[int]],
                accesses: Sequence[dict[Hashable, bool]], describe: Callable[[int], str],
                slot_name: Callable[[Hashable], str]) -> str | None:
@@ -53,28 +85,10 @@ def first_race(lengths: Sequence[int], preds: Sequence[Sequence[int]],
     for e in range(total):
         if position[e]:
             before[e].append(e - 1)
-    successors: list[list[int]] = [[] for _ in range(total)]
-    missing = [len(b) for b in before]
-    for e, b in enumerate(before):
-        for q in b:
-            successors[q].append(e)
-    ready = deque(e for e in range(total) if missing[e] == 0)
-    order = []
-    while ready:
-        e = ready.popleft()
-        order.append(e)
-        for nxt in successors[e]:
-            missing[nxt] -= 1
-            if missing[nxt] == 0:
-                ready.append(nxt)
+    order = _topological_order(before)
     if len(order) < total:
         return None
-    clock = np.zeros((total, len(lengths)), dtype=np.int32)
-    for e in order:
-        row = clock[e]
-        for q in before[e]:
-            np.maximum(row, clock[q], out=row)
-        row[owner[e]] = position[e] + 1
+    clock = _vector_clocks(order, before, owner, position, len(lengths))
 
     def ordered(a: int, b: int) -> bool:
         return bool(clock[b][owner[a]] > position[a] or clock[a][owner[b]] > position[b])
