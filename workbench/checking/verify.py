@@ -89,10 +89,8 @@ def check_structure(algorithm: Algorithm) -> None:
         if t.id != position:
             raise InvalidAlgorithm(f"transfer at position {position} has id {t.id}; ids must equal positions",
                                    transfer=position, kind="structure")
-        for node in (t.src, t.dst):
-            if not (0 <= node < num_nodes):
-                raise InvalidAlgorithm(f"transfer {t.id}: node {node} does not exist (nodes 0..{num_nodes - 1})",
-                                       transfer=t.id, kind="structure")
+        if not (0 <= t.src < num_nodes and 0 <= t.dst < num_nodes):
+            _missing_node(t, num_nodes)
         if t.src == t.dst:
             raise InvalidAlgorithm(f"transfer {t.id}: src and dst are both {t.src}", transfer=t.id, kind="structure")
         for d in t.deps:
@@ -107,22 +105,39 @@ def check_structure(algorithm: Algorithm) -> None:
                 raise InvalidAlgorithm(f"transfer {t.id}: chunk {c} does not exist (chunks 0..{num_chunks - 1})",
                                        transfer=t.id, chunk=c, kind="structure")
         if t.op == "reduce":
-            if not combining:
-                raise InvalidAlgorithm(
-                    f"transfer {t.id}: reduce of chunk {t.chunks[0]} in a non-combining {collective.kind}",
-                    transfer=t.id, chunk=t.chunks[0], kind="structure")
-            if t.dst >= first_switch:
-                raise InvalidAlgorithm(f"transfer {t.id}: reduce into switch {t.dst} (a switch cannot reduce)",
-                                       transfer=t.id, chunk=t.chunks[0], kind="structure")
+            if not combining or t.dst >= first_switch:
+                _bad_reduce(t, collective, first_switch)
         elif t.op != "copy":
             raise InvalidAlgorithm(f"transfer {t.id}: unknown op {t.op!r}", transfer=t.id, kind="structure")
-        key = (t.src, t.dst)
-        ok = connected.get(key)
-        if ok is None:
-            ok = connected[key] = topology.route(t.src, t.dst) is not None
-        if not ok:
-            raise InvalidAlgorithm(f"transfer {t.id}: no path from node {t.src} to node {t.dst}",
+        if (t.src, t.dst) not in connected:  # each pair's route looked up once
+            _check_connected(topology, t, connected)
+
+
+def _check_connected(topology, t, connected: dict[tuple[int, int], bool]) -> None:
+    """InvalidAlgorithm when no path leads from ``t``'s src to its dst; else the pair is noted."""
+    if topology.route(t.src, t.dst) is None:
+        raise InvalidAlgorithm(f"transfer {t.id}: no path from node {t.src} to node {t.dst}",
+                               transfer=t.id, kind="structure")
+    connected[(t.src, t.dst)] = True
+
+
+def _missing_node(t, num_nodes: int) -> None:
+    """InvalidAlgorithm naming the first endpoint of ``t`` that is not a node."""
+    for node in (t.src, t.dst):
+        if not (0 <= node < num_nodes):
+            raise InvalidAlgorithm(f"transfer {t.id}: node {node} does not exist (nodes 0..{num_nodes - 1})",
                                    transfer=t.id, kind="structure")
+
+
+def _bad_reduce(t, collective, first_switch: int) -> None:
+    """InvalidAlgorithm for a reduce in a non-combining collective, or into a switch."""
+    if not collective.combining:
+        raise InvalidAlgorithm(
+            f"transfer {t.id}: reduce of chunk {t.chunks[0]} in a non-combining {collective.kind}",
+            transfer=t.id, chunk=t.chunks[0], kind="structure")
+    if t.dst >= first_switch:
+        raise InvalidAlgorithm(f"transfer {t.id}: reduce into switch {t.dst} (a switch cannot reduce)",
+                               transfer=t.id, chunk=t.chunks[0], kind="structure")
 
 
 def _initial_state(algorithm: Algorithm) -> dict[int, int]:
