@@ -373,10 +373,21 @@ def _run_in_order_periodic(algorithm: Algorithm, segments: list[list[Segment]], 
     return np.asarray(start), np.asarray(end), np.asarray(busy), np.asarray(carried), occupancy
 
 
+def _waiting_and_dependants(transfers: list) -> tuple[list[int], list[list[int]]]:
+    """Per transfer: how many distinct deps it waits for, and the transfers that depend on it."""
+    count = len(transfers)
+    remaining = [0] * count
+    dependants: list[list[int]] = [[] for _ in range(count)]
+    for t in transfers:
+        for d in set(t.deps):
+            dependants[d].append(t.id)
+        remaining[t.id] = len(set(t.deps))
+    return remaining, dependants
+
+
 def _run_fifo(algorithm: Algorithm, segments: list[list[Segment]], blocking: bool):
     """Event driven: at each instant, ready segments whose links are all free start in (ready, file order)."""
-    topology = algorithm.topology
-    num_links = len(topology.links)
+    num_links = len(algorithm.topology.links)
     count = len(algorithm.transfers)
     transfers = algorithm.transfers
     chunk_bytes = algorithm.chunk_bytes
@@ -386,12 +397,7 @@ def _run_fifo(algorithm: Algorithm, segments: list[list[Segment]], blocking: boo
     waiters: list[list[tuple[float, int, int]]] = [[] for _ in range(num_links)]
     start = [0.0] * count
     end = [0.0] * count
-    remaining = [0] * count
-    dependants: list[list[int]] = [[] for _ in range(count)]
-    for t in transfers:
-        for d in set(t.deps):
-            dependants[d].append(t.id)
-        remaining[t.id] = len(set(t.deps))
+    remaining, dependants = _waiting_and_dependants(transfers)
     occ_link: list[int] = []
     occ_start: list[float] = []
     occ_end: list[float] = []
@@ -445,5 +451,5 @@ def _run_fifo(algorithm: Algorithm, segments: list[list[Segment]], blocking: boo
                     candidates.append((now, child, 0))
     if done != count:
         raise SimulationError("fifo simulation stalled: some transfers never became ready")
-    occupancy = (np.asarray(occ_link, dtype=np.int64), np.asarray(occ_start), np.asarray(occ_end))
-    return np.asarray(start), np.asarray(end), np.asarray(busy), np.asarray(carried), occupancy
+    return (np.asarray(start), np.asarray(end), np.asarray(busy), np.asarray(carried),
+            (np.asarray(occ_link, dtype=np.int64), np.asarray(occ_start), np.asarray(occ_end)))
