@@ -114,3 +114,21 @@ def tiny_run(tmp_path, tiny_run_template):
     shutil.copy(tiny_run_template / "tiny.yaml", tmp_path / "tiny.yaml")
     shutil.copytree(tiny_run_template / "run", tmp_path / "run", symlinks=True)
     return tmp_path / "tiny.yaml", tmp_path / "run"
+
+
+# OR-Tools is the optional ``cpsat`` extra (pyproject.toml): a test that cannot run without it is
+# marked ``@pytest.mark.requires_ortools`` and skipped, with the reason, on an install without it
+# (make test-plain). Located, not imported (formulations.sccl.race.cpsat_available).
+ORTOOLS_MISSING = "OR-Tools is not installed (the optional cpsat extra: pip install -e '.[cpsat]')"
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "requires_ortools: needs OR-Tools (the cpsat extra); skipped without it")
+
+
+def pytest_itemcollected(item):
+    if item.get_closest_marker("requires_ortools") is not None:
+        from formulations.sccl.race import cpsat_available
+
+        if not cpsat_available():
+            item.add_marker(pytest.mark.skip(reason=ORTOOLS_MISSING))  # reported at the test's own line
