@@ -8,7 +8,7 @@ import types
 import pytest
 
 from formulations.sccl import Sccl, bandwidth_bound, bandwidth_groups, solve_instance, step_bound
-from formulations.sccl.race import race_instance
+from formulations.sccl.race import cpsat_available, race_instance
 from workbench.cli import main
 from workbench.model.collective import make_collective
 from workbench.plugin.registry import Problem
@@ -17,9 +17,12 @@ from workbench.checking.verify import verify
 
 DGX1 = build("dgx1")
 RING = build("amd-z52")
+# the engine of the tests that are about the model, not the engine: CP-SAT, or z3-auto without
+# OR-Tools (the optional cpsat extra); the tests of CP-SAT itself and of the race are requires_ortools
+ENGINE = "cpsat" if cpsat_available() else "z3-auto"
 
 
-def instance(topology, kind, c, steps, rounds, backend="cpsat", root=0, seconds=60):
+def instance(topology, kind, c, steps, rounds, backend=ENGINE, root=0, seconds=60):
     k = c // 8 if kind == "alltoall" else c
     collective = make_collective(kind, 8, k, root if kind in ("broadcast", "gather", "scatter") else None)
     if backend == "race":
@@ -80,6 +83,7 @@ def test_unsat_boundaries(kind, c, steps, rounds, root, expected):
     ("broadcast", 3, 2, 2, 0), ("broadcast", 7, 3, 3, 0), ("broadcast", 7, 3, 3, 1), ("gather", 2, 3, 3, 0),
     ("alltoall", 8, 2, 3, None),
 ])
+@pytest.mark.requires_ortools
 def test_z3_and_cpsat_agree(kind, c, steps, rounds, root):
     answers = {backend: instance(DGX1, kind, c, steps, rounds, backend, root=root).answer
                for backend in ("z3", "z3-auto", "cpsat", "race")}
@@ -91,7 +95,7 @@ def test_combining_collectives_by_duality(kind, k):
     collective = make_collective(kind, 8, k, 0 if kind == "reduce" else None)
     problem = Problem(DGX1, collective, 8e6)
     result = Sccl().synthesize(problem, time_limit=60, seed=0, mode="instance", steps=2,
-                               rounds=3 if kind != "reduce" else 2, backend="cpsat")
+                               rounds=3 if kind != "reduce" else 2, backend=ENGINE)
     assert result.status in ("feasible", "optimal")
     algorithm = result.algorithms[0]
     verify(algorithm)
@@ -105,7 +109,7 @@ def test_combining_collectives_by_duality(kind, k):
 
 def test_pareto_k0_allgather_reproduces_the_table_frontier():
     problem = Problem(DGX1, make_collective("allgather", 8, 1), 8e6)
-    result = Sccl().synthesize(problem, time_limit=120, seed=0, mode="pareto", k=0, backend="cpsat")
+    result = Sccl().synthesize(problem, time_limit=120, seed=0, mode="pareto", k=0, backend=ENGINE)
     points = [(a.meta["sccl_chunks"], a.meta["steps"], a.meta["rounds"]) for a in result.algorithms]
     assert points == [(1, 2, 2), (2, 3, 3), (3, 4, 4), (4, 5, 5), (5, 6, 6), (6, 7, 7)]
     assert result.status == "optimal" and "bandwidth bound 7/6 reached" in result.message
@@ -115,7 +119,7 @@ def test_pareto_k0_allgather_reproduces_the_table_frontier():
 
 def test_least_steps_mode():
     problem = Problem(DGX1, make_collective("allgather", 8, 2), 8e6)
-    result = Sccl().synthesize(problem, time_limit=60, seed=0, mode="least-steps", k=1, backend="cpsat")
+    result = Sccl().synthesize(problem, time_limit=60, seed=0, mode="least-steps", k=1, backend=ENGINE)
     assert result.status == "optimal" and result.algorithms[0].meta["steps"] == 2
 
 
@@ -128,7 +132,7 @@ def test_bound_rejection_reports_infeasible_without_solving():
 
 def test_optimal_when_bounds_prove_it():
     problem = Problem(RING, make_collective("allgather", 8, 2), 8e6)
-    result = Sccl().synthesize(problem, time_limit=60, seed=0, mode="instance", steps=4, rounds=7, backend="cpsat")
+    result = Sccl().synthesize(problem, time_limit=60, seed=0, mode="instance", steps=4, rounds=7, backend=ENGINE)
     assert result.status == "optimal"
 
 
@@ -164,17 +168,31 @@ def test_shared_bus_group_limits_a_node():
     capped = solve_instance(star, collective, 1e6, 1, 1, 30, "z3",
                             groups=bandwidth_groups(star, [([(0, 1), (0, 2)], 1)]))
     assert capped.answer == "unsat"
-    assert solve_instance(star, collective, 1e6, 2, 2, 30, "cpsat",
+    assert solve_instance(star, collective, 1e6, 2, 2, 30, "z3",
                           groups=bandwidth_groups(star, [([(0, 1), (0, 2)], 1)])).answer == "sat"
+
+
+@pytest.mark.requires_ortools
+def test_shared_bus_group_limits_a_node_in_cpsat():
+    """The same cap on CP-SAT's model: one step is impossible, two are enough."""
+    from workbench.topology import Topology
+
+    star = Topology.create(3, [(0, 1, 0.0, 1e9), (1, 0, 0.0, 1e9), (0, 2, 0.0, 1e9), (2, 0, 0.0, 1e9)])
+    collective = make_collective("broadcast", 3, 1, 0)
+    capped = bandwidth_groups(star, [([(0, 1), (0, 2)], 1)])
+    assert solve_instance(star, collective, 1e6, 1, 1, 30, "cpsat").answer == "sat"
+    assert solve_instance(star, collective, 1e6, 1, 1, 30, "cpsat", groups=capped).answer == "unsat"
+    assert solve_instance(star, collective, 1e6, 2, 2, 30, "cpsat", groups=capped).answer == "sat"
 
 
 def test_scatter_natively():
     problem = Problem(RING, make_collective("scatter", 8, 1, 0), 8e6)
-    result = Sccl().synthesize(problem, time_limit=60, seed=0, mode="least-steps", k=4, backend="cpsat")
+    result = Sccl().synthesize(problem, time_limit=60, seed=0, mode="least-steps", k=4, backend=ENGINE)
     assert result.status in ("optimal", "feasible")
     verify(result.algorithms[0])
 
 
+@pytest.mark.requires_ortools
 def test_race_keeps_the_first_answer_and_leaves_no_process(monkeypatch):
     from formulations.sccl import race
 
@@ -185,6 +203,7 @@ def test_race_keeps_the_first_answer_and_leaves_no_process(monkeypatch):
     assert multiprocessing.active_children() == []  # the loser was killed and reaped
 
 
+@pytest.mark.requires_ortools  # without it there is no race to give z3 a head start in
 def test_a_tiny_instance_is_answered_by_z3_in_this_process(monkeypatch):
     started = []
     monkeypatch.setattr(multiprocessing, "get_context", lambda *a: started.append(a))  # no process may start
@@ -196,6 +215,7 @@ def test_a_tiny_instance_is_answered_by_z3_in_this_process(monkeypatch):
     verify(result.algorithm)
 
 
+@pytest.mark.requires_ortools
 def test_a_tiny_instance_z3_cannot_answer_in_its_head_start_goes_to_the_race(monkeypatch):
     from formulations.sccl import race
 
@@ -213,6 +233,7 @@ def test_a_tiny_instance_z3_cannot_answer_in_its_head_start_goes_to_the_race(mon
     assert result.answer == "sat" and "race won by" in result.note
 
 
+@pytest.mark.requires_ortools
 def test_race_times_out_as_unknown_and_kills_both_engines():
     # All-to-All (24, 8, 8) on DGX-1: no engine proves it in a fraction of a second
     started = time.perf_counter()
@@ -250,7 +271,9 @@ def test_cpsat_available_finds_the_module_without_importing_it(monkeypatch, tmp_
         monkeypatch.delitem(sys.modules, "ortools", raising=False)
         available = race.cpsat_available()
         assert "ortools" not in sys.modules
-        assert available is (importlib.util.find_spec("ortools.sat.python.cp_model") is not None)  # this one imports
+        # this one imports (the package first, so it is asked only where the package is there)
+        assert available is (importlib.util.find_spec("ortools") is not None
+                              and importlib.util.find_spec("ortools.sat.python.cp_model") is not None)
         # a package named ortools without CP-SAT in it does not count
         fake = tmp_path / "ortools"
         fake.mkdir()
@@ -275,12 +298,47 @@ def _package_spec(name, locations):
     return spec
 
 
+@pytest.mark.requires_ortools
 def test_default_backend_is_the_race():
     problem = Problem(DGX1, make_collective("allgather", 8, 1), 8e6)
     result = Sccl().synthesize(problem, time_limit=60, seed=0, steps=2, rounds=2)
     assert result.status in ("optimal", "feasible")
     assert result.algorithms[0].meta["backend"] == "race"
+    assert "backend_note" not in result.algorithms[0].meta
     assert "race: z3-auto alone (a tiny instance)" in result.stats["calls"][0]["note"]
+
+
+def test_without_ortools_the_default_backend_is_z3_and_says_so(monkeypatch):
+    from formulations.sccl import race
+
+    monkeypatch.setattr(race, "cpsat_available", lambda: False)
+    problem = Problem(DGX1, make_collective("allgather", 8, 2), 8e6)
+    result = Sccl().synthesize(problem, time_limit=60, seed=0, mode="least-steps", k=1)
+    assert result.status == "optimal"
+    meta = result.algorithms[0].meta
+    assert (meta["backend"], meta["engine"], meta["backend_requested"]) == ("z3-auto", "z3-auto", "race")
+    assert "OR-Tools" in meta["backend_note"] and "pip install collective-workbench[cpsat]" in meta["backend_note"]
+    assert all("z3-auto alone (no OR-Tools)" in call["note"] for call in result.stats["calls"]
+               if call["answer"] in ("sat", "unsat"))
+    verify(result.algorithms[0])
+
+
+def test_backend_cpsat_without_ortools_is_one_line_before_any_work(monkeypatch, tmp_path, capsys):
+    from formulations.sccl import instance as sccl_instance, race
+    from workbench.plugin.parameters import ParameterError
+
+    monkeypatch.setattr(race, "cpsat_available", lambda: False)
+    monkeypatch.setattr(sccl_instance, "_CpSatModel", None)  # a model built anyway would fail otherwise
+    problem = Problem(DGX1, make_collective("allgather", 8, 1), 8e6)
+    with pytest.raises(ParameterError, match=r"needs OR-Tools.*pip install collective-workbench\[cpsat\]"):
+        Sccl().synthesize(problem, time_limit=5, seed=0, steps=2, rounds=2, backend="cpsat")
+    out = tmp_path / "a.json"
+    code = main(["synth", "sccl", "--topology", "dgx1", "--collective", "allgather", "--size", "1MB",
+                 "--set", "steps=2", "--set", "rounds=2", "--set", "backend=cpsat", "-o", str(out)])
+    captured = capsys.readouterr()
+    assert code == 2 and not out.exists()
+    assert captured.err.count("\n") == 1 and "pip install collective-workbench[cpsat]" in captured.err
+    assert "synthesizing" not in captured.out + captured.err
 
 
 def _paper_encoding_by_operators(n, pre, post, groups, steps, rounds):

@@ -20,9 +20,10 @@ Paper symbol -> code name:
   destination's time)  -> ``_Z3Model`` (C5 as pseudo-Boolean with a case split on r_s, encoding (a); its terms
   made through z3's C API by ``z3_terms.Z3Terms``, the same terms as z3's operators, several times faster)
   and ``_CpSatModel`` (the same model on OR-Tools CP-SAT with one-hot arrival steps); ``backend`` is
-  ``race`` (default: ``cpsat`` and ``z3-auto`` in two processes, the first sat/unsat wins, ``race.py``),
+  ``race`` (default: ``cpsat`` and ``z3-auto`` in two processes, the first sat/unsat wins, ``race.py``;
+  without OR-Tools, the optional ``cpsat`` extra, ``z3-auto`` alone, and ``meta["backend"]`` says so),
   ``z3`` (``SolverFor("QF_LIA")``, the paper's setting), ``z3-auto`` (z3's default tactic selection)
-  or ``cpsat``
+  or ``cpsat`` (refused with the install line when OR-Tools is missing)
 * decoding (spec 3.4): Q = (r_1..r_S), T = {(c, n, n', t) : snd and time[c,n'] = t+1}  -> ``_decode``;
   phantom sends (destination never reached) are dropped; each send waits for the send that delivered its
   chunk to its source (``workbench.kit.schedule.DeliveryChain``)

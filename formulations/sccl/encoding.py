@@ -78,7 +78,13 @@ class _CpSatModel:
     """The same instance on OR-Tools CP-SAT: one-hot arrival step y[c,n,s], s in 0..S or never."""
 
     def __init__(self, n: int, pre, post, groups: list[Group], steps: int, rounds: int, seed: int) -> None:
-        from ortools.sat.python import cp_model
+        try:
+            from ortools.sat.python import cp_model
+        except ImportError as exc:  # the optional cpsat extra (ScclOptions.validate refuses it earlier)
+            from .options import INSTALL_CPSAT
+
+            raise ModuleNotFoundError(f"sccl: backend 'cpsat' needs OR-Tools, which is not installed: "
+                                      f"{INSTALL_CPSAT}") from exc
 
         self.cp_model = cp_model
         model = cp_model.CpModel()

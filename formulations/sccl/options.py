@@ -7,9 +7,10 @@ from typing import Any
 
 from workbench.plugin.parameters import Options, option
 
-__all__ = ["ScclOptions", "check_groups"]
+__all__ = ["ScclOptions", "check_groups", "INSTALL_CPSAT"]
 
 _DEFAULT_MAX_CHUNKS = 64
+INSTALL_CPSAT = "pip install collective-workbench[cpsat]"  # the optional extra that brings OR-Tools' CP-SAT
 
 
 def check_groups(groups: Any) -> None:
@@ -85,6 +86,13 @@ class ScclOptions(Options):
         return [("max_steps" if by_steps else "max_chunks", main), ("k", case)]
 
     def validate(self) -> None:
-        """One instance is named by its steps and rounds together."""
+        """One instance is named by its steps and rounds together; backend cpsat needs OR-Tools
+        (the optional ``cpsat`` extra), refused here, before anything is built."""
         if self.mode == "instance" and (self.steps is None or self.rounds is None):
             raise ValueError("sccl: mode 'instance' needs steps and rounds (e.g. --set steps=3 --set rounds=7)")
+        if self.backend == "cpsat":
+            from .race import cpsat_available
+
+            if not cpsat_available():
+                raise ValueError(f"sccl: backend 'cpsat' needs OR-Tools, which is not installed: {INSTALL_CPSAT} "
+                                 f"(the default backend, race, runs z3 alone without it)")

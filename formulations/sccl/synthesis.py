@@ -15,7 +15,8 @@ from workbench.bounds import lp_seconds_within
 from workbench.kit.solvers import smt_status
 from workbench.topology import Topology
 
-from .options import ScclOptions
+from . import race
+from .options import INSTALL_CPSAT, ScclOptions
 from .race import race_instance
 from .instance import (InstanceResult, _collective_for, _sccl_chunks, bandwidth_bound, bandwidth_groups,
                        solve_instance, step_bound)
@@ -47,10 +48,16 @@ def synthesize(formulation: Any, problem: Problem, *, time_limit: float, seed: i
         outcome = search.pareto(options.k, options.max_steps, options.max_chunks)
     status, algorithms, message, stats = outcome
     seconds = deadline.elapsed()
+    backend, note = options.backend, None
+    if backend == "race" and not race.cpsat_available():  # the race is z3-auto alone (race.race_instance)
+        backend, note = "z3-auto", f"CP-SAT (OR-Tools) is not installed, so the race backend ran z3-auto alone; " \
+                                   f"{INSTALL_CPSAT} adds it"
     for algorithm in algorithms:
-        algorithm.meta.update(backend=options.backend,
+        algorithm.meta.update(backend=backend,
                               label=f"(C,S,R)=({algorithm.meta['sccl_chunks']},{algorithm.meta['steps']},"
                                     f"{algorithm.meta['rounds']})")
+        if note is not None:
+            algorithm.meta.update(backend_requested=options.backend, backend_note=note)
         if status == "optimal":  # proven in the (C, S, R) step model; the floor judges the simulated time
             algorithm.meta["model_optimal"] = "sccl-steps"
     return SynthesisResult(algorithms, status, seconds, stats, message=message)
