@@ -162,12 +162,16 @@ def _requirement_holds(split, units) -> bool:
 
 
 @pytest.mark.parametrize("spec", ["rails:2x4", "rails:4x8,leaf=2,spines=4", "fattree:4", "dgx2:2", "nvs-ib:2"])
-def test_bulk_splitting_keeps_the_requirement_and_removes_every_switch(spec):
-    from formulations.forestcoll.bulk_splitting import split_in_bulk
+@pytest.mark.parametrize("solver", [pytest.param("or-tools", marks=pytest.mark.requires_ortools),
+                                    "networkx"])  # bulk_splitting.PLAN_SOLVERS
+def test_bulk_splitting_keeps_the_requirement_and_removes_every_switch(spec, solver, monkeypatch):
+    from formulations.forestcoll import bulk_splitting
 
+    monkeypatch.setattr(bulk_splitting, "plan_solver", lambda: solver)  # here and in build_forest below
     topology = build(spec)
     units = auto_units(topology)
-    split = split_in_bulk(topology, units)
+    split = bulk_splitting.split_in_bulk(topology, units)
+    assert split.plan_solver == solver
     assert all(a < topology.num_npus and b < topology.num_npus for a, b in split.capacity)
     assert _requirement_holds(split, units)
     for (u, t), through in split.edge_map.items():  # every logical arc maps to switches it went through
@@ -189,3 +193,51 @@ def test_a_failed_check_falls_back_switch_by_switch_then_pair_by_pair(monkeypatc
     split = bulk_splitting.split_in_bulk(topology, units)
     assert split.exact_switches >= 3  # the three refused (and any switch no plan fits)
     assert _requirement_holds(split, units)
+
+
+@pytest.mark.requires_ortools
+def test_both_plan_solvers_find_plans_of_the_same_least_cost():
+    """OR-Tools' min-cost flow and NetworkX's (without OR-Tools) on the same plans: both whole,
+    within the bounds, every sum exact, the same cost; None for both where no plan meets the bounds."""
+    from formulations.forestcoll import bulk_splitting
+
+    rng = np.random.default_rng(0)
+    for case in range(40):
+        n_in, n_out = rng.integers(1, 7, size=2)
+        amounts = rng.integers(1, 9, size=n_in)
+        outs = np.bincount(rng.integers(0, n_out, size=int(amounts.sum())), minlength=n_out)  # the same total
+        tails = [i for i in range(n_in) for j in range(n_out)]
+        heads = [n_in + j for i in range(n_in) for j in range(n_out)]
+        bounds = rng.integers(0, 6, size=len(tails)).tolist()
+        costs = rng.integers(-20, 20, size=len(tails)).tolist()
+        supplies = amounts.tolist() + (-outs).tolist()
+        a = bulk_splitting._min_cost_flow_ortools(tails, heads, bounds, costs, supplies)
+        b = bulk_splitting._min_cost_flow_networkx(tails, heads, bounds, costs, supplies)
+        assert (a is None) == (b is None), case
+        if b is None:
+            continue
+        assert all(isinstance(x, int) and 0 <= x <= bound for x, bound in zip(b, bounds))
+        net = [0] * len(supplies)
+        for tail, head, x in zip(tails, heads, b):
+            net[tail] += x
+            net[head] -= x
+        assert net == supplies
+        assert np.dot(a, costs) == np.dot(b, costs), case
+
+
+def test_without_ortools_the_bulk_plans_are_named_in_meta(monkeypatch):
+    from formulations.forestcoll import ForestColl, bulk_splitting
+    from workbench.model.collective import make_collective
+    from workbench.plugin.registry import Problem
+
+    topology = build("rails:2x4")
+    problem = Problem(topology, make_collective("allgather", topology.num_npus, 1), 1e6)
+    installed = bulk_splitting.plan_solver()
+    monkeypatch.setattr(bulk_splitting, "plan_solver", lambda: "networkx")
+    meta = ForestColl().synthesize(problem, time_limit=60, seed=0, splitting="bulk").algorithms[0].meta
+    assert meta["splitting"] == {"same": "bulk"} and meta["bulk_plans"] == {"same": "networkx"}
+    assert "OR-Tools is not installed" in meta["bulk_plans_note"]
+    if installed == "or-tools":  # with it, the meta is what it was: nothing added
+        monkeypatch.setattr(bulk_splitting, "plan_solver", lambda: "or-tools")
+        meta = ForestColl().synthesize(problem, time_limit=60, seed=0, splitting="bulk").algorithms[0].meta
+        assert meta["splitting"] == {"same": "bulk"} and "bulk_plans" not in meta and "bulk_plans_note" not in meta

@@ -60,6 +60,7 @@ class SplitResult:
     dropped_loops: int = 0  # tree-units of u -> w -> u pairs removed (proven unnecessary by the exact gamma)
     checks: int = 0  # requirement checks after a planned split (bulk_splitting)
     exact_switches: int = 0  # switches bulk_splitting left to the exact pair-by-pair split
+    plan_solver: str = ""  # what solved bulk_splitting's plans (bulk_splitting.PLAN_SOLVERS); "" for the others
     dropped_spare: int = 0  # tree-units of switch-to-switch arcs symmetric_splitting left unused
 
 

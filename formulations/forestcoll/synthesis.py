@@ -454,6 +454,11 @@ def _scheduled(problem: Problem, forests: dict[str, Forest], pieces: int | None,
         "views": {p: ("reversed graph" if p == "reversed" else "topology") for p in forests},
         "periodic": write_period,
     }
+    if any(f.split.plan_solver == "networkx" for f in forests.values()):  # OR-Tools missing (bulk_splitting)
+        meta["bulk_plans"] = {p: f.split.plan_solver for p, f in forests.items() if f.split.plan_solver}
+        meta["bulk_plans_note"] = ("OR-Tools is not installed (pip install collective-workbench[cpsat]): the bulk "
+                                   "splitting's min-cost flows were solved by NetworkX (same model, may break ties "
+                                   "differently)")
     if timed:  # the depths weighed at this size: planned, and simulated where written
         meta["plan_by_pieces"] = {str(p): t for p, t in planned.items()}
         meta.setdefault("time_by_choice", {})["pieces"] = {str(p): t for p, t in timed.items()}
