@@ -164,16 +164,8 @@ def solve_routing(logical: LogicalTopology, collective: Collective, chunk_bytes:
     allowed = allowed_links(logical, collective, sketch)
     generators = symmetry_generators(sketch, logical, collective)
     x_lab, s_lab, u_lab = _classes(logical, collective, allowed, generators)
-    pre = collective.pre
-    post = collective.post
-    trees = symmetric_trees(logical, collective, allowed, generators, lat_u)
-    start_vals = warm_values(logical, collective, sketch, trees, lat_u, allowed) if trees is not None else None
-    if start_vals is not None and not consistent(start_vals, x_lab, s_lab):
-        start_vals = None
-    if start_vals is not None:
-        T = start_vals["time"] * (1 + 1e-6) + 1e-6
-    else:  # a valid but loose bound: every allowed hop of every chunk in sequence
-        T = float((allowed * lat_u[None, :]).sum()) + 1.0
+    start_vals = _warm_values(logical, collective, sketch, allowed, generators, lat_u, x_lab, s_lab)
+    T = _big_m(start_vals, allowed, lat_u)
     model = MilpModel("taccl-routing")
     time = model.var(0.0, T, name="time")
     # one column per symmetry class (note 7): a family's key is the class label of (c, l) or (c, r)
@@ -183,6 +175,65 @@ def solve_routing(logical: LogicalTopology, collective: Collective, chunk_bytes:
     x_key = x_lab.tolist()  # plain ints: the helpers below run a few million times on big models
     s_key = s_lab.tolist()
     lat = lat_u.tolist()
+    x, snd, st = _column_accessors(is_sent, send, start, x_key, s_key, L, n)
+    _pre_start_bounds(model, collective, start, s_key, n)
+    sources = [[l for l in np.nonzero(allowed[c])[0]] for c in range(C)]
+    incoming = _incoming_links(links, sources)
+    timed: set[tuple] = set()  # (4)-(5) rows written, by (x class, start classes of both ends, lat)
+    for c in range(C):
+        _chunk_rows(model, c, links, collective, sources[c], incoming[c], lat, x, st, send, x_key, s_key,
+                    L, n, T, time, timed)
+    _capacity_rows(model, logical, allowed, lat, x, time)
+    _multicast_rows(model, logical, allowed, lat, x, st, time)
+    _internode_rows(model, logical, collective, allowed, x)
+    if sketch.enforce_ordering:
+        _ordering_rows(model, logical, collective, allowed, lat, x, snd, T)
+    gamma = {"uc-min": MU, "uc-max": -MU}.get(sketch.hyperedge_policy, 0.0)
+    is_util = model.family("is_util", upper=1.0, integer=True)  # key: symmetry class of the link
+    if gamma and logical.policy_links:
+        _utilisation_rows(model, logical, allowed, is_util, u_lab, x)
+    model.minimise(time + gamma * total(is_util[key] for key in is_util))  # (1)/(11)
+    start_vector = None
+    if start_vals is not None:
+        start_vector = _start_vector(model, logical, start_vals, u_lab, is_sent, send, start, is_util, time)
+    build_seconds = clock.perf_counter() - built
+    outcome = model.solve(backend, time_limit=max(time_limit - build_seconds, 0.5), mip_gap=mip_gap,
+                          threads=threads, seed=seed, start=start_vector)
+    stats = {"build_seconds": build_seconds, "solve_seconds": outcome.seconds, "status": outcome.status,
+             "gap": outcome.gap, "solver": backend, "symmetry_classes": len(is_sent),
+             "chunk_link_pairs": int(allowed.sum()), "warm_start": start_vector is not None, "big_m": T * unit,
+             **{k: v for k, v in model.stats().items()}}
+    if not outcome.has_solution:
+        return Routing([], {}, {}, outcome.status, None, None, stats, outcome.message)
+    xs = outcome.x
+    parents, send_time, start_time = _read_trees(logical, collective, sources, xs, x, snd, start, s_key, unit)
+    objective = time.value(xs) * unit
+    bound = outcome.bound * unit if outcome.bound is not None else None
+    if bound is not None and gamma > 0:  # time >= bound - gamma * sum(util); uc-max only raises it
+        bound -= gamma * unit * len(is_util)
+    return Routing(parents, send_time, start_time, outcome.status, objective, bound, stats, outcome.message)
+
+
+def _warm_values(logical: LogicalTopology, collective: Collective, sketch: Sketch, allowed: np.ndarray,
+                 generators: list[Generator], lat_u: np.ndarray, x_lab: np.ndarray,
+                 s_lab: np.ndarray) -> dict | None:
+    """The symmetric shortest-path-tree routing's values, or None when there is none the classes admit."""
+    trees = symmetric_trees(logical, collective, allowed, generators, lat_u)
+    start_vals = warm_values(logical, collective, sketch, trees, lat_u, allowed) if trees is not None else None
+    if start_vals is not None and not consistent(start_vals, x_lab, s_lab):
+        start_vals = None
+    return start_vals
+
+
+def _big_m(start_vals: dict | None, allowed: np.ndarray, lat_u: np.ndarray) -> float:
+    """``T``: the warm start's time (tight), else every allowed hop of every chunk in sequence (loose)."""
+    if start_vals is not None:
+        return start_vals["time"] * (1 + 1e-6) + 1e-6
+    return float((allowed * lat_u[None, :]).sum()) + 1.0
+
+
+def _column_accessors(is_sent, send, start, x_key: list[int], s_key: list[int], L: int, n: int):
+    """``x(c, l)``, ``snd(c, l)`` and ``st(c, r)``: the class columns of a (chunk, link) or (chunk, rank)."""
 
     def x(c: int, l: int) -> LinearExpr:
         key = x_key[c * L + l]
@@ -198,101 +249,110 @@ def solve_routing(logical: LogicalTopology, collective: Collective, chunk_bytes:
     def st(c: int, r: int) -> LinearExpr:
         return start[s_key[c * n + r]]
 
-    for c in range(C):
-        for r in pre[c]:  # (3) start = 0 on Pre ranks, as column bounds
+    return x, snd, st
+
+
+def _pre_start_bounds(model: MilpModel, collective: Collective, start, s_key: list[int], n: int) -> None:
+    """(3): ``start = 0`` on Pre ranks, as column bounds."""
+    for c in range(collective.num_chunks):
+        for r in collective.pre[c]:
             model.fix(start.col(s_key[c * n + r]), 0.0)
-    sources = [[l for l in np.nonzero(allowed[c])[0]] for c in range(C)]
+
+
+def _incoming_links(links, sources: list[list[int]]) -> list[dict[int, list[int]]]:
+    """Per chunk: rank -> the allowed links into it."""
     incoming: list[dict[int, list[int]]] = []
-    for c in range(C):
+    for chunk_sources in sources:
         into: dict[int, list[int]] = {}
-        for l in sources[c]:
+        for l in chunk_sources:
             into.setdefault(links[l].dst, []).append(int(l))
         incoming.append(into)
-    timed: set[tuple] = set()  # (4)-(5) rows written, by (x class, start classes of both ends, lat)
-    for c in range(C):
-        received: dict[int, LinearExpr] = {}  # rank -> sum of is_sent[c, l] over the links l into it
+    return incoming
 
-        def receives(r: int) -> LinearExpr:
-            if r not in received:
-                received[r] = total(x(c, f) for f in incoming[c].get(r, []))
-            return received[r]
 
-        for l in sources[c]:
-            link = links[l]
-            s, d = link.src, link.dst
-            sent = x(c, l)
-            key = x_key[c * L + l]
-            pair = (key, s_key[c * n + s], s_key[c * n + d], lat[l])
-            if pair not in timed:  # symmetric (chunk, link) pairs give the same rows: build them once
-                timed.add(pair)
-                sent_at = send[key]
-                unused = T * (1 - sent)  # big-M: rows (4) and (5) bind only on links the chunk uses
-                late = sent_at + unused
-                model.add(st(c, s) <= late, tag="(4)", dedupe=True)
-                model.add(st(c, d) <= late + lat[l], tag="(5)", dedupe=True)
-                model.add(st(c, d) >= sent_at + lat[l] - unused, tag="(5)", dedupe=True)
-            if s not in pre[c]:  # a rank forwards only what it received
-                model.add(sent <= receives(s), tag="(A13)", dedupe=True)
-        for d in incoming[c]:
-            model.add((receives(d) == 1) if d in post[c] else (receives(d) <= 1), tag="(C2)", dedupe=True)
-        for r in post[c] - pre[c]:
-            model.add(time >= st(c, r), tag="(2)", dedupe=True)
-    _capacity_rows(model, logical, allowed, lat, x, time)
-    _multicast_rows(model, logical, allowed, lat, x, st, time)
-    _internode_rows(model, logical, collective, allowed, x)
-    if sketch.enforce_ordering:
-        _ordering_rows(model, logical, collective, allowed, lat, x, snd, T)
-    gamma = {"uc-min": MU, "uc-max": -MU}.get(sketch.hyperedge_policy, 0.0)
-    is_util = model.family("is_util", upper=1.0, integer=True)  # key: symmetry class of the link
-    if gamma and logical.policy_links:
-        for l in sorted(logical.policy_links):
-            util = is_util[int(u_lab[l])]
-            users = [x(c, l) for c in np.nonzero(allowed[:, l])[0]]
-            cols = [sent.col for sent in users]
-            by_col = dict(zip(cols, users))
-            # one row per class, in a set's order of the columns: the row order the solver has always
-            # been given, so ties between equal optima break as before
-            for col in set(cols):
-                model.add(util >= by_col[col], tag="(9)", dedupe=True)
-            model.add(util <= total(users), tag="(10)", dedupe=True)
-    model.minimise(time + gamma * total(is_util[key] for key in is_util))  # (1)/(11)
-    start_vector = None
-    if start_vals is not None:
-        used = {}
-        for l in logical.policy_links:
-            key = int(u_lab[l])
-            used[key] = used.get(key, False) or bool(start_vals["x"][:, l].any())
-        start_vector = mip_start(model, start_vals, is_sent.columns, send.columns, start.columns,
-                                 is_util.columns, time, used)
-    build_seconds = clock.perf_counter() - built
-    outcome = model.solve(backend, time_limit=max(time_limit - build_seconds, 0.5), mip_gap=mip_gap,
-                          threads=threads, seed=seed, start=start_vector)
-    stats = {"build_seconds": build_seconds, "solve_seconds": outcome.seconds, "status": outcome.status,
-             "gap": outcome.gap, "solver": backend, "symmetry_classes": len(is_sent),
-             "chunk_link_pairs": int(allowed.sum()), "warm_start": start_vector is not None, "big_m": T * unit,
-             **{k: v for k, v in model.stats().items()}}
-    if not outcome.has_solution:
-        return Routing([], {}, {}, outcome.status, None, None, stats, outcome.message)
-    xs = outcome.x
+def _chunk_rows(model: MilpModel, c: int, links, collective: Collective, sources: list[int],
+                incoming: dict[int, list[int]], lat: list[float], x, st, send, x_key: list[int],
+                s_key: list[int], L: int, n: int, T: float, time: LinearExpr, timed: set[tuple]) -> None:
+    """Chunk ``c``'s rows, in the order the solver has always been given them: per allowed link (4)-(5)
+    and (A13), then (C2) per receiving rank, then (2) per Post rank."""
+    pre, post = collective.pre[c], collective.post[c]
+    received: dict[int, LinearExpr] = {}  # rank -> sum of is_sent[c, l] over the links l into it
+
+    def receives(r: int) -> LinearExpr:
+        if r not in received:
+            received[r] = total(x(c, f) for f in incoming.get(r, []))
+        return received[r]
+
+    for l in sources:
+        s, d = links[l].src, links[l].dst
+        sent = x(c, l)
+        key = x_key[c * L + l]
+        pair = (key, s_key[c * n + s], s_key[c * n + d], lat[l])
+        if pair not in timed:  # symmetric (chunk, link) pairs give the same rows: build them once
+            timed.add(pair)
+            _timing_rows(model, sent, send[key], st(c, s), st(c, d), lat[l], T)
+        if s not in pre:  # a rank forwards only what it received
+            model.add(sent <= receives(s), tag="(A13)", dedupe=True)
+    for d in incoming:
+        model.add((receives(d) == 1) if d in post else (receives(d) <= 1), tag="(C2)", dedupe=True)
+    for r in post - pre:
+        model.add(time >= st(c, r), tag="(2)", dedupe=True)
+
+
+def _timing_rows(model: MilpModel, sent: LinearExpr, sent_at: LinearExpr, start_src: LinearExpr,
+                 start_dst: LinearExpr, lat: float, T: float) -> None:
+    """(4) ``start[c,s] <= send + T (1 - is_sent)``; (5) ``is_sent => start[c,d] = send + lat``."""
+    unused = T * (1 - sent)  # big-M: rows (4) and (5) bind only on links the chunk uses
+    late = sent_at + unused
+    model.add(start_src <= late, tag="(4)", dedupe=True)
+    model.add(start_dst <= late + lat, tag="(5)", dedupe=True)
+    model.add(start_dst >= sent_at + lat - unused, tag="(5)", dedupe=True)
+
+
+def _utilisation_rows(model: MilpModel, logical: LogicalTopology, allowed: np.ndarray, is_util,
+                      u_lab: np.ndarray, x) -> None:
+    """(9)/(10): ``is_util`` of a hyperedge-policy link is 1 iff the link carries a chunk."""
+    for l in sorted(logical.policy_links):
+        util = is_util[int(u_lab[l])]
+        users = [x(c, l) for c in np.nonzero(allowed[:, l])[0]]
+        cols = [sent.col for sent in users]
+        by_col = dict(zip(cols, users))
+        # one row per class, in a set's order of the columns: the row order the solver has always
+        # been given, so ties between equal optima break as before
+        for col in set(cols):
+            model.add(util >= by_col[col], tag="(9)", dedupe=True)
+        model.add(util <= total(users), tag="(10)", dedupe=True)
+
+
+def _start_vector(model: MilpModel, logical: LogicalTopology, start_vals: dict, u_lab: np.ndarray,
+                  is_sent, send, start, is_util, time: LinearExpr):
+    """The warm start as the solver's start vector (a policy link's class is used if any link of it is)."""
+    used = {}
+    for l in logical.policy_links:
+        key = int(u_lab[l])
+        used[key] = used.get(key, False) or bool(start_vals["x"][:, l].any())
+    return mip_start(model, start_vals, is_sent.columns, send.columns, start.columns, is_util.columns, time, used)
+
+
+def _read_trees(logical: LogicalTopology, collective: Collective, sources: list[list[int]], xs, x, snd, start,
+                s_key: list[int], unit: float):
+    """Each chunk's tree (rank -> link into it), its send times and its ranks' start times, in seconds."""
+    links, n = logical.links, logical.num_ranks
     parents: list[dict[int, int]] = []
     send_time: dict[tuple[int, int], float] = {}
     start_time: dict[tuple[int, int], float] = {}
-    for c in range(C):
+    for c in range(collective.num_chunks):
         chosen: dict[int, int] = {}
         for l in sources[c]:
             if x(c, l).value(xs) > 0.5:
                 chosen[links[l].dst] = int(l)
                 send_time[(c, int(l))] = snd(c, l).value(xs) * unit
-        parents.append(prune(chosen, logical, pre[c], post[c], c))
+        parents.append(prune(chosen, logical, collective.pre[c], collective.post[c], c))
         for r in range(n):
             key = s_key[c * n + r]
             if key in start:
                 start_time[(c, r)] = start[key].value(xs) * unit
-    objective = time.value(xs) * unit
-    bound = outcome.bound * unit if outcome.bound is not None else None
-    if bound is not None and gamma > 0:  # time >= bound - gamma * sum(util); uc-max only raises it
-        bound -= gamma * unit * len(is_util)
-    return Routing(parents, send_time, start_time, outcome.status, objective, bound, stats, outcome.message)
+    return parents, send_time, start_time
 
 
 def _capacity_rows(model: MilpModel, logical: LogicalTopology, allowed: np.ndarray, lat: list[float], x,
