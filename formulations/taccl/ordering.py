@@ -55,12 +55,32 @@ def order_edges(logical: LogicalTopology, trees: list[dict[int, int]], pre, lat:
     """List-schedule every tree edge by ``heuristic``; ``lat[l]`` is link l's per-chunk cost (s)."""
     links = logical.links
     R, G = logical.num_ranks, logical.gpus_per_node
+    children = _children(links, trees)
+    to_travel = _to_travel(links, trees, children, lat)
+    key_of = _key_function(heuristic, logical, pre, to_travel, R, G)
+    list_time = _list_schedule(links, trees, children, pre, lat, key_of)
+    rank = _edge_ranks(links, list_time, heuristic, routing_send, R)
+    per_physical: dict[int, list[Edge]] = {}
+    for edge in sorted(rank, key=rank.__getitem__):
+        for p in links[edge[1]].physical:
+            per_physical.setdefault(p, []).append(edge)
+    return Orders(per_physical, rank, list_time, heuristic)
+
+
+def _children(links, trees: list[dict[int, int]]) -> list[dict[int, list[int]]]:
+    """Per chunk: rank -> the tree links leaving it."""
     children: list[dict[int, list[int]]] = []
-    for c, tree in enumerate(trees):
+    for tree in trees:
         kids: dict[int, list[int]] = {}
         for d, l in tree.items():
             kids.setdefault(links[l].src, []).append(l)
         children.append(kids)
+    return children
+
+
+def _to_travel(links, trees: list[dict[int, int]], children: list[dict[int, list[int]]],
+               lat: list[float]) -> dict[Edge, float]:
+    """(chunk, link) -> the longest path of link costs from that edge down its chunk's tree."""
     to_travel: dict[Edge, float] = {}
     for c, tree in enumerate(trees):
         memo: dict[int, float] = {}
@@ -73,7 +93,12 @@ def order_edges(logical: LogicalTopology, trees: list[dict[int, int]], pre, lat:
 
         for l in tree.values():
             to_travel[(c, l)] = height(l)
-    key_of = _key_function(heuristic, logical, pre, to_travel, R, G)
+    return to_travel
+
+
+def _list_schedule(links, trees: list[dict[int, int]], children: list[dict[int, list[int]]], pre,
+                   lat: list[float], key_of: Callable) -> dict[Edge, float]:
+    """(chunk, link) -> its start in the list schedule: the best-keyed ready edge takes its ports next."""
     free: dict[int, float] = {}
     heap: list = []
     travelled: dict[Edge, float] = {}
@@ -100,6 +125,12 @@ def order_edges(logical: LogicalTopology, trees: list[dict[int, int]], pre, lat:
             free[p] = end
         for k in sorted(children[c].get(links[l].dst, [])):
             push(c, k, end, travelled[(c, l)] + lat[l])
+    return list_time
+
+
+def _edge_ranks(links, list_time: dict[Edge, float], heuristic: str, routing_send: dict[Edge, float] | None,
+                R: int) -> dict[Edge, tuple]:
+    """(chunk, link) -> its sort key: the list time (after the routing's send time under h10/paper)."""
     rank: dict[Edge, tuple] = {}
     for (c, l), t in list_time.items():
         s, d = links[l].src, links[l].dst
@@ -108,11 +139,7 @@ def order_edges(logical: LogicalTopology, trees: list[dict[int, int]], pre, lat:
             rank[(c, l)] = (round(routing_send.get((c, l), t), 12), t) + tail
         else:
             rank[(c, l)] = (t,) + tail
-    per_physical: dict[int, list[Edge]] = {}
-    for edge in sorted(rank, key=rank.__getitem__):
-        for p in links[edge[1]].physical:
-            per_physical.setdefault(p, []).append(edge)
-    return Orders(per_physical, rank, list_time, heuristic)
+    return rank
 
 
 def _key_function(heuristic: str, logical: LogicalTopology, pre, to_travel: dict[Edge, float],
