@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import os
-import time
 import tracemalloc
 
 import pytest
@@ -51,9 +50,8 @@ def test_an_alias_bomb_is_one_line_fast_and_small(tmp_path, capsys, command):
     bomb = tmp_path / "bomb.yaml"
     bomb.write_text(BOMB)
     assert len(BOMB) < 700
-    started = time.perf_counter()
-    assert main([command, str(bomb)]) == 2
-    assert time.perf_counter() - started < 2.0
+    with deadline(30.0):  # a hang guard (expanding 387 million scalars would not end); small: below
+        assert main([command, str(bomb)]) == 2
     line = _one_line(capsys)
     assert str(bomb) in line and "aliases expand the document" in line
     parse_yaml("a: 1", "warm-up")  # PyYAML imported and the loader built before measuring
