@@ -8,13 +8,13 @@ import json
 import math
 import re
 import shlex
-import time
 import tracemalloc
 from pathlib import Path
 
 import pytest
 from hypothesis import assume, given, settings, strategies as st
 
+from guards import deadline
 from workbench.topology import builder_table
 from workbench.util import size_guard
 from workbench.cli import main
@@ -267,15 +267,13 @@ def test_bad_tier_values_name_the_tier(spec, kwargs, fragment):
                                   "rails:4x8,leaf=1,spines=100000000000"])
 def test_the_size_guard_refuses_huge_clusters_before_building(spec):
     tracemalloc.start()
-    started = time.monotonic()
     try:
-        with pytest.raises(TopologyError, match="needs an estimated"):
+        with deadline(30.0), pytest.raises(TopologyError, match="needs an estimated"):
             load_topology(spec)
-        elapsed = time.monotonic() - started
         peak = tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()
-    assert elapsed < 1.0 and peak < 5e6, (elapsed, peak)
+    assert peak < 5e6, peak  # nothing built: a million-NPU fabric's links alone are gigabytes
 
 
 def test_an_experiment_config_refuses_a_huge_cluster_in_one_line():
@@ -283,10 +281,14 @@ def test_an_experiment_config_refuses_a_huge_cluster_in_one_line():
     from workbench.config.experiment import parse_experiment
 
     grid = {"collectives": ["allgather"], "sizes": ["1MB"], "formulations": ["ring"]}
-    started = time.monotonic()
-    with pytest.raises(ConfigError) as caught:
-        parse_experiment({"name": "big", "grid": {"topologies": ["rails:1000000x8"], **grid}}, "big.yaml")
-    assert time.monotonic() - started < 5
+    tracemalloc.start()
+    try:
+        with deadline(30.0), pytest.raises(ConfigError) as caught:
+            parse_experiment({"name": "big", "grid": {"topologies": ["rails:1000000x8"], **grid}}, "big.yaml")
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 5e6, peak  # refused before the fabric is built
     message = str(caught.value)
     assert "\n" not in message and "grid.topologies[0]" in message and "needs an estimated" in message
     with pytest.raises(ConfigError, match=re.escape("grid.topologies[0]") + ".*colour"):
