@@ -82,65 +82,19 @@ def solve_schedule(logical: LogicalTopology, edges: list[Edge], order: dict[int,
     time = model.var(0.0, M, name="time")
     send = model.family("send", edges, upper=M)
     start = model.family("start", upper=M)  # key (c, r), created on first use
-
-    def st(c: int, r: int) -> LinearExpr:
-        if (c, r) not in start and not reduce and r in pre[c]:
-            model.fix(start.col((c, r)), 0.0)  # (S1) start = 0 on Pre ranks, as column bounds
-        return start[(c, r)]
-
+    st = _start_accessor(model, start, pre, reduce)
     together = _together_pairs(logical, order, edges, max_contig, merge_ok, src, dst)
     g = model.family("is_together", together, upper=1.0, integer=True)
-    partners: dict[Edge, list[Edge]] = {e: [] for e in edges}
-    for a, b in together:
-        partners[a].append(b)
-        partners[b].append(a)
-
-    def lat_c(e: Edge) -> LinearExpr:
-        """(S2) one alpha per merged run, a beta per chunk in it: alpha + beta * (1 + sum of e's g)."""
-        pairs = (tuple(sorted((e, o), key=rank.__getitem__)) for o in partners[e])
-        return total(beta[e[1]] * g[pair] for pair in pairs) + (alpha[e[1]] + beta[e[1]])
-
-    lat = {e: lat_c(e) for e in edges}  # each edge's (S2) latency, once: rows below share it
-    for e in edges:
-        c = e[0]
-        model.add(send[e] >= st(c, src(e)), tag="(S4)")  # reduce: once every child contribution arrived
-        if reduce:  # contributions of several children: arrival bounds the partial sum's start from below
-            model.add(st(c, dst(e)) >= send[e] + lat[e], tag="(S2r)")
-        else:
-            model.add(st(c, dst(e)) == send[e] + lat[e], tag="(S2)")
-    for c, targets in enumerate(post):
-        for r in (targets if reduce else targets - pre[c]):
-            model.add(time >= st(c, r), tag="(S3)")
-    for p, sequence in order.items():  # consecutive edges on every physical link and port
-        tag = _port_tag(logical, p)
-        for a, b in zip(sequence, sequence[1:]):
-            ready = send[a] + lat[a]
-            if (a, b) in g:  # merged edges leave together: the row binds only when they are not
-                ready = ready - M * g[(a, b)]
-            model.add(send[b] >= ready, tag=tag, dedupe=True)
-    for pair in together:  # (S6) merged edges leave and arrive together
-        a, b = pair
-        apart = M * (1 - g[pair])
-        model.add(send[a] <= send[b] + apart, tag="(S6)")
-        model.add(send[a] >= send[b] - apart, tag="(S6)")
+    lat = _merged_latencies(edges, together, g, rank, alpha, beta)  # each edge's (S2) latency, once
+    _arrival_rows(model, edges, send, lat, st, src, dst, reduce)
+    _makespan_rows(model, time, post, pre, st, reduce)
+    _bandwidth_rows(model, logical, order, send, lat, g, M)
+    _together_rows(model, together, send, g, M)
     _run_rows(model, g, order, max_contig)
     reduce_before = model.family("is_reduce_before", upper=1.0, integer=True)  # key (a, b): a's first
     if reduce and serialise_reductions:
-        for (c, r), incoming in into.items():
-            for i, a in enumerate(incoming):
-                for b in incoming[i + 1:]:
-                    q = reduce_before[(a, b)]
-                    # q = 1: a's contribution is reduced first; q = 0: b's
-                    model.add(send[b] >= send[a] - M * (1 - q) + lat[a], tag="(4.1)")
-                    model.add(send[a] >= send[b] - M * q + lat[b], tag="(4.1)")
-    start_vector = [0.0] * model.num_cols
-    start_vector[time.col] = makespan0
-    for e, col in send.columns.items():
-        start_vector[col] = asap_send[e]
-    for key, col in start.columns.items():
-        start_vector[col] = asap_start.get(key, 0.0)
-    for (a, b), col in reduce_before.columns.items():
-        start_vector[col] = 1.0 if asap_send[a] <= asap_send[b] else 0.0
+        _reduction_order_rows(model, into, send, lat, reduce_before, M)
+    start_vector = _start_vector(model, time, makespan0, send, start, reduce_before, asap_send, asap_start)
     model.minimise(time)
     build_seconds = clock.perf_counter() - built
     if not g and not reduce_before:
@@ -161,6 +115,100 @@ def solve_schedule(logical: LogicalTopology, edges: list[Edge], order: dict[int,
     groups = _merge_groups(edges, merged, sends, rank)
     bound = outcome.bound * unit if outcome.bound is not None else None
     return Schedule(sends, groups, time.value(x) * unit, outcome.status, bound, stats, outcome.message)
+
+
+def _start_accessor(model: MilpModel, start: VarFamily, pre, reduce: bool) -> Callable[[int, int], LinearExpr]:
+    """``st(c, r)``: the ``start`` column of (chunk, rank), created on first use (S1 fixed on Pre ranks)."""
+
+    def st(c: int, r: int) -> LinearExpr:
+        if (c, r) not in start and not reduce and r in pre[c]:
+            model.fix(start.col((c, r)), 0.0)  # (S1) start = 0 on Pre ranks, as column bounds
+        return start[(c, r)]
+
+    return st
+
+
+def _merged_latencies(edges: list[Edge], together: list[tuple[Edge, Edge]], g: VarFamily, rank: dict[Edge, tuple],
+                      alpha: dict[int, float], beta: dict[int, float]) -> dict[Edge, LinearExpr]:
+    """(S2) ``lat_c(e)``: one alpha per merged run, a beta per chunk in it: alpha + beta * (1 + sum of e's g)."""
+    partners: dict[Edge, list[Edge]] = {e: [] for e in edges}
+    for a, b in together:
+        partners[a].append(b)
+        partners[b].append(a)
+
+    def lat_c(e: Edge) -> LinearExpr:
+        pairs = (tuple(sorted((e, o), key=rank.__getitem__)) for o in partners[e])
+        return total(beta[e[1]] * g[pair] for pair in pairs) + (alpha[e[1]] + beta[e[1]])
+
+    return {e: lat_c(e) for e in edges}
+
+
+def _arrival_rows(model: MilpModel, edges: list[Edge], send: VarFamily, lat: dict[Edge, LinearExpr], st, src, dst,
+                  reduce: bool) -> None:
+    """Per edge: (S4) ``send >= start`` at the sender, then (S2) ``start[c,d] = send + lat_c`` ((S2r) ``>=``)."""
+    for e in edges:
+        c = e[0]
+        model.add(send[e] >= st(c, src(e)), tag="(S4)")  # reduce: once every child contribution arrived
+        if reduce:  # contributions of several children: arrival bounds the partial sum's start from below
+            model.add(st(c, dst(e)) >= send[e] + lat[e], tag="(S2r)")
+        else:
+            model.add(st(c, dst(e)) == send[e] + lat[e], tag="(S2)")
+
+
+def _makespan_rows(model: MilpModel, time: LinearExpr, post, pre, st, reduce: bool) -> None:
+    """(S3) ``time >= start`` on Post ranks (every one in reduce mode, the roots included)."""
+    for c, targets in enumerate(post):
+        for r in (targets if reduce else targets - pre[c]):
+            model.add(time >= st(c, r), tag="(S3)")
+
+
+def _bandwidth_rows(model: MilpModel, logical: LogicalTopology, order: dict[int, list[Edge]], send: VarFamily,
+                    lat: dict[Edge, LinearExpr], g: VarFamily, M: float) -> None:
+    """(S7)-(S9): consecutive edges of every physical link's and port's order do not overlap."""
+    for p, sequence in order.items():
+        tag = _port_tag(logical, p)
+        for a, b in zip(sequence, sequence[1:]):
+            ready = send[a] + lat[a]
+            if (a, b) in g:  # merged edges leave together: the row binds only when they are not
+                ready = ready - M * g[(a, b)]
+            model.add(send[b] >= ready, tag=tag, dedupe=True)
+
+
+def _together_rows(model: MilpModel, together: list[tuple[Edge, Edge]], send: VarFamily, g: VarFamily,
+                   M: float) -> None:
+    """(S6): merged edges leave and arrive together."""
+    for pair in together:
+        a, b = pair
+        apart = M * (1 - g[pair])
+        model.add(send[a] <= send[b] + apart, tag="(S6)")
+        model.add(send[a] >= send[b] - apart, tag="(S6)")
+
+
+def _reduction_order_rows(model: MilpModel, into: dict[tuple[int, int], list[Edge]], send: VarFamily,
+                          lat: dict[Edge, LinearExpr], reduce_before: VarFamily, M: float) -> None:
+    """(4.1): contributions into one rank are reduced one after another, a binary per pair picking the order."""
+    for (c, r), incoming in into.items():
+        for i, a in enumerate(incoming):
+            for b in incoming[i + 1:]:
+                q = reduce_before[(a, b)]
+                # q = 1: a's contribution is reduced first; q = 0: b's
+                model.add(send[b] >= send[a] - M * (1 - q) + lat[a], tag="(4.1)")
+                model.add(send[a] >= send[b] - M * q + lat[b], tag="(4.1)")
+
+
+def _start_vector(model: MilpModel, time: LinearExpr, makespan0: float, send: VarFamily, start: VarFamily,
+                  reduce_before: VarFamily, asap_send: dict[Edge, float],
+                  asap_start: dict[tuple[int, int], float]) -> list[float]:
+    """The as-soon-as-possible schedule as the MIP start (reductions in its order)."""
+    start_vector = [0.0] * model.num_cols
+    start_vector[time.col] = makespan0
+    for e, col in send.columns.items():
+        start_vector[col] = asap_send[e]
+    for key, col in start.columns.items():
+        start_vector[col] = asap_start.get(key, 0.0)
+    for (a, b), col in reduce_before.columns.items():
+        start_vector[col] = 1.0 if asap_send[a] <= asap_send[b] else 0.0
+    return start_vector
 
 
 def _together_pairs(logical: LogicalTopology, order: dict[int, list[Edge]], edges: list[Edge], max_contig: int,
