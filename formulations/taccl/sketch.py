@@ -203,7 +203,19 @@ def _parse_internode(sketch: Sketch, inter: Any, source: str) -> None:
     strategy = inter.get("strategy", "relay")
     if strategy != "relay":
         raise _fail(source, "internode.strategy", f"only 'relay' is supported, got {strategy!r}")
-    conn = inter.get("conn", inter.get("internode_conn"))
+    _parse_conn(sketch, inter.get("conn", inter.get("internode_conn")), source)
+    _parse_relay(sketch, inter, source)
+    _parse_beta_split(sketch, inter.get("beta_split") or {}, source)
+    ordering = inter.get("enforce_ordering", False)
+    if not isinstance(ordering, bool):
+        raise _fail(source, "internode.enforce_ordering", f"expected true or false, got {ordering!r}")
+    if ordering and sketch.relay_rev_map is None and sketch.relay_affine is None:
+        raise _fail(source, "internode.enforce_ordering", "needs a relay map (relay_of)")
+    sketch.enforce_ordering = ordering
+
+
+def _parse_conn(sketch: Sketch, conn: Any, source: str) -> None:
+    """``internode.conn``: "fully-connected", "direct-map" or sender -> destinations (as many for each)."""
     if conn is None or conn in ("fully-connected", "direct-map"):
         sketch.conn = conn
     elif isinstance(conn, dict):
@@ -217,6 +229,10 @@ def _parse_internode(sketch: Sketch, inter: Any, source: str) -> None:
         sketch.conn = parsed
     else:
         raise _fail(source, "internode.conn", f"expected a mapping, 'fully-connected' or 'direct-map', got {conn!r}")
+
+
+def _parse_relay(sketch: Sketch, inter: dict, source: str) -> None:
+    """``internode.relay_of`` (rev_map and/or affine; the released tool's field names too), checked against conn."""
     relay = inter.get("relay_of")
     rev_map = inter.get("gpus_to_sender_rev_map")
     affine = inter.get("chunk_to_relay_map")
@@ -243,7 +259,10 @@ def _parse_internode(sketch: Sketch, inter: Any, source: str) -> None:
         missing = sorted(set(senders) - set(sketch.conn))
         if missing:
             raise _fail(source, "internode.relay_of", f"relay sender {missing[0]} is not an inter-node sender in conn")
-    split = inter.get("beta_split") or {}
+
+
+def _parse_beta_split(sketch: Sketch, split: Any, source: str) -> None:
+    """``internode.beta_split``: sender -> n >= 1 ("auto" or nothing: none)."""
     if split == "auto":
         split = {}
     if not isinstance(split, dict):
@@ -253,12 +272,6 @@ def _parse_internode(sketch: Sketch, inter: Any, source: str) -> None:
         if not isinstance(value, (int, float)) or isinstance(value, bool) or not 1 <= value <= 1e300:  # NaN, inf too
             raise _fail(source, f"internode.beta_split[{key}]", f"expected a number >= 1, got {value!r}")
         sketch.beta_split[s] = float(value)
-    ordering = inter.get("enforce_ordering", False)
-    if not isinstance(ordering, bool):
-        raise _fail(source, "internode.enforce_ordering", f"expected true or false, got {ordering!r}")
-    if ordering and sketch.relay_rev_map is None and sketch.relay_affine is None:
-        raise _fail(source, "internode.enforce_ordering", "needs a relay map (relay_of)")
-    sketch.enforce_ordering = ordering
 
 
 def _relay_senders(sketch: Sketch) -> list[int]:
