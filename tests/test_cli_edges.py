@@ -89,15 +89,13 @@ def test_written_files_follow_the_umask(tmp_path):
 def test_time_limit_bounds_the_wall_time_of_synth(tmp_path):
     import subprocess
     import sys
-    import time
 
-    started = time.monotonic()
+    # the hang guard is the subprocess's timeout (TimeoutExpired fails the test): ~9 s here for the
+    # 5 s limit, 60 s before the fix; no finer wall-time target on a shared machine
     done = subprocess.run([sys.executable, "-m", "workbench", "synth", "tacos", "--topology", "mesh:64x64",
                            "--collective", "allgather", "--size", "1GB", "--time-limit", "5s", "-o",
-                           str(tmp_path / "out.json")], capture_output=True, text=True, timeout=300)
-    elapsed = time.monotonic() - started
+                           str(tmp_path / "out.json")], capture_output=True, text=True, timeout=30)
     assert done.returncode == 4, done.stderr  # timed out, with or without an incumbent
-    assert elapsed < 25, f"took {elapsed:.1f} s for a 5 s limit"  # generous: ~9 s here, 60 s before the fix
 
 
 def test_an_unexpected_error_is_one_line_exit_5_and_debug_shows_the_traceback(monkeypatch, capsys):

@@ -2,11 +2,11 @@
 
 import multiprocessing
 import sys
-import time
 import types
 
 import pytest
 
+from guards import deadline
 from formulations.sccl import Sccl, bandwidth_bound, bandwidth_groups, solve_instance, step_bound
 from formulations.sccl.race import cpsat_available, race_instance
 from workbench.cli import main
@@ -137,13 +137,11 @@ def test_optimal_when_bounds_prove_it():
 
 
 def test_slow_unsat_times_out_under_a_hard_limit(tmp_path, capsys):
-    started = time.monotonic()
-    code = main(["synth", "sccl", "--topology", "dgx1", "--collective", "broadcast", "--root", "0", "--chunks", "12",
-                 "--size", "12MB", "--set", "steps=3", "--set", "rounds=5", "--time-limit", "3s",
-                 "-o", str(tmp_path / "b.json")])
-    elapsed = time.monotonic() - started
+    with deadline(30.0):  # a hang guard: without the limit the solver runs for minutes
+        code = main(["synth", "sccl", "--topology", "dgx1", "--collective", "broadcast", "--root", "0", "--chunks",
+                     "12", "--size", "12MB", "--set", "steps=3", "--set", "rounds=5", "--time-limit", "3s",
+                     "-o", str(tmp_path / "b.json")])
     assert code == 4, capsys.readouterr()
-    assert elapsed < 3 + 10
 
 
 def test_parameters_are_checked():
@@ -236,12 +234,9 @@ def test_a_tiny_instance_z3_cannot_answer_in_its_head_start_goes_to_the_race(mon
 @pytest.mark.requires_ortools
 def test_race_times_out_as_unknown_and_kills_both_engines():
     # All-to-All (24, 8, 8) on DGX-1: no engine proves it in a fraction of a second
-    started = time.perf_counter()
-    result = instance(DGX1, "alltoall", 24, 8, 8, "race", seconds=0.5)
+    with deadline(30.0):  # the grace ends it, never the engines' own pace (over a minute: both unknown at 60 s)
+        result = instance(DGX1, "alltoall", 24, 8, 8, "race", seconds=0.5)
     assert result.answer == "unknown", result.note
-    # the grace (with room for a loaded machine's process start-up), never the engines' own pace,
-    # which on this instance is over a minute (both still unknown after 60 s)
-    assert time.perf_counter() - started < 0.5 + 30.0
     assert multiprocessing.active_children() == []
 
 
