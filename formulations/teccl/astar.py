@@ -182,6 +182,34 @@ def _round_model(graph: EpochGraph, collective: Collective, history: list[Flow],
                            if e.dst not in collective.pre[c] and held_at.get((c, e.dst), far) > 0 for k in range(K)),
                      upper=1.0, integer=True)
     b = model.family("b", ((c, n, k) for c in wanted for n in npus for k in range(H + 1)), upper=1.0, integer=True)
+    _buffer_rows(model, graph, f, b, wanted, npus, held_at, H, far)
+    for (c, ei, k), send in f.items():  # (2.2 flow) an NPU sends only what it holds
+        src = edges[ei].src
+        if not graph.is_switch(src):
+            model.add(send <= b[c, src, k], tag="(2.2 flow)")
+    crossed = {(c, edges[ei].src) for c, ei, _ in history if graph.is_switch(edges[ei].src)}
+    for w in graph.topology.switches:
+        for c in wanted:
+            if graph.switch_model == "no-copy":  # a chunk crosses a switch once (so the schedule reverses)
+                _cross_once_row(model, graph, f, c, w, K, crossed)
+            _switch_rows(model, graph, f, c, w, K, switch_in)
+    for e in edges:
+        _capacity_rows(model, f, e, wanted, K, busy)
+        _once_rows(model, f, e, wanted, K)
+    objective = [-total(EPS / (k + 1) * total(b[c, d, k + 1] for c, d in remaining) for k in range(K))]
+    start = [0.0] * model.num_cols  # MIP start: nothing sent, every chunk stays where it is
+    for (c, n, k), col in b.columns.items():
+        start[col] = 1.0 if held_at.get((c, n), far) <= k else 0.0
+    _placement_rows(model, b, remaining, npus, K, A, distances, gamma, objective, start)
+    model.minimise(total(objective))
+    return model, f, b, start
+
+
+def _buffer_rows(model: MilpModel, graph: EpochGraph, f: VarFamily, b: VarFamily, wanted: list[int],
+                 npus: list[int], held_at: dict, H: int, far: int) -> None:
+    """(4.5 buffer): ``b[k] = b[k-1] + sum_in f[k - 1 - L] + (1 if a late arrival lands at k)``,
+    ``b[0]`` fixed to what the last round left."""
+    edges = graph.edges
     arrivals_at = {n: [(ei, 1 + graph.arrival_delay(edges[ei])) for ei in graph.in_edges.get(n, [])] for n in npus}
     for c in wanted:
         for n in npus:
@@ -192,48 +220,58 @@ def _round_model(graph: EpochGraph, collective: Collective, history: list[Flow],
                 arriving = total(f[key] for ei, late in arrivals if (key := (c, ei, k - late)) in f)
                 carried = 1.0 if at == k else 0.0  # a late arrival from the previous round
                 model.add(b[c, n, k] == b[c, n, k - 1] + arriving + carried, tag="(4.5 buffer)")
-    for (c, ei, k), send in f.items():
-        src = edges[ei].src
-        if not graph.is_switch(src):
-            model.add(send <= b[c, src, k], tag="(2.2 flow)")
-    crossed = {(c, edges[ei].src) for c, ei, _ in history if graph.is_switch(edges[ei].src)}
-    for w in graph.topology.switches:
-        for c in wanted:
-            if graph.switch_model == "no-copy":  # a chunk crosses a switch once (so the schedule reverses)
-                sends = [f[c, eo, k] for eo in graph.out_edges.get(w, []) for k in range(K) if (c, eo, k) in f]
-                if sends:
-                    model.add(total(sends) <= (0 if (c, w) in crossed else 1), tag="(2.10 cross once)")
-            for k in range(K):
-                inflow = total(f[key] for ei in graph.in_edges.get(w, [])
-                               if (key := (c, ei, k - 1 - edges[ei].delay)) in f)
-                carried = switch_in.get((c, w, k), 0)
-                outflow = [f[c, eo, k] for eo in graph.out_edges.get(w, []) if (c, eo, k) in f]
-                if not outflow:
-                    continue
-                if graph.switch_model == "copy":
-                    for send in outflow:
-                        model.add(send <= inflow + carried, tag="(4.5 switch)")
-                else:
-                    model.add(total(outflow) <= inflow + carried, tag="(4.5 switch)")
-    for e in edges:
-        for end in range(K):
-            window = range(max(0, end - e.kappa + 1), end + 1)
-            sends = [f[key] for k in window for c in wanted if (key := (c, e.index, k)) in f]
-            room = e.per_window - sum(busy.get((e.index, t), 0) for t in window)
-            if sends and len(sends) > room:
-                model.add(total(sends) <= max(room, 0), tag="(2.6 capacity)")
-        for c in wanted:  # each chunk crosses an edge at most once per round
-            sends = [f[key] for k in range(K) if (key := (c, e.index, k)) in f]
-            if len(sends) > 1:
-                model.add(total(sends) <= 1, tag="(4.7 once)")
-    objective = [-total(EPS / (k + 1) * total(b[c, d, k + 1] for c, d in remaining) for k in range(K))]
+
+
+def _cross_once_row(model: MilpModel, graph: EpochGraph, f: VarFamily, c: int, w: int, K: int, crossed: set) -> None:
+    """(2.10 cross once), no-copy switches: chunk c leaves switch w at most once (never again once crossed)."""
+    sends = [f[c, eo, k] for eo in graph.out_edges.get(w, []) for k in range(K) if (c, eo, k) in f]
+    if sends:
+        model.add(total(sends) <= (0 if (c, w) in crossed else 1), tag="(2.10 cross once)")
+
+
+def _switch_rows(model: MilpModel, graph: EpochGraph, f: VarFamily, c: int, w: int, K: int, switch_in: dict) -> None:
+    """(4.5 switch): what leaves switch w in epoch k arrived then (or was carried); copy: per out-edge."""
+    edges = graph.edges
+    for k in range(K):
+        inflow = total(f[key] for ei in graph.in_edges.get(w, [])
+                       if (key := (c, ei, k - 1 - edges[ei].delay)) in f)
+        carried = switch_in.get((c, w, k), 0)
+        outflow = [f[c, eo, k] for eo in graph.out_edges.get(w, []) if (c, eo, k) in f]
+        if not outflow:
+            continue
+        if graph.switch_model == "copy":
+            for send in outflow:
+                model.add(send <= inflow + carried, tag="(4.5 switch)")
+        else:
+            model.add(total(outflow) <= inflow + carried, tag="(4.5 switch)")
+
+
+def _capacity_rows(model: MilpModel, f: VarFamily, e, wanted: list[int], K: int, busy: dict) -> None:
+    """(2.6 capacity) on edge e: every window of kappa epochs, less the slots carried busy."""
+    for end in range(K):
+        window = range(max(0, end - e.kappa + 1), end + 1)
+        sends = [f[key] for k in window for c in wanted if (key := (c, e.index, k)) in f]
+        room = e.per_window - sum(busy.get((e.index, t), 0) for t in window)
+        if sends and len(sends) > room:
+            model.add(total(sends) <= max(room, 0), tag="(2.6 capacity)")
+
+
+def _once_rows(model: MilpModel, f: VarFamily, e, wanted: list[int], K: int) -> None:
+    """(4.7 once): each chunk crosses edge e at most once per round."""
+    for c in wanted:
+        sends = [f[key] for k in range(K) if (key := (c, e.index, k)) in f]
+        if len(sends) > 1:
+            model.add(total(sends) <= 1, tag="(4.7 once)")
+
+
+def _placement_rows(model: MilpModel, b: VarFamily, remaining: set, npus: list[int], K: int, A: int,
+                    distances: np.ndarray, gamma: float, objective: list, start: list[float]) -> None:
+    """(4.7 P) ``P[loc, d, f] <= sum_c Q[c, loc, f]`` and (4.7 P total) ``sum_loc P[loc, d, f] = remaining(d)``;
+    each P's reward joins ``objective`` and its start value ``start``."""
     by_dest: dict[int, list[int]] = defaultdict(list)
     for c, d in remaining:
         by_dest[d].append(c)
-    start = [0.0] * model.num_cols  # MIP start: nothing sent, every chunk stays where it is
     b_col = b.columns
-    for (c, n, k), col in b_col.items():
-        start[col] = 1.0 if held_at.get((c, n), far) <= k else 0.0
     P = model.family("P")  # P[loc, d, f']: chunks d wants that sit at loc in look-ahead epoch f'
     for d, chunks in by_dest.items():
         for fa in range(A + 1):
@@ -253,5 +291,3 @@ def _round_model(graph: EpochGraph, collective: Collective, history: list[Flow],
                 start.append(float(here))
                 unplaced -= here
             model.add(total(placed) == len(chunks), tag="(4.7 P total)")
-    model.minimise(total(objective))
-    return model, f, b, start
