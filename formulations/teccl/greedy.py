@@ -88,7 +88,6 @@ class _Unreached(ValueError):
 def _earliest_arrivals(graph: EpochGraph, collective: Collective, horizon_cap: int, initial: list[Flow] | None,
                        prefer_wanted: bool) -> list[Flow]:
     usage = _Usage(graph)
-    edges = graph.edges
     C = collective.num_chunks
     npus = list(graph.topology.npus)
     avail: list[dict[int, int]] = [{r: 0 for r in collective.pre[c]} for c in range(C)]
@@ -96,16 +95,7 @@ def _earliest_arrivals(graph: EpochGraph, collective: Collective, horizon_cap: i
     flows: list[Flow] = list(initial or [])
     crossed: set[tuple[int, int]] = set()  # (chunk, switch): no-copy switches carry a chunk once
     no_copy = graph.switch_model == "no-copy"
-    for c, ei, k in flows:
-        e = edges[ei]
-        if graph.is_switch(e.src):
-            crossed.add((c, e.src))
-        usage.take(e, k)
-        if graph.is_switch(e.dst):
-            inbound_used.add((c, ei, k))
-        else:
-            ready = k + 1 + graph.arrival_delay(e)
-            avail[c][e.dst] = min(avail[c].get(e.dst, ready), ready)
+    _take_initial(graph, usage, flows, avail, inbound_used, crossed)
     pending = [set(npus) - set(avail[c]) for c in range(C)]
     while any(pending):
         progressed = False
@@ -119,28 +109,55 @@ def _earliest_arrivals(graph: EpochGraph, collective: Collective, horizon_cap: i
                 pending[c] = set()  # unreachable rest: the demands are checked below
                 continue
             arrival, target, hops = move
-            for e, k in hops:
-                if graph.is_switch(e.src):
-                    crossed.add((c, e.src))
-                key = (c, e.index, k)
-                if graph.is_switch(e.dst) and key in inbound_used and graph.switch_model == "copy":
-                    continue  # the switch copies a chunk it already receives in this epoch
-                usage.take(e, k)
-                flows.append(key)
-                if graph.is_switch(e.dst):
-                    inbound_used.add(key)
+            _take_hops(graph, usage, c, hops, flows, inbound_used, crossed)
             avail[c][target] = arrival
             pending[c].discard(target)
             progressed = True
         if not progressed:
             break
-    for c in range(C):
+    _check_reached(collective, avail, no_copy)
+    return flows
+
+
+def _take_initial(graph: EpochGraph, usage: _Usage, flows: list[Flow], avail: list[dict[int, int]],
+                  inbound_used: set, crossed: set) -> None:
+    """Book the given flows: their slots, their switch crossings and the arrivals they make."""
+    edges = graph.edges
+    for c, ei, k in flows:
+        e = edges[ei]
+        if graph.is_switch(e.src):
+            crossed.add((c, e.src))
+        usage.take(e, k)
+        if graph.is_switch(e.dst):
+            inbound_used.add((c, ei, k))
+        else:
+            ready = k + 1 + graph.arrival_delay(e)
+            avail[c][e.dst] = min(avail[c].get(e.dst, ready), ready)
+
+
+def _take_hops(graph: EpochGraph, usage: _Usage, c: int, hops: list, flows: list[Flow], inbound_used: set,
+               crossed: set) -> None:
+    """Book chunk c's move: each hop's slot and flow (none for a copy switch already receiving it then)."""
+    for e, k in hops:
+        if graph.is_switch(e.src):
+            crossed.add((c, e.src))
+        key = (c, e.index, k)
+        if graph.is_switch(e.dst) and key in inbound_used and graph.switch_model == "copy":
+            continue  # the switch copies a chunk it already receives in this epoch
+        usage.take(e, k)
+        flows.append(key)
+        if graph.is_switch(e.dst):
+            inbound_used.add(key)
+
+
+def _check_reached(collective: Collective, avail: list[dict[int, int]], no_copy: bool) -> None:
+    """_Unreached naming the first demand no chunk arrival covers."""
+    for c in range(collective.num_chunks):
         for d in collective.post[c]:
             if d not in avail[c]:
                 model = (" (no-copy switches carry each chunk once; Reduce-Scatter and All-Reduce use them, "
                          "being reversed All-Gathers)" if no_copy else "")
                 raise _Unreached(f"chunk {c} cannot reach rank {d} in the epoch model{model}")
-    return flows
 
 
 def _best_move(graph: EpochGraph, usage: _Usage, c: int, holders: dict[int, int], targets: set[int],
