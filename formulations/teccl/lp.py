@@ -84,6 +84,25 @@ def _rows(graph: EpochGraph, demand: dict[tuple[int, int], float], horizon: int,
     f = model.family("F", ((s, e.index, k) for s in sources for e in edges if e.dst != s
                            for k in range(horizon - e.a)), upper=lambda key: volume[key[0]], cost=penalty)
     b, r = model.family("B"), model.family("R")  # declared below, interleaved (the authors' column order)
+    _declare_buffers_and_reads(model, graph, b, r, sources, volume, demand, weight, horizon)
+    for s in sources:
+        for n in graph.nodes:
+            if graph.is_switch(n):
+                _switch_rows(model, graph, f, s, n, horizon)
+                continue
+            _first_epoch_row(model, graph, f, b, s, n, volume[s])
+            _flow_rows(model, graph, f, b, r, s, n, horizon)
+    for (s, d), wanted in demand.items():
+        model.add(total(r[s, d, k] for k in range(horizon)) == wanted, tag="(3.3 destination)")
+    _capacity_rows(model, graph, f, sources, horizon)
+    return model, f, r
+
+
+def _declare_buffers_and_reads(model: MilpModel, graph: EpochGraph, b: VarFamily, r: VarFamily, sources: list[int],
+                               volume: dict[int, float], demand: dict[tuple[int, int], float], weight: list[float],
+                               horizon: int) -> None:
+    """``B[s, n, k]`` (k = 0..horizon, NPUs) and ``R[s, d, k]`` (demanded pairs), interleaved per NPU;
+    then neither family takes a new key."""
 
     def declare(family: VarFamily, key: tuple[int, int, int], upper: float, cost: float = 0.0) -> None:
         col = family.col(key)
@@ -101,35 +120,49 @@ def _rows(graph: EpochGraph, demand: dict[tuple[int, int], float], horizon: int,
                     declare(r, (s, n, k), demand[(s, n)], -weight[k])
     for family in (b, r):
         family.lazy = False  # from here on a missing key is a mistake, not a new variable
-    for s in sources:
-        for n in graph.nodes:
-            outs = graph.out_edges.get(n, [])
-            ins = graph.in_edges.get(n, [])
-            if graph.is_switch(n):
-                for k in range(-1, horizon):
-                    inflow = [f[key] for ei in ins if (key := (s, ei, k - edges[ei].a)) in f]
-                    outflow = [f[key] for eo in outs if (key := (s, eo, k + 1)) in f]
-                    if inflow or outflow:
-                        model.add(total(inflow) == total(outflow), tag="(3.3 switch)")
-                continue
-            sent = total(f[key] for eo in outs if (key := (s, eo, 0)) in f)
-            model.add(b[s, n, 0] + sent == (volume[s] if n == s else 0.0), tag="(3.3 first epoch)")
-            arrivals = [(ei, edges[ei].a) for ei in ins]
-            for k in range(horizon):  # B[k] + sum_in F[k - a] = B[k + 1] + R[k] + sum_out F[k + 1]
-                inflow = [f[key] for ei, a in arrivals if (key := (s, ei, k - a)) in f]
-                outflow = [f[key] for eo in outs if (key := (s, eo, k + 1)) in f]
-                read = [r[s, n, k]] if (s, n, k) in r else []
-                model.add(total([b[s, n, k], *inflow]) == total([b[s, n, k + 1], *read, *outflow]),
-                          tag="(3.3 flow)")
-    for (s, d), wanted in demand.items():
-        model.add(total(r[s, d, k] for k in range(horizon)) == wanted, tag="(3.3 destination)")
-    for e in edges:
+
+
+def _switch_rows(model: MilpModel, graph: EpochGraph, f: VarFamily, s: int, n: int, horizon: int) -> None:
+    """(3.3 switch): a switch holds nothing; what arrives in epoch k leaves in k + 1."""
+    edges = graph.edges
+    outs = graph.out_edges.get(n, [])
+    ins = graph.in_edges.get(n, [])
+    for k in range(-1, horizon):
+        inflow = [f[key] for ei in ins if (key := (s, ei, k - edges[ei].a)) in f]
+        outflow = [f[key] for eo in outs if (key := (s, eo, k + 1)) in f]
+        if inflow or outflow:
+            model.add(total(inflow) == total(outflow), tag="(3.3 switch)")
+
+
+def _first_epoch_row(model: MilpModel, graph: EpochGraph, f: VarFamily, b: VarFamily, s: int, n: int,
+                     volume: float) -> None:
+    """(3.3 first epoch): ``B[0] + sum_out F[0]`` is the source's volume at the source, 0 elsewhere."""
+    sent = total(f[key] for eo in graph.out_edges.get(n, []) if (key := (s, eo, 0)) in f)
+    model.add(b[s, n, 0] + sent == (volume if n == s else 0.0), tag="(3.3 first epoch)")
+
+
+def _flow_rows(model: MilpModel, graph: EpochGraph, f: VarFamily, b: VarFamily, r: VarFamily, s: int, n: int,
+               horizon: int) -> None:
+    """(3.3 flow): ``B[k] + sum_in F[k - a] = B[k + 1] + R[k] + sum_out F[k + 1]`` at an NPU."""
+    edges = graph.edges
+    outs = graph.out_edges.get(n, [])
+    arrivals = [(ei, edges[ei].a) for ei in graph.in_edges.get(n, [])]
+    for k in range(horizon):
+        inflow = [f[key] for ei, a in arrivals if (key := (s, ei, k - a)) in f]
+        outflow = [f[key] for eo in outs if (key := (s, eo, k + 1)) in f]
+        read = [r[s, n, k]] if (s, n, k) in r else []
+        model.add(total([b[s, n, k], *inflow]) == total([b[s, n, k + 1], *read, *outflow]),
+                  tag="(3.3 flow)")
+
+
+def _capacity_rows(model: MilpModel, graph: EpochGraph, f: VarFamily, sources: list[int], horizon: int) -> None:
+    """(3.3 capacity): an edge carries at most its bandwidth times tau per epoch, in chunks."""
+    for e in graph.edges:
         cap = e.bandwidth * graph.tau / graph.chunk_bytes
         for k in range(horizon):
             on_edge = [f[key] for s in sources if (key := (s, e.index, k)) in f]
             if on_edge:
                 model.add(total(on_edge) <= cap, tag="(3.3 capacity)")
-    return model, f, r
 
 
 def solve_lp_schedule(graph: EpochGraph, demand: dict[tuple[int, int], float], *, time_limit: float,
