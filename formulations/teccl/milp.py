@@ -123,9 +123,31 @@ def _rows(graph: EpochGraph, collective: Collective, horizon: int, objective: st
     if complete:  # "Destination constraints": R_{s,d,K,c} = D_{s,d,c}, as a column bound
         for c, d in demands:
             model.lower[b.col((c, d, horizon))] = 1.0
+    _buffer_rows(model, graph, collective, f, b, x, npus, horizon, buffer_limit)
+    for (c, ei, k), send in f.items():  # (2.2 flow) send only what is held
+        src = edges[ei].src
+        if not graph.is_switch(src) and src not in pre[c]:
+            model.add(send <= b[c, src, k], tag="(2.2 flow)")
+    _switch_rows(model, graph, collective, f, horizon)
+    _capacity_rows(model, graph, f, horizon, C)
+    if graph.switch_model == "hyperedge":
+        _hyperedge_rows(model, graph, f, horizon, C)
+    if buffer_limit is not None:
+        _buffer_limit_rows(model, collective, b, npus, horizon, buffer_limit)
+    weight = (lambda k: 1.0 / (k + 1)) if objective == "paper" else (lambda k: 1.0)
+    model.minimise(-total(weight(k) * total(b[c, d, k + 1] for c, d in demands) for k in range(horizon)))
+    return model, f, b
+
+
+def _buffer_rows(model: MilpModel, graph: EpochGraph, collective: Collective, f: VarFamily, b: VarFamily,
+                 x: VarFamily, npus: list[int], horizon: int, buffer_limit: int | None) -> None:
+    """(2.2 buffer) ``b[k] = b[k-1] + arrivals``; with a buffer limit (2.4 remove) ``x[k-1] <= b[k-1]``
+    and (2.4 buffer) ``b[k] = b[k-1] - x[k-1] + arrivals``."""
+    edges = graph.edges
+    pre = collective.pre
     # per node, its in-edges with the epochs a chunk takes to become usable there
     arrivals_at = {n: [(ei, 1 + graph.arrival_delay(edges[ei])) for ei in graph.in_edges.get(n, [])] for n in npus}
-    for c in range(C):
+    for c in range(collective.num_chunks):
         for n in npus:
             if n in pre[c]:
                 continue
@@ -138,23 +160,17 @@ def _rows(graph: EpochGraph, collective: Collective, horizon: int, objective: st
                     removed = x[c, n, k - 1]
                     model.add(removed <= b[c, n, k - 1], tag="(2.4 remove)")
                     model.add(b[c, n, k] == b[c, n, k - 1] - removed + arriving, tag="(2.4 buffer)")
-    for (c, ei, k), send in f.items():  # send only what is held
-        src = edges[ei].src
-        if not graph.is_switch(src) and src not in pre[c]:
-            model.add(send <= b[c, src, k], tag="(2.2 flow)")
-    _switch_rows(model, graph, collective, f, horizon)
-    _capacity_rows(model, graph, f, horizon, C)
-    if graph.switch_model == "hyperedge":
-        _hyperedge_rows(model, graph, f, horizon, C)
-    if buffer_limit is not None:  # relayed chunks only: a rank's own and wanted chunks are its input/output
-        for n in npus:
-            for k in range(horizon + 1):
-                held = [b[c, n, k] for c in range(C) if (c, n, k) in b and n not in collective.post[c]]
-                if held:
-                    model.add(total(held) <= buffer_limit, tag="(2.4 limit)")
-    weight = (lambda k: 1.0 / (k + 1)) if objective == "paper" else (lambda k: 1.0)
-    model.minimise(-total(weight(k) * total(b[c, d, k + 1] for c, d in demands) for k in range(horizon)))
-    return model, f, b
+
+
+def _buffer_limit_rows(model: MilpModel, collective: Collective, b: VarFamily, npus: list[int], horizon: int,
+                       buffer_limit: int) -> None:
+    """(2.4 limit): relayed chunks only: a rank's own and wanted chunks are its input/output."""
+    C = collective.num_chunks
+    for n in npus:
+        for k in range(horizon + 1):
+            held = [b[c, n, k] for c in range(C) if (c, n, k) in b and n not in collective.post[c]]
+            if held:
+                model.add(total(held) <= buffer_limit, tag="(2.4 limit)")
 
 
 def _switch_rows(model: MilpModel, graph: EpochGraph, collective: Collective, f: VarFamily, horizon: int) -> None:
