@@ -118,7 +118,7 @@ def tiny_run(tmp_path, tiny_run_template):
 
 # OR-Tools is the optional ``cpsat`` extra (pyproject.toml): a test that cannot run without it is
 # marked ``@pytest.mark.requires_ortools`` and skipped, with the reason, on an install without it
-# (make test-plain). Located, not imported (formulations.sccl.race.cpsat_available).
+# (make test-plain). Located, not imported (formulations.sccl.options.cpsat_available).
 ORTOOLS_MISSING = "OR-Tools is not installed (the optional cpsat extra: pip install -e '.[cpsat]')"
 
 
@@ -128,7 +128,7 @@ def pytest_configure(config):
 
 def pytest_itemcollected(item):
     if item.get_closest_marker("requires_ortools") is not None:
-        from formulations.sccl.race import cpsat_available
+        from formulations.sccl.options import cpsat_available
 
         if not cpsat_available():
             item.add_marker(pytest.mark.skip(reason=ORTOOLS_MISSING))  # reported at the test's own line

@@ -319,10 +319,10 @@ def test_without_ortools_the_default_backend_is_z3_and_says_so(monkeypatch):
 
 
 def test_backend_cpsat_without_ortools_is_one_line_before_any_work(monkeypatch, tmp_path, capsys):
-    from formulations.sccl import instance as sccl_instance, race
+    from formulations.sccl import instance as sccl_instance, options
     from workbench.plugin.parameters import ParameterError
 
-    monkeypatch.setattr(race, "cpsat_available", lambda: False)
+    monkeypatch.setattr(options, "cpsat_available", lambda: False)  # what the parameters' check asks
     monkeypatch.setattr(sccl_instance, "_CpSatModel", None)  # a model built anyway would fail otherwise
     problem = Problem(DGX1, make_collective("allgather", 8, 1), 8e6)
     with pytest.raises(ParameterError, match=r"needs OR-Tools.*pip install collective-workbench\[cpsat\]"):

@@ -2,15 +2,34 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
+from functools import cache
 from typing import Any
 
 from workbench.plugin.parameters import Options, option
 
-__all__ = ["ScclOptions", "check_groups", "INSTALL_CPSAT"]
+__all__ = ["ScclOptions", "check_groups", "cpsat_available", "INSTALL_CPSAT"]
 
 _DEFAULT_MAX_CHUNKS = 64
 INSTALL_CPSAT = "pip install collective-workbench[cpsat]"  # the optional extra that brings OR-Tools' CP-SAT
+
+
+@cache
+def cpsat_available() -> bool:
+    """OR-Tools' CP-SAT is installed: its module is located, nothing imported (not even the
+    ``ortools`` package, whose import a tiny instance answered by z3 alone would pay for nothing)."""
+    from importlib.machinery import PathFinder
+    from importlib.util import find_spec
+
+    try:
+        spec = find_spec("ortools")  # a top-level name: located, not imported
+    except (ImportError, ValueError):  # ValueError: a module without a spec stands in sys.modules
+        return False
+    if spec is None or not spec.submodule_search_locations:
+        return False
+    places = [os.path.join(root, "sat", "python") for root in spec.submodule_search_locations]
+    return PathFinder.find_spec("cp_model", places) is not None  # source or compiled, found by path
 
 
 def check_groups(groups: Any) -> None:
@@ -90,9 +109,6 @@ class ScclOptions(Options):
         (the optional ``cpsat`` extra), refused here, before anything is built."""
         if self.mode == "instance" and (self.steps is None or self.rounds is None):
             raise ValueError("sccl: mode 'instance' needs steps and rounds (e.g. --set steps=3 --set rounds=7)")
-        if self.backend == "cpsat":
-            from .race import cpsat_available
-
-            if not cpsat_available():
-                raise ValueError(f"sccl: backend 'cpsat' needs OR-Tools, which is not installed: {INSTALL_CPSAT} "
-                                 f"(the default backend, race, runs z3 alone without it)")
+        if self.backend == "cpsat" and not cpsat_available():
+            raise ValueError(f"sccl: backend 'cpsat' needs OR-Tools, which is not installed: {INSTALL_CPSAT} "
+                             f"(the default backend, race, runs z3 alone without it)")
