@@ -5,7 +5,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: venv test test-fast test-all probe bench bench-tacos bench-tacos-large bench-sccl quality quality-sizes cluster-scale syccl symmetry honesty clean reproduce-table5
+.PHONY: venv test test-fast test-all test-plain probe bench bench-tacos bench-tacos-large bench-sccl quality quality-sizes cluster-scale syccl symmetry honesty clean reproduce-table5
 
 venv: $(STAMP)
 
@@ -28,6 +28,25 @@ test-fast: $(STAMP)
 
 test-all: $(STAMP)
 	$(PY) -m pytest -q -m '' -n $(TEST_WORKERS) --dist loadscope
+
+# the fast tier on the base install, `pip install -e '.[dev]'` without the optional extras (no
+# OR-Tools, no dask), in a venv of its own: what an install without extras runs, and the tests that
+# need an extra skipped with their reason (-ra). CI runs it after `make test`
+PLAIN_VENV  ?= .venv-plain
+PLAIN_PY    := $(PLAIN_VENV)/bin/python
+PLAIN_STAMP := $(PLAIN_VENV)/.installed
+
+$(PLAIN_STAMP): pyproject.toml
+	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "error: $(PYTHON) not found (Python >= 3.11 is required)"; exit 2; }
+	$(PYTHON) -m venv $(PLAIN_VENV)
+	$(PLAIN_PY) -m pip install --quiet --upgrade pip
+	$(PLAIN_PY) -m pip install --quiet -e '.[dev]'
+	@touch $(PLAIN_STAMP)
+
+test-plain: $(PLAIN_STAMP)
+	@$(PLAIN_PY) -c "import importlib.util, sys; sys.exit(importlib.util.find_spec('ortools') is not None)" \
+		|| { echo "error: OR-Tools is installed in $(PLAIN_VENV), which is meant to have the base install only (make clean)"; exit 2; }
+	$(PLAIN_PY) -m pytest -q -m 'not slow and not heavy' -n $(TEST_WORKERS) --dist loadscope
 
 bench: $(STAMP)
 	$(PY) -m benchmarks.run_all
@@ -77,7 +96,7 @@ quality: $(STAMP)
 	$(PY) -m benchmarks.forestcoll_scaling
 
 clean:
-	rm -rf $(VENV) build *.egg-info .pytest_cache
+	rm -rf $(VENV) $(PLAIN_VENV) build *.egg-info .pytest_cache
 
 reproduce-table5: $(STAMP)
 	$(PY) -m workbench run experiments/tacos_table5.yaml --fresh --jobs 2
