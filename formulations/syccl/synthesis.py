@@ -103,6 +103,36 @@ def synthesize(formulation: Any, problem: Problem, *, time_limit: float, seed: i
     best_single = [1.0 if i == 0 else 0.0 for i in range(len(sketches))]
     if any(abs(a - b) > 1e-3 for a, b in zip(shares, best_single)):
         combos["best sketch"] = best_single
+    build = _candidate_builder(problem, decomposition, sketches, bandwidth, solved)
+    selection = Selection(problem, on_incumbent)
+    for k in depths(options.depths, problem, 10):
+        if deadline.expired:
+            break
+        if _transfer_estimate(collective, k, sketches) > options.max_transfers:
+            selection.stopped = (f"depth {k} would list about {_transfer_estimate(collective, k, sketches):,} "
+                                 f"transfers, above max_transfers ({options.max_transfers:,})")
+            break
+        for combo_name, combo in combos.items():
+            for merge in (False, True):
+                if deadline.remaining() < 1.0 and selection.best is not None:
+                    break
+                selection.consider(build(k, combo, merge), deadline.remaining(), chunks=k, combination=combo_name,
+                                   merge=merge)
+        best = selection.best
+        _say(f"depth {k}: best so far {best[0] * 1e6:.4g} us ({best[2]['combination']}, "
+             f"{'merged' if best[2]['merge'] else 'per chunk'}, {best[2]['chunks']} chunks)")
+        if selection.depth_done(options.depths == "auto"):
+            break
+    meta = _metadata(summary, exploration.counts, sketches, shares, lp_status, balanced, solved)
+    return selection.result(started, deadline.expired, meta,
+                            {"sketches_kept": exploration.counts["kept"], "sub_models": solved.solves})
+
+
+def _candidate_builder(problem: Problem, decomposition: Decomposition, sketches: list[Sketch], bandwidth,
+                       solved: _Solved) -> Callable[[int, list[float], bool], Algorithm]:
+    """``build(k, combo, merge)``: the stitched algorithm with ``k`` chunks per rank, the sketches mixed
+    by ``combo``; each phase's All-Gather on the forward or reversed view (decomposed once, on first use)."""
+    collective = problem.collective
     views: dict[str, Decomposition] = {"forward": decomposition}
 
     def build(k: int, combo: list[float], merge: bool) -> Algorithm:
@@ -124,33 +154,18 @@ def synthesize(formulation: Any, problem: Problem, *, time_limit: float, seed: i
 
         return by_duality_phases(problem.topology, target, target.chunk_bytes(problem.size_bytes), gather)
 
-    selection = Selection(problem, on_incumbent)
-    for k in depths(options.depths, problem, 10):
-        if deadline.expired:
-            break
-        if _transfer_estimate(collective, k, sketches) > options.max_transfers:
-            selection.stopped = (f"depth {k} would list about {_transfer_estimate(collective, k, sketches):,} "
-                                 f"transfers, above max_transfers ({options.max_transfers:,})")
-            break
-        for combo_name, combo in combos.items():
-            for merge in (False, True):
-                if deadline.remaining() < 1.0 and selection.best is not None:
-                    break
-                selection.consider(build(k, combo, merge), deadline.remaining(), chunks=k, combination=combo_name,
-                                   merge=merge)
-        best = selection.best
-        _say(f"depth {k}: best so far {best[0] * 1e6:.4g} us ({best[2]['combination']}, "
-             f"{'merged' if best[2]['merge'] else 'per chunk'}, {best[2]['chunks']} chunks)")
-        if selection.depth_done(options.depths == "auto"):
-            break
-    meta = {"decomposition": summary, "sketches": exploration.counts,
+    return build
+
+
+def _metadata(summary: dict, counts: dict, sketches: list[Sketch], shares: list[float], lp_status: str,
+              balanced: float, solved: _Solved) -> dict:
+    """The result's metadata: decomposition, sketches kept with their shares, balance LP, sub-models."""
+    return {"decomposition": summary, "sketches": counts,
             "kept": [{"sketch": s.name, "share": round(x, 6), "sends": s.sends} for s, x in zip(sketches, shares)],
             "balance": {"status": lp_status, "seconds_per_byte": balanced},
             "sub_models": {"solved": solved.solves, "reused": solved.reuses, "statuses": solved.statuses,
                            "patterns": {f"{v}/{d}/{p:g}": {"status": pat.status, **pat.stats}
                                         for (v, d, p), pat in solved.patterns.items()}}}
-    return selection.result(started, deadline.expired, meta,
-                            {"sketches_kept": exploration.counts["kept"], "sub_models": solved.solves})
 
 
 def _spread(sketches: list[Sketch], counts: list[int]) -> list[Sketch]:
