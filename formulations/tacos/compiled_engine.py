@@ -183,6 +183,27 @@ def _replacement_rows(u, v, started_event, mode, held, need, arrival, scratch, p
 
 
 @njit(**INLINE)
+def _draw_from_union(live, carry, carry_count, carry_span, union, rng):
+    """A random chunk of the union of the ``live`` carried rows (of the one row itself when ``live`` is 1),
+    read over the words their spans cover."""
+    if live == 1:  # the union is the one row
+        first, last = carry_span[0, 0], carry_span[0, 1]
+        return random_bit_within(carry, 0, first, last, carry_count[0], rng)
+    first, last = carry_span[0, 0], carry_span[0, 1]
+    for i in range(1, live):
+        first, last = min(first, carry_span[i, 0]), max(last, carry_span[i, 1])
+    for w in range(first, last + 1):
+        union[0, w] = ZERO
+    for i in range(live):
+        for w in range(carry_span[i, 0], carry_span[i, 1] + 1):
+            union[0, w] |= carry[i, w]
+    count = 0
+    for w in range(first, last + 1):
+        count += popcount(union[0, w])
+    return random_bit_within(union, 0, first, last, count, rng)
+
+
+@njit(**INLINE)
 def _match_rows(v, t, event, src, cost, in_start, in_links, held, need, busy, flight_chunk, flight_start,
                 flight_event, calendar, counters, carry, carry_count, carry_span, active, holds, union, rng, offers,
                 offering, front):
@@ -203,22 +224,7 @@ def _match_rows(v, t, event, src, cost, in_start, in_links, held, need, busy, fl
             carry_span[live, 0], carry_span[live, 1] = first, last
             live += 1
     while live > 0:
-        if live == 1:  # the union is the one row
-            first, last = carry_span[0, 0], carry_span[0, 1]
-            chunk = random_bit_within(carry, 0, first, last, carry_count[0], rng)
-        else:
-            first, last = carry_span[0, 0], carry_span[0, 1]
-            for i in range(1, live):
-                first, last = min(first, carry_span[i, 0]), max(last, carry_span[i, 1])
-            for w in range(first, last + 1):
-                union[0, w] = ZERO
-            for i in range(live):
-                for w in range(carry_span[i, 0], carry_span[i, 1] + 1):
-                    union[0, w] |= carry[i, w]
-            count = 0
-            for w in range(first, last + 1):
-                count += popcount(union[0, w])
-            chunk = random_bit_within(union, 0, first, last, count, rng)
+        chunk = _draw_from_union(live, carry, carry_count, carry_span, union, rng)
         word, mask = chunk >> 6, ONE << np.uint64(chunk & 63)
         for i in range(live):
             holds[i] = carry_span[i, 0] <= word <= carry_span[i, 1] and carry[i, word] & mask != ZERO
