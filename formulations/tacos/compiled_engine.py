@@ -249,6 +249,94 @@ def _match_rows(v, t, event, src, cost, in_start, in_links, held, need, busy, fl
 
 
 # ---------------------------------------------------------------- the event loop
+@njit(**INLINE)
+def _pop_ending_buckets(heap, bucket_time, bucket_head, free_buckets, link_next, retiring, counters):
+    """Pops every calendar bucket ending at the earliest time, its links into ``retiring``; that time."""
+    bucket = heap_pop(heap, bucket_time, counters)
+    t = bucket_time[bucket]
+    while True:
+        e = bucket_head[bucket]
+        while e >= 0:
+            set_add(retiring, e)
+            e = link_next[e]
+        free_buckets[counters[FREE]] = bucket
+        counters[FREE] += 1
+        if counters[HEAP_SIZE] == 0 or bucket_time[heap[0]] != t:
+            break
+        bucket = heap_pop(heap, bucket_time, counters)
+    return t
+
+
+@njit(**INLINE)
+def _prefetch(by_offers, e, src, dst, in_start, in_links, out_link_start, held, need, flight_chunk, offers, front):
+    """The words link ``e``'s delivery will touch, fetched ahead of it."""
+    if by_offers:
+        prefetch_delivery(e, src, dst, in_start, in_links, out_link_start, held, need, flight_chunk, offers[0])
+    else:
+        prefetch_counts(e, src, dst, in_start, in_links, out_link_start, held, need, flight_chunk, front[0])
+
+
+@njit(**INLINE)
+def _deliver(by_offers, e, t, event, mode, src, dst, in_start, in_links, out_link_start, held, need, offers,
+             offering, arrival, busy, flight_chunk, flight_start, flight_event, counters, dirty, union, positions,
+             rng, m_src, m_dst, m_chunk, m_start, m_end, front):
+    """Link ``e`` ends at ``t``: its chunk (or, for a duplicate, a replacement) joins ``dst[e]``'s row, the
+    offers follow, and ``dst[e]`` and its out-neighbours are marked for matching. False when wasted."""
+    counts = offers[1]
+    u, v, chunk = src[e], dst[e], flight_chunk[e]
+    busy[e] = False
+    if counts[e] > 0:
+        offering[v] += 1
+    set_add(dirty, v)  # matched at the end of this event (once, however many arrivals touch it)
+    if has_bit(held, v, chunk):
+        if by_offers:
+            raise RuntimeError(DUPLICATE_ON_ONE_COST)
+        if counts[e] == 0 or mode == _OFF:  # v needs nothing u holds: nothing to replace it with
+            chunk = -1
+        else:
+            chunk = _replacement_rows(u, v, flight_event[e], mode, held, need, arrival, union, positions,
+                                      rng, counts[e], front)
+        if chunk < 0:
+            counters[WASTED] += 1
+            return False
+    word, mask = chunk >> 6, ONE << np.uint64(chunk & 63)
+    held[v, word] |= mask
+    if by_offers:  # in any order: it reads the neighbours' rows only (no self-links)
+        update_offers(v, word, mask, src, dst, in_start, in_links, out_link_start, held, need, busy, offers,
+                      offering)
+    else:  # before need[v] loses the chunk: it tells whether v's in-links offered it
+        update_counts(v, word, mask, src, dst, in_start, in_links, out_link_start, held, need, busy, counts,
+                      offering, front[0])
+    need[v, word] &= ~mask
+    if not by_offers and mode == _CAUSAL:  # no arrival times kept where no duplicate can arrive
+        arrival[v, chunk] = event
+    if counters[RECORD]:
+        i = counters[DELIVERIES]
+        m_src[i], m_dst[i], m_chunk[i], m_start[i], m_end[i] = u, v, chunk, flight_start[e], t
+    counters[DELIVERIES] += 1
+    for f in range(out_link_start[v], out_link_start[v + 1]):  # v's out-neighbours
+        set_add(dirty, dst[f])
+    return True
+
+
+@njit(**INLINE)
+def _match_marked(by_offers, marked, dirty_list, t, event, src, cost, in_start, in_links, held, need, busy,
+                  flight_chunk, flight_start, flight_event, calendar, counters, active, left, holds, picked, carry,
+                  carry_count, carry_span, union, rng, offers, offering, front):
+    """Matches the ``marked`` ranks of ``dirty_list`` (in rank order) that an in-link offers something."""
+    for j in range(marked):
+        v = dirty_list[j]
+        if offering[v] == 0:
+            continue
+        if by_offers:
+            _match(v, t, event, src, cost, in_start, in_links, held, need, busy, flight_chunk, flight_start,
+                   flight_event, calendar, counters, active, left, holds, picked, rng, offers, offering)
+        else:
+            _match_rows(v, t, event, src, cost, in_start, in_links, held, need, busy, flight_chunk,
+                        flight_start, flight_event, calendar, counters, carry, carry_count, carry_span,
+                        active, holds, union, rng, offers[1], offering, front)
+
+
 def _event_kernel(by_offers: bool):
     """The event loop, compiled once per way of matching: ``by_offers`` (one link cost, offer counts by groups)
     or not (counts and fronts); being a constant of each kernel, the other way's code is left out."""
@@ -261,84 +349,30 @@ def _event_kernel(by_offers: bool):
         """Up to ``budget`` events; returns True when no link is busy any more (the run is over).
         The scratch rows of both ways of matching are passed; one of them is used."""
         heap, bucket_time, bucket_head, free_buckets, link_next, cost_class, class_bucket, touched = calendar
-        counts = offers[1]
         while counters[HEAP_SIZE] > 0 and budget > 0:
             budget -= 1
-            bucket = heap_pop(heap, bucket_time, counters)
-            t = bucket_time[bucket]
-            while True:
-                e = bucket_head[bucket]
-                while e >= 0:
-                    set_add(retiring, e)
-                    e = link_next[e]
-                free_buckets[counters[FREE]] = bucket
-                counters[FREE] += 1
-                if counters[HEAP_SIZE] == 0 or bucket_time[heap[0]] != t:
-                    break
-                bucket = heap_pop(heap, bucket_time, counters)
+            t = _pop_ending_buckets(heap, bucket_time, bucket_head, free_buckets, link_next, retiring, counters)
             count = set_drain(retiring, retire)  # retire in (src, dst) order, as the reference
             event = counters[EVENTS]
             counters[EVENTS] += 1
             eventful = False
             for r in range(count + _AHEAD):  # each delivery's words prefetched _AHEAD deliveries before it
                 if r < count:
-                    if by_offers:
-                        prefetch_delivery(retire[r], src, dst, in_start, in_links, out_link_start, held, need,
-                                          flight_chunk, offers[0])
-                    else:
-                        prefetch_counts(retire[r], src, dst, in_start, in_links, out_link_start, held, need,
-                                        flight_chunk, front[0])
+                    _prefetch(by_offers, retire[r], src, dst, in_start, in_links, out_link_start, held, need,
+                              flight_chunk, offers, front)
                 if r < _AHEAD:
                     continue
-                e = retire[r - _AHEAD]
-                u, v, chunk = src[e], dst[e], flight_chunk[e]
-                busy[e] = False
-                if counts[e] > 0:
-                    offering[v] += 1
-                set_add(dirty, v)  # matched at the end of this event (once, however many arrivals touch it)
-                if has_bit(held, v, chunk):
-                    if by_offers:
-                        raise RuntimeError(DUPLICATE_ON_ONE_COST)
-                    if counts[e] == 0 or mode == _OFF:  # v needs nothing u holds: nothing to replace it with
-                        chunk = -1
-                    else:
-                        chunk = _replacement_rows(u, v, flight_event[e], mode, held, need, arrival, union, positions,
-                                                  rng, counts[e], front)
-                    if chunk < 0:
-                        counters[WASTED] += 1
-                        continue
-                word, mask = chunk >> 6, ONE << np.uint64(chunk & 63)
-                held[v, word] |= mask
-                if by_offers:  # in any order: it reads the neighbours' rows only (no self-links)
-                    update_offers(v, word, mask, src, dst, in_start, in_links, out_link_start, held, need, busy, offers,
-                                  offering)
-                else:  # before need[v] loses the chunk: it tells whether v's in-links offered it
-                    update_counts(v, word, mask, src, dst, in_start, in_links, out_link_start, held, need, busy, counts,
-                                  offering, front[0])
-                need[v, word] &= ~mask
-                if not by_offers and mode == _CAUSAL:  # no arrival times kept where no duplicate can arrive
-                    arrival[v, chunk] = event
-                if counters[RECORD]:
-                    i = counters[DELIVERIES]
-                    m_src[i], m_dst[i], m_chunk[i], m_start[i], m_end[i] = u, v, chunk, flight_start[e], t
-                counters[DELIVERIES] += 1
-                eventful = True
-                for f in range(out_link_start[v], out_link_start[v + 1]):  # v's out-neighbours
-                    set_add(dirty, dst[f])
+                if _deliver(by_offers, retire[r - _AHEAD], t, event, mode, src, dst, in_start, in_links,
+                            out_link_start, held, need, offers, offering, arrival, busy, flight_chunk, flight_start,
+                            flight_event, counters, dirty, union, positions, rng, m_src, m_dst, m_chunk, m_start,
+                            m_end, front):
+                    eventful = True
             if eventful:
                 claimed[0] = t
             marked = set_drain(dirty, dirty_list)  # in rank order, as the reference
-            for j in range(marked):
-                v = dirty_list[j]
-                if offering[v] == 0:
-                    continue
-                if by_offers:
-                    _match(v, t, event, src, cost, in_start, in_links, held, need, busy, flight_chunk, flight_start,
-                           flight_event, calendar, counters, active, left, holds, picked, rng, offers, offering)
-                else:
-                    _match_rows(v, t, event, src, cost, in_start, in_links, held, need, busy, flight_chunk,
-                                flight_start, flight_event, calendar, counters, carry, carry_count, carry_span,
-                                active, holds, union, rng, counts, offering, front)
+            _match_marked(by_offers, marked, dirty_list, t, event, src, cost, in_start, in_links, held, need, busy,
+                          flight_chunk, flight_start, flight_event, calendar, counters, active, left, holds, picked,
+                          carry, carry_count, carry_span, union, rng, offers, offering, front)
             for i in range(counters[TOUCHED]):  # the next event opens new buckets
                 class_bucket[touched[i]] = -1
             counters[TOUCHED] = 0
