@@ -386,6 +386,29 @@ _KERNELS = {by_offers: locked_first_call(_event_kernel(by_offers), f"tacos-event
             for by_offers in (True, False)}
 
 
+
+def _arrival_events(held: np.ndarray, n: int, num_chunks: int, causal: bool) -> np.ndarray:
+    """Each arrival's event index (-1: held from the start), N x chunks in int32 where ``causal``, else a
+    placeholder: read only by causal replacement, and only where a duplicate can arrive."""
+    arrival = np.full((n, num_chunks) if causal else (1, 1), _NEVER, dtype=np.int32)
+    if causal:
+        for start in range(0, n, 1024):  # rows in blocks: the unpacked bits are a byte per chunk
+            bits = np.unpackbits(held[start:start + 1024].view(np.uint8), axis=1, bitorder="little")
+            arrival[start:start + 1024][bits[:, :num_chunks].astype(bool)] = -1
+    return arrival
+
+
+def _check_finished(need: np.ndarray, counts: np.ndarray, num_chunks: int) -> None:
+    """TopologyError naming the first chunk still needed; RuntimeError if offers remain with none needed."""
+    pending = need.any(axis=1)
+    if not pending.any() and counts.any():  # nothing is needed, so no link can offer anything
+        raise RuntimeError("TACOS compiled engine: offer counts out of step with the chunk rows")
+    if pending.any():
+        v = int(np.flatnonzero(pending)[0])
+        chunk = next(c for c in range(num_chunks) if (int(need[v, c >> 6]) >> (c & 63)) & 1)
+        raise unreachable(v, chunk)
+
+
 def run_compiled(fabric: Fabric, rng: random.Random, replacement: str, deadline: float,
                  record: bool) -> MatchResult:
     """One greedy matching of ``fabric`` by the numba kernels; ``OutOfTime`` past ``deadline`` (a
@@ -397,12 +420,7 @@ def run_compiled(fabric: Fabric, rng: random.Random, replacement: str, deadline:
     by_offers = len(set(fabric.cost)) == 1  # see the module docstring
     # event index of each arrival (-1: held from the start); int32 keeps N x chunks affordable. Read
     # only by causal replacement, and only where a duplicate can arrive (matching.DUPLICATE_ON_ONE_COST)
-    causal = replacement == "causal" and not by_offers
-    arrival = np.full((n, num_chunks) if causal else (1, 1), _NEVER, dtype=np.int32)
-    if causal:
-        for start in range(0, n, 1024):  # rows in blocks: the unpacked bits are a byte per chunk
-            bits = np.unpackbits(held[start:start + 1024].view(np.uint8), axis=1, bitorder="little")
-            arrival[start:start + 1024][bits[:, :num_chunks].astype(bool)] = -1
+    arrival = _arrival_events(held, n, num_chunks, replacement == "causal" and not by_offers)
     in_start, in_links = csr(fabric.in_links)
     max_in = max(1, max((len(row) for row in fabric.in_links), default=0))
     capacity = fabric.deliveries if record else 0
@@ -460,12 +478,6 @@ def run_compiled(fabric: Fabric, rng: random.Random, replacement: str, deadline:
             raise OutOfTime(int(counters[DELIVERIES]), fabric.deliveries)
         if now - started < 0.05:
             budget *= 2
-    pending = need.any(axis=1)
-    if not pending.any() and offers[1].any():  # nothing is needed, so no link can offer anything
-        raise RuntimeError("TACOS compiled engine: offer counts out of step with the chunk rows")
-    if pending.any():
-        v = int(np.flatnonzero(pending)[0])
-        chunk = next(c for c in range(num_chunks) if (int(need[v, c >> 6]) >> (c & 63)) & 1)
-        raise unreachable(v, chunk)
+    _check_finished(need, offers[1], num_chunks)
     return MatchResult(float(claimed[0]), m_src, m_dst, m_chunk, m_start, m_end, int(counters[DELIVERIES]),
                        int(counters[WASTED]), int(counters[EVENTS]), "compiled")
