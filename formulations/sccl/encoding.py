@@ -95,8 +95,19 @@ class _CpSatModel:
         edges = sorted({pair for pairs, b in groups if b > 0 for pair in pairs})
         self.edges = edges
         self.time = [[model.NewIntVar(0, never, f"t_{c}_{v}") for v in range(n)] for c in range(g)]
+        self._add_arrival_steps(n, pre, post, never)
+        self.snd = {(u, c, v): model.NewBoolVar(f"s_{u}_{c}_{v}") for c in range(g) for u, v in edges}
+        self._add_sends(n, pre, never)
+        self.r = [model.NewIntVar(1, rounds - steps + 1, f"r_{s}") for s in range(1, steps + 1)]
+        for step in range(1, steps + 1):
+            self._add_step_bandwidth(groups, g, step)
+        model.Add(sum(self.r) == rounds)  # C6
+
+    def _add_arrival_steps(self, n: int, pre, post, never: int) -> None:
+        """One-hot y[c,v,s] per chunk and node, tied to t[c][v], with C1 and C2 on its first and last step."""
+        model = self.model
         self.y = {}
-        for c in range(g):
+        for c in range(len(pre)):
             for v in range(n):
                 ys = [model.NewBoolVar(f"y_{c}_{v}_{s}") for s in range(never + 1)]
                 model.AddExactlyOne(ys)
@@ -108,9 +119,13 @@ class _CpSatModel:
                     model.Add(ys[0] == 0)
                 if v in post[c]:
                     model.Add(ys[never] == 0)  # C2
-        self.snd = {(u, c, v): model.NewBoolVar(f"s_{u}_{c}_{v}") for c in range(g) for u, v in edges}
+
+    def _add_sends(self, n: int, pre, never: int) -> None:
+        """C3 and C4, per chunk: one sender into each node the chunk reaches, sent after it arrived there."""
+        model = self.model
+        edges = self.edges
         into = {v: [u for u, w in edges if w == v] for v in range(n)}
-        for c in range(g):
+        for c in range(len(pre)):
             for v in range(n):
                 if v in pre[c]:
                     continue
@@ -119,22 +134,23 @@ class _CpSatModel:
                 model.Add(sum(incoming) == 1 - self.y[(c, v)][never])
             for u, v in edges:
                 model.Add(self.time[c][u] < self.time[c][v]).OnlyEnforceIf(self.snd[(u, c, v)])  # C4
-        self.r = [model.NewIntVar(1, rounds - steps + 1, f"r_{s}") for s in range(1, steps + 1)]
-        for step in range(1, steps + 1):
-            for pairs, b in groups:
-                terms = []
-                for c in range(g):
-                    for u, v in pairs:
-                        if (u, c, v) not in self.snd:
-                            continue
-                        z = model.NewBoolVar("")
-                        model.AddBoolAnd([self.snd[(u, c, v)], self.y[(c, v)][step]]).OnlyEnforceIf(z)
-                        model.AddBoolOr([self.snd[(u, c, v)].Not(), self.y[(c, v)][step].Not()]).OnlyEnforceIf(
-                            z.Not())
-                        terms.append(z)
-                if terms:
-                    model.Add(sum(terms) <= b * self.r[step - 1])  # C5
-        model.Add(sum(self.r) == rounds)  # C6
+
+    def _add_step_bandwidth(self, groups: list[Group], g: int, step: int) -> None:
+        """C5 at one step: each link group carries at most b * r_s chunks arriving at that step."""
+        model = self.model
+        for pairs, b in groups:
+            terms = []
+            for c in range(g):
+                for u, v in pairs:
+                    if (u, c, v) not in self.snd:
+                        continue
+                    z = model.NewBoolVar("")
+                    model.AddBoolAnd([self.snd[(u, c, v)], self.y[(c, v)][step]]).OnlyEnforceIf(z)
+                    model.AddBoolOr([self.snd[(u, c, v)].Not(), self.y[(c, v)][step].Not()]).OnlyEnforceIf(
+                        z.Not())
+                    terms.append(z)
+            if terms:
+                model.Add(sum(terms) <= b * self.r[step - 1])  # C5
 
     def solve(self, seconds: float) -> tuple[str, Any]:
         solver = self.cp_model.CpSolver()
