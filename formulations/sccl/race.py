@@ -61,6 +61,20 @@ def _terms(collective: Collective, steps: int, groups: list) -> int:
     return collective.num_chunks * len(links) * steps
 
 
+def _with_note(result: InstanceResult, note: str) -> InstanceResult:
+    """``result`` with ``note`` appended to its note ("; " between the two)."""
+    result.note = (result.note + "; " if result.note else "") + note
+    return result
+
+
+def _receive(conn, backend: str) -> InstanceResult:
+    """The answer engine ``backend`` sent on ``conn``, or an error if it died before sending one."""
+    try:
+        return conn.recv()
+    except (EOFError, OSError):
+        return InstanceResult("error", 0.0, None, f"{backend}: the engine process died")
+
+
 def race_instance(topology: Topology, collective: Collective, chunk_bytes: float, steps: int, rounds: int,
                   seconds: float, groups: list | None = None, seed: int = 0, bounds=None) -> InstanceResult:
     """``solve_instance`` on every engine at once (same arguments, no ``backend``); an instance the
@@ -77,13 +91,11 @@ def race_instance(topology: Topology, collective: Collective, chunk_bytes: float
         if head.answer in ("sat", "unsat") or seconds <= HEAD_START:
             if head.algorithm is not None:
                 head.algorithm.meta["engine"] = "z3-auto"
-            head.note = (head.note + "; " if head.note else "") + "race: z3-auto alone (a tiny instance)"
-            return head
+            return _with_note(head, "race: z3-auto alone (a tiny instance)")
         seconds -= head.seconds
     if len(engines) == 1:
         result = solve_instance(*args, seconds=seconds, backend=engines[0], **kwargs)
-        result.note = (result.note + "; " if result.note else "") + "race: z3-auto alone (no OR-Tools)"
-        return result
+        return _with_note(result, "race: z3-auto alone (no OR-Tools)")
     import multiprocessing  # here, not at the top: the answers above start no process
     from multiprocessing.connection import wait
 
@@ -105,10 +117,7 @@ def race_instance(topology: Topology, collective: Collective, chunk_bytes: float
                 break
             for conn in ready:
                 backend, process = running[conn]  # stays listed (and killed by the finally) until read
-                try:
-                    result = conn.recv()
-                except (EOFError, OSError):
-                    result = InstanceResult("error", 0.0, None, f"{backend}: the engine process died")
+                result = _receive(conn, backend)
                 del running[conn]
                 conn.close()
                 process.join(timeout=1.0)
@@ -117,8 +126,7 @@ def race_instance(topology: Topology, collective: Collective, chunk_bytes: float
                     result.seconds = deadline.elapsed()
                     if result.algorithm is not None:
                         result.algorithm.meta["engine"] = backend
-                    result.note = (result.note + "; " if result.note else "") + f"race won by {backend}"
-                    return result
+                    return _with_note(result, f"race won by {backend}")
     finally:
         for conn, (_, process) in running.items():
             if process.is_alive():
