@@ -233,14 +233,10 @@ class Plan:
     makespan: float
 
 
-def plan_times(topology: Topology, shared: list[SharedEdge], slot: dict, chunk_bytes: float, pieces: int) -> Plan:
-    """The timeline of the module docstring, timed by the simulator's segment rules.
-
-    A piece holds its links for its serialisation (overhead included) and arrives alpha later; a
-    route cut at an NPU into several segments (not made by this schedule, whose hops are links or
-    cut-through paths) is held whole. Every hop is at least one round behind the one before it, so
-    listing by round keeps deps first.
-    """
+def _one_round(topology: Topology, shared: list[SharedEdge], slot: dict,
+               chunk_bytes: float) -> tuple[float, dict[tuple[int, int, int], float], dict[tuple[int, int, int], float]]:
+    """One round in the slot order, each piece at the earliest instant its links are free: the round
+    length ``R`` and each piece's start offset and arrival within the round."""
     segments_of: dict[tuple[int, int], list] = {}
     free: dict[int, float] = {}
     offsets: dict[tuple[int, int, int], float] = {}
@@ -260,31 +256,56 @@ def plan_times(topology: Topology, shared: list[SharedEdge], slot: dict, chunk_b
             free[link] = begin + hold
         offsets[(e, h, p)] = begin
         arrive[(e, h, p)] = begin + hold + segments[-1][1]
-    round_length = max(free.values(), default=0.0)
-    first = {key: min(offsets[(*key, p)] for p in range(len(split))) for key, split in slot.items()}
-    last = {key: max(arrive[(*key, p)] for p in range(len(split))) for key, split in slot.items()}
+    return max(free.values(), default=0.0), offsets, arrive
 
-    def earliest(key: tuple[int, int], before: tuple[int, int], after: int) -> int:
+
+class _RoundPlacer:
+    """The rounds of the hops of the shared edges, placed edge by edge (``plan_times``): ``first`` and
+    ``last`` are each hop's earliest start and latest arrival within a round of length ``round_length``."""
+
+    def __init__(self, topology: Topology, shared: list[SharedEdge], round_length: float,
+                 first: dict[tuple[int, int], float], last: dict[tuple[int, int], float]) -> None:
+        self.topology = topology
+        self.shared = shared
+        self.round_length = round_length
+        self.first = first
+        self.last = last
+        # a forest staggered for reversal (stagger) never has two visits of a group's chunk in one switch
+        # in the round plan; the timeline keeps them apart in time, from the hop into the switch to the
+        # arrival of the hop out of it, or the reversal's one-partial-sum-per-buffer rule makes links wait
+        self.apart = round_length > 0 and switch_visit_clashes(topology, shared) == 0
+        self.visits: dict[tuple[int, int], list[tuple[float, float]]] = defaultdict(list)
+
+    def earliest(self, key: tuple[int, int], before: tuple[int, int], after: int) -> int:
         """The first round of hop ``key`` in which its batch has arrived from hop ``before`` (in round
         ``after``), and at least the round plan's rounds after it."""
+        shared, round_length = self.shared, self.round_length
         r = after + (shared[key[0]].depth + key[1]) - (shared[before[0]].depth + before[1])
         if round_length > 0:
             # a piece listed before its batch has arrived makes its link wait, round after round
             # (the round plan's order at 16 MB on ring:8: 193 us against 149 us)
-            ready = after * round_length + last[before]
-            r = max(r, math.ceil((ready - first[key]) / round_length))
-            while r * round_length + first[key] < ready:  # float rounding in the division
+            ready = after * round_length + self.last[before]
+            r = max(r, math.ceil((ready - self.first[key]) / round_length))
+            while r * round_length + self.first[key] < ready:  # float rounding in the division
                 r += 1
         return r
 
-    # a forest staggered for reversal (stagger) never has two visits of a group's chunk in one switch
-    # in the round plan; the timeline keeps them apart in time, from the hop into the switch to the
-    # arrival of the hop out of it, or the reversal's one-partial-sum-per-buffer rule makes links wait
-    apart = round_length > 0 and switch_visit_clashes(topology, shared) == 0
-    visits: dict[tuple[int, int], list[tuple[float, float]]] = defaultdict(list)
-    rounds: dict[tuple[int, int], int] = {}
+    def _clear_of_visits(self, e: int, edge: SharedEdge, h: int, r: int, mine: list[list]) -> tuple[int, float, float]:
+        """The first round from ``r`` on in which hop ``h`` into a switch, and the hop out of it, meet
+        no other visit of the edge's groups to that switch: the round and the visit's begin and end."""
+        round_length, first, last = self.round_length, self.first, self.last
+        switch = edge.hops[h][1]
+        taken = [self.visits[(g, switch)] for g in edge.members]
+        while True:
+            begin = r * round_length + first[(e, h)]
+            end = self.earliest((e, h + 1), (e, h), r) * round_length + last[(e, h + 1)]
+            clash = max((b for held in taken for a, b in held if a < end and begin < b), default=None)
+            clash = max((b for w, a, b in mine if w == switch and a < end and begin < b), default=clash)
+            if clash is None:
+                return r, begin, end
+            r = max(r + 1, math.ceil((clash - first[(e, h)]) / round_length))
 
-    def place(e: int, edge: SharedEdge, start: int) -> tuple[list[int], list[list]] | None:
+    def place(self, e: int, edge: SharedEdge, start: int) -> tuple[list[int], list[list]] | None:
         """The rounds of an edge's hops from ``start`` on, and its visits [switch, begin, end]; None
         when a hop delayed by its own switch would keep the visit before it, to the switch it
         leaves, in that switch into another visit's time (the edge then has to start later)."""
@@ -292,24 +313,16 @@ def plan_times(topology: Topology, shared: list[SharedEdge], slot: dict, chunk_b
         mine: list[list] = []
         previous = None  # this edge's visit that hop h leaves
         for h in range(len(edge.hops)):
-            r = start if h == 0 else earliest((e, h), (e, h - 1), placed[-1])
+            r = start if h == 0 else self.earliest((e, h), (e, h - 1), placed[-1])
             switch = edge.hops[h][1]
-            into = apart and topology.is_switch(switch)  # a path goes on from a switch: hop h + 1 leaves it
+            into = self.apart and self.topology.is_switch(switch)  # a path goes on from a switch: hop h + 1 leaves it
             if into:
-                taken = [visits[(g, switch)] for g in edge.members]
-                while True:
-                    begin = r * round_length + first[(e, h)]
-                    end = earliest((e, h + 1), (e, h), r) * round_length + last[(e, h + 1)]
-                    clash = max((b for held in taken for a, b in held if a < end and begin < b), default=None)
-                    clash = max((b for w, a, b in mine if w == switch and a < end and begin < b), default=clash)
-                    if clash is None:
-                        break
-                    r = max(r + 1, math.ceil((clash - first[(e, h)]) / round_length))
+                r, begin, end = self._clear_of_visits(e, edge, h, r, mine)
             if previous is not None:  # the visit before lasts until this hop has arrived
                 w, a0, b0 = previous
-                held_until = r * round_length + last[(e, h)]
+                held_until = r * self.round_length + self.last[(e, h)]
                 if held_until > b0:
-                    if any(a < held_until and a0 < b for g in edge.members for a, b in visits[(g, w)]):
+                    if any(a < held_until and a0 < b for g in edge.members for a, b in self.visits[(g, w)]):
                         return None
                     previous[2] = held_until
             previous = None
@@ -319,23 +332,37 @@ def plan_times(topology: Topology, shared: list[SharedEdge], slot: dict, chunk_b
             placed.append(r)
         return placed, mine
 
+
+def plan_times(topology: Topology, shared: list[SharedEdge], slot: dict, chunk_bytes: float, pieces: int) -> Plan:
+    """The timeline of the module docstring, timed by the simulator's segment rules.
+
+    A piece holds its links for its serialisation (overhead included) and arrives alpha later; a
+    route cut at an NPU into several segments (not made by this schedule, whose hops are links or
+    cut-through paths) is held whole. Every hop is at least one round behind the one before it, so
+    listing by round keeps deps first.
+    """
+    round_length, offsets, arrive = _one_round(topology, shared, slot, chunk_bytes)
+    first = {key: min(offsets[(*key, p)] for p in range(len(split))) for key, split in slot.items()}
+    last = {key: max(arrive[(*key, p)] for p in range(len(split))) for key, split in slot.items()}
+    placer = _RoundPlacer(topology, shared, round_length, first, last)
+    rounds: dict[tuple[int, int], int] = {}
     makespan = 0.0
     for e, edge in enumerate(shared):
         if edge.parent is not None:
             parent = (edge.parent, len(shared[edge.parent].hops) - 1)
-            start = earliest((e, 0), parent, rounds[parent])
+            start = placer.earliest((e, 0), parent, rounds[parent])
         else:
             start = edge.depth
-        placed = place(e, edge, start)
+        placed = placer.place(e, edge, start)
         while placed is None:  # a later start moves every visit of the edge past the one it met
             start += 1
-            placed = place(e, edge, start)
+            placed = placer.place(e, edge, start)
         for h, r in enumerate(placed[0]):
             rounds[(e, h)] = r
             makespan = max(makespan, (pieces - 1 + r) * round_length + last[(e, h)])
         for switch, begin, end in placed[1]:
             for g in edge.members:
-                visits[(g, switch)].append((begin, end))
+                placer.visits[(g, switch)].append((begin, end))
     return Plan(round_length, rounds, offsets, makespan)
 
 
