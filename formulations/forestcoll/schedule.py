@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from workbench.model.algorithm import Algorithm, Transfer
@@ -140,23 +141,15 @@ def transfers_per_batch(shared: list[SharedEdge]) -> int:
     return sum(len(edge.hops) for edge in shared)
 
 
-def emit_schedule(topology: Topology, kind: str, num_ranks: int, k: int, pieces: int, groups: list[PathGroup],
-                  shared: list[SharedEdge], chunk_bytes: float, root: int | None = None,
-                  slots: dict | None = None, periodic: bool = False) -> tuple[Algorithm, dict]:
-    """The schedule of the module docstring, listed by the timeline's rounds, and its timing facts
-    (tau, H, alpha_max, the round length and planned_time).
-
-    ``periodic``: the same schedule as a ``workbench.algorithm/3`` period (``workbench.model.periodic``):
-    batch 0's transfers, each hop lagging by its round, repeated ``pieces`` times with a stride of
-    one batch's chunks. Its expansion is, transfer for transfer, the listing written out."""
+def _batch_zero(kind: str, num_ranks: int, groups: list[PathGroup],
+                shared: list[SharedEdge]) -> Callable[[int], tuple[int, ...]]:
+    """Batch 0's chunk ids on shared edge ``e``, sorted (computed once per edge): group g carries
+    ``o_g + i`` (``i < C_g``), chunk ``(o_g + i) * N + u`` of an All-Gather."""
     offsets: list[int] = []
     used: dict[int, int] = {}
     for group in groups:
         offsets.append(used.get(group.root, 0))
         used[group.root] = used.get(group.root, 0) + group.multiplicity
-
-    # batch b's chunks are batch 0's shifted by b * stride (the same order): computed once per edge
-    stride = k if kind == "broadcast" else k * num_ranks
     first_ids: dict[int, tuple[int, ...]] = {}
 
     def batch_zero(e: int) -> tuple[int, ...]:
@@ -171,9 +164,12 @@ def emit_schedule(topology: Topology, kind: str, num_ranks: int, k: int, pieces:
             first_ids[e] = tuple(sorted(ids))
         return first_ids[e]
 
-    slot = slots if slots is not None else slot_order(topology, shared)
-    plan = plan_times(topology, shared, slot, chunk_bytes, pieces)
-    rounds = plan.rounds
+    return batch_zero
+
+
+def _listing(shared: list[SharedEdge], slot: dict, rounds: dict[tuple[int, int], int], pieces: int,
+             periodic: bool) -> list[tuple[int, int, int, int, int, int]]:
+    """The file order of the module docstring: (round, position, e, h, p, b) per transfer, sorted."""
     entries = []
     for e, edge in enumerate(shared):
         for h in range(len(edge.hops)):
@@ -186,6 +182,26 @@ def emit_schedule(topology: Topology, kind: str, num_ranks: int, k: int, pieces:
                 for b in range(pieces):
                     entries.append((b + first_round, position, e, h, p, b))
     entries.sort()
+    return entries
+
+
+def emit_schedule(topology: Topology, kind: str, num_ranks: int, k: int, pieces: int, groups: list[PathGroup],
+                  shared: list[SharedEdge], chunk_bytes: float, root: int | None = None,
+                  slots: dict | None = None, periodic: bool = False) -> tuple[Algorithm, dict]:
+    """The schedule of the module docstring, listed by the timeline's rounds, and its timing facts
+    (tau, H, alpha_max, the round length and planned_time).
+
+    ``periodic``: the same schedule as a ``workbench.algorithm/3`` period (``workbench.model.periodic``):
+    batch 0's transfers, each hop lagging by its round, repeated ``pieces`` times with a stride of
+    one batch's chunks. Its expansion is, transfer for transfer, the listing written out."""
+    # batch b's chunks are batch 0's shifted by b * stride (the same order): computed once per edge
+    stride = k if kind == "broadcast" else k * num_ranks
+    batch_zero = _batch_zero(kind, num_ranks, groups, shared)
+
+    slot = slots if slots is not None else slot_order(topology, shared)
+    plan = plan_times(topology, shared, slot, chunk_bytes, pieces)
+    rounds = plan.rounds
+    entries = _listing(shared, slot, rounds, pieces, periodic)
     # deps by tree position (edge, hop, batch), not workbench.kit.schedule.DeliveryChain's (node, chunk):
     # a piece waits for every piece of the batch on the hop before, however the two hops split it
     ids: dict[tuple[int, int, int], list[int]] = {}
