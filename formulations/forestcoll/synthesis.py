@@ -116,14 +116,59 @@ def build_forest(topology: Topology, kind: str, root: int | None = None, k: int 
     forests included), which deepens H.
     """
     started = time.perf_counter()
+    units = _tree_units(topology, kind, root, k, deadline)
+    table, group = _translations_for(topology, kind, splitting, packing)
+    modes = _splitting_modes(topology, splitting, packing, group)
+    if cut_through == "auto":
+        variants = [False, "loose", True] if topology.num_switches else [False]
+    else:
+        variants = [bool(cut_through)]
+    best: tuple[tuple[int, float], Forest] | None = None
+    supply = [int(c) for c in units.supply]
+    for mode in modes:
+        forest_units = units
+        if best is not None and best[1].splitting == "symmetric":
+            break  # the others are fallbacks
+        if mode == "symmetric":
+            try:
+                forest_units, split, trees, flows, used = _split_by_translations(topology, units, group, packing,
+                                                                                 seed, deadline)
+            except (SymmetricSplitFailed, PackingError) as failure:
+                if len(modes) == 1:
+                    raise PackingError(f"forestcoll: the translated split or packing failed: {failure}") from None
+                continue  # the next mode: bulk or pair by pair
+        else:
+            if mode == "bulk":
+                split = split_in_bulk(topology, units, deadline)
+            else:
+                split = split_switches(topology, units, deadline, spread=(mode != "greedy"))
+            trees, flows, used = _pack(topology.num_npus, table, split, supply, packing, seed, deadline)
+        validate_forest(trees, topology.num_npus, [int(c) for c in forest_units.supply], split.capacity)
+        groups = map_to_paths(trees, split)
+        check_link_budgets(groups, split.physical)
+        flows += split.flows
+        best = _keep_fastest(best, topology, variants, reversible, max_transfers,
+                             forest_units, split, trees, groups, flows, mode, used)
+    forest = best[1]
+    forest.seconds = time.perf_counter() - started
+    return forest
+
+
+def _tree_units(topology: Topology, kind: str, root: int | None, k: int | str,
+                deadline: Deadline | None) -> TreeUnits:
+    """The optimum's tree-units: a broadcast's from ``root``, else ``k`` chosen ("auto") or fixed."""
     if kind == "broadcast":
         if k != "auto":
             raise ValueError("forestcoll: a fixed k applies to all-gather-like collectives, not broadcast/reduce")
-        units = broadcast_units(topology, root if root is not None else 0)
-    elif k == "auto":
-        units = auto_units(topology)
-    else:
-        units = fixed_k_units(topology, int(k), deadline)
+        return broadcast_units(topology, root if root is not None else 0)
+    if k == "auto":
+        return auto_units(topology)
+    return fixed_k_units(topology, int(k), deadline)
+
+
+def _translations_for(topology: Topology, kind: str, splitting: str, packing: str) -> tuple[Any, Any]:
+    """The options checked, and the fabric's translations where the packing or splitting may use them:
+    ``(table, group)``, a cluster's translations (switches included) in ``group``, else ``table``."""
     if packing not in PACKINGS:
         raise ValueError(f"forestcoll: packing must be one of {', '.join(PACKINGS)}, got {packing!r}")
     if splitting not in SPLITTINGS:
@@ -144,6 +189,11 @@ def build_forest(topology: Topology, kind: str, root: int | None = None, k: int 
         raise ValueError(f"forestcoll: splitting 'symmetric' needs a cluster whose translations map the switches "
                          f"too (equal boxes and leaf groups: workbench.kit.cluster_translations); {topology.name} "
                          f"has none verified")
+    return table, group
+
+
+def _splitting_modes(topology: Topology, splitting: str, packing: str, group) -> list[str]:
+    """The splittings to build, in order (``build_forest``'s "auto")."""
     if splitting not in ("auto", "symmetric"):
         modes = [splitting]
     elif not topology.num_switches:
@@ -154,70 +204,57 @@ def build_forest(topology: Topology, kind: str, root: int | None = None, k: int 
         modes = ["greedy", "spread"]
     if group is not None:  # translated plans and root 0's trees; the others if that fails
         modes = ["symmetric"] + ([] if "symmetric" in (splitting, packing) else modes)
-    if cut_through == "auto":
-        variants = [False, "loose", True] if topology.num_switches else [False]
-    else:
-        variants = [bool(cut_through)]
-    best: tuple[tuple[int, float], Forest] | None = None
-    supply = [int(c) for c in units.supply]
-    for mode in modes:
-        forest_units = units
-        if best is not None and best[1].splitting == "symmetric":
-            break  # the others are fallbacks
-        if mode == "symmetric":
-            try:
-                forest_units, split = split_by_translations(topology, units, group, deadline)
-                if packing in ("auto", "symmetric"):
-                    trees, flows = pack_symmetric(group.table, split.capacity, int(forest_units.k), seed, deadline)
-                    used = "symmetric"
-                else:  # the general packer on the symmetric split, as asked
-                    trees, flows, used = _pack(topology.num_npus, None, split,
-                                               [int(c) for c in forest_units.supply], packing, seed, deadline)
-            except (SymmetricSplitFailed, PackingError) as failure:
-                if len(modes) == 1:
-                    raise PackingError(f"forestcoll: the translated split or packing failed: {failure}") from None
-                continue  # the next mode: bulk or pair by pair
+    return modes
+
+
+def _split_by_translations(topology: Topology, units: TreeUnits, group, packing: str, seed: int,
+                           deadline: Deadline | None) -> tuple[TreeUnits, SplitResult, list[TreeGroup], int, str]:
+    """The symmetric split (a switch orbit at a time) and its trees: the units, split, trees, max-flows
+    and packing used; raises ``SymmetricSplitFailed`` or ``PackingError`` when either fails."""
+    forest_units, split = split_by_translations(topology, units, group, deadline)
+    if packing in ("auto", "symmetric"):
+        trees, flows = pack_symmetric(group.table, split.capacity, int(forest_units.k), seed, deadline)
+        used = "symmetric"
+    else:  # the general packer on the symmetric split, as asked
+        trees, flows, used = _pack(topology.num_npus, None, split,
+                                   [int(c) for c in forest_units.supply], packing, seed, deadline)
+    return forest_units, split, trees, flows, used
+
+
+def _keep_fastest(best: tuple[float, Forest] | None, topology: Topology, variants: list, reversible: bool,
+                  max_transfers: int, forest_units: TreeUnits, split: SplitResult, trees: list[TreeGroup],
+                  groups: list[PathGroup], flows: int, mode: str, used: str) -> tuple[float, Forest] | None:
+    """``best`` (predicted stretch, forest) after weighing one splitting's trees sent as each of
+    ``variants`` (hop by hop, "loose" or cut through); max-flows are summed into the forest kept."""
+    hop_by_hop: list[SharedEdge] | None = None
+    for label in variants:
+        through = label
+        if label == "loose":  # cut through where the links have time to spare (slots.loose_links)
+            if hop_by_hop is None:
+                continue
+            through = loose_links(topology, hop_by_hop)
+        elif label is True and hop_by_hop is not None and transfers_per_batch(hop_by_hop) > LARGE_ROUND:
+            continue  # appended rounds (slots) stall on cut-through transfers over the busiest links
+        plans = [plan_edges(topology, g, through) for g in groups]
+        shared = share_edges(groups, plans)
+        if reversible:  # one partial sum per switch buffer once reversed; a cut-through forest too,
+            # as its edges off the simulator's route still go hop by hop through switches
+            stagger_switch_visits(topology, shared)
+        if through is False:
+            hop_by_hop = shared
+        slots, stretch = round_slots(topology, shared)
+        forest = Forest(forest_units, split, trees, groups, plans, shared, 0.0, flows, mode, slots, stretch,
+                        label, used)
+        flows = 0  # counted once per splitting
+        pieces = max(1, max_transfers // max(forest.per_batch, 1))
+        predicted = stretch * (1 + _FILL_SHARE * (forest.height - 1) / pieces)
+        if best is None or predicted < best[0]:
+            if best is not None:
+                forest.flows += best[1].flows
+            best = (predicted, forest)
         else:
-            if mode == "bulk":
-                split = split_in_bulk(topology, units, deadline)
-            else:
-                split = split_switches(topology, units, deadline, spread=(mode != "greedy"))
-            trees, flows, used = _pack(topology.num_npus, table, split, supply, packing, seed, deadline)
-        validate_forest(trees, topology.num_npus, [int(c) for c in forest_units.supply], split.capacity)
-        groups = map_to_paths(trees, split)
-        check_link_budgets(groups, split.physical)
-        flows += split.flows
-        hop_by_hop: list[SharedEdge] | None = None
-        for label in variants:
-            through = label
-            if label == "loose":  # cut through where the links have time to spare (slots.loose_links)
-                if hop_by_hop is None:
-                    continue
-                through = loose_links(topology, hop_by_hop)
-            elif label is True and hop_by_hop is not None and transfers_per_batch(hop_by_hop) > LARGE_ROUND:
-                continue  # appended rounds (slots) stall on cut-through transfers over the busiest links
-            plans = [plan_edges(topology, g, through) for g in groups]
-            shared = share_edges(groups, plans)
-            if reversible:  # one partial sum per switch buffer once reversed; a cut-through forest too,
-                # as its edges off the simulator's route still go hop by hop through switches
-                stagger_switch_visits(topology, shared)
-            if through is False:
-                hop_by_hop = shared
-            slots, stretch = round_slots(topology, shared)
-            forest = Forest(forest_units, split, trees, groups, plans, shared, 0.0, flows, mode, slots, stretch,
-                            label, used)
-            flows = 0  # counted once per splitting
-            pieces = max(1, max_transfers // max(forest.per_batch, 1))
-            predicted = stretch * (1 + _FILL_SHARE * (forest.height - 1) / pieces)
-            if best is None or predicted < best[0]:
-                if best is not None:
-                    forest.flows += best[1].flows
-                best = (predicted, forest)
-            else:
-                best[1].flows += forest.flows
-    forest = best[1]
-    forest.seconds = time.perf_counter() - started
-    return forest
+            best[1].flows += forest.flows
+    return best
 
 
 def _pack(num_npus: int, table, split: SplitResult, supply: list[int], packing: str, seed: int,
