@@ -318,31 +318,42 @@ def synthesize(formulation: Any, problem: Problem, *, time_limit: float, seed: i
     if on_incumbent is not None:
         on_incumbent(algorithm)
     if pieces is None and k == "auto" and packing == "auto" and adapts_to_size(topology, problem.size_bytes):
-        # the trees by size (nothing pinned, below 256 MB): one tree per root, or BFS-layered trees
-        # where the translation packer grew them, written and timed like the first (sizing)
-        tried = {"auto": algorithm.meta["claimed_time"]}
-        others = []
-        if any(f.units.k > 1 for f in forests.values()):
-            others.append(("k=1", 1, "auto"))
-        if any(f.packing == "symmetric" for f in forests.values()):
-            others.append(("levels", "auto", "levels"))
-        for label, k_choice, packing_choice in others:
-            if not deadline.unlimited and deadline.remaining() < 2 * first_seconds:
-                break  # another forest would not fit what is left of the time limit
-            started = deadline.elapsed()
-            try:
-                candidate_forests = forests_of(k_choice, packing_choice)
-                candidate = _scheduled(problem, candidate_forests, pieces, max_transfers, deadline, started)
-            except (Timeout, PackingError):
-                continue
-            tried[label] = candidate[0].meta["claimed_time"]
-            if tried[label] < algorithm.meta["claimed_time"]:
-                algorithm, status, stats = candidate
-                if on_incumbent is not None:
-                    on_incumbent(algorithm)
-        algorithm.meta.setdefault("time_by_choice", {})["trees"] = tried
-        stats["seconds"] = deadline.elapsed()  # every candidate's trees and schedules
+        algorithm, status, stats = _other_trees(problem, forests, (algorithm, status, stats), forests_of, pieces,
+                                                max_transfers, deadline, first_seconds, on_incumbent)
     return SynthesisResult([algorithm], status, stats.pop("seconds"), stats=stats)
+
+
+def _other_trees(problem: Problem, forests: dict[str, Forest], first: tuple[Algorithm, str, dict[str, Any]],
+                 forests_of: Callable[[int | str, str], dict[str, Forest]], pieces: int | None, max_transfers: int,
+                 deadline: Deadline, first_seconds: float,
+                 on_incumbent: Callable[[Algorithm], None] | None) -> tuple[Algorithm, str, dict[str, Any]]:
+    """The fastest of ``first`` and the other tree choices by size, each handed over when it is faster."""
+    algorithm, status, stats = first
+    # the trees by size (nothing pinned, below 256 MB): one tree per root, or BFS-layered trees
+    # where the translation packer grew them, written and timed like the first (sizing)
+    tried = {"auto": algorithm.meta["claimed_time"]}
+    others = []
+    if any(f.units.k > 1 for f in forests.values()):
+        others.append(("k=1", 1, "auto"))
+    if any(f.packing == "symmetric" for f in forests.values()):
+        others.append(("levels", "auto", "levels"))
+    for label, k_choice, packing_choice in others:
+        if not deadline.unlimited and deadline.remaining() < 2 * first_seconds:
+            break  # another forest would not fit what is left of the time limit
+        started = deadline.elapsed()
+        try:
+            candidate_forests = forests_of(k_choice, packing_choice)
+            candidate = _scheduled(problem, candidate_forests, pieces, max_transfers, deadline, started)
+        except (Timeout, PackingError):
+            continue
+        tried[label] = candidate[0].meta["claimed_time"]
+        if tried[label] < algorithm.meta["claimed_time"]:
+            algorithm, status, stats = candidate
+            if on_incumbent is not None:
+                on_incumbent(algorithm)
+    algorithm.meta.setdefault("time_by_choice", {})["trees"] = tried
+    stats["seconds"] = deadline.elapsed()  # every candidate's trees and schedules
+    return algorithm, status, stats
 
 
 def _forests(problem: Problem, k: int | str, packing: str, seed: int, deadline: Deadline, splitting: str,
