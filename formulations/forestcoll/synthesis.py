@@ -388,8 +388,6 @@ def _scheduled(problem: Problem, forests: dict[str, Forest], pieces: int | None,
     collective = problem.collective
     kind = collective.kind
     topology = problem.topology
-    reversed_topology = topology.reversed()
-    n = collective.num_ranks
     gather_kind = "broadcast" if kind in ("broadcast", "reduce") else "allgather"
     tree_seconds = deadline.elapsed() - started
     ks = [f.units.k for f in forests.values()]
@@ -400,84 +398,131 @@ def _scheduled(problem: Problem, forests: dict[str, Forest], pieces: int | None,
     adaptive = pieces is None and adapts_to_size(topology, size)
     can_repeat = kind == gather_kind and not adaptive  # a period can stand for the listing (below)
 
-    def bytes_per_chunk(chunks_per_rank: int) -> float:
-        return size / chunks_per_rank if gather_kind == "broadcast" else size / (n * chunks_per_rank)
-
-    def depth(budget: int) -> tuple[int, int]:
-        """Pieces per tree-unit (``pieces`` if pinned, else the default depth within the budget) and
-        the budget: ``max_transfers``, capped by what is left of the time limit at ``rate``."""
-        if not deadline.unlimited:  # what is left of the time limit caps the schedule's size
-            affordable = int(deadline.remaining() * rate)
-            budget = max(per_m, min(budget, affordable))
-        if pieces is not None:
-            return pieces, budget
-        goal = max(1, min(_MAX_DEFAULT_PIECES, _PIECES_PER_LEVEL * height))
-        return max(1, min(goal, budget // max(per_m, 1))), budget
+    def depth(budget: int, rate: int) -> tuple[int, int]:
+        return _depth_within(budget, rate, deadline, pieces, per_m, height)
 
     rate = _TRANSFERS_PER_SECOND // (3 if collective.combining else 1)  # reversal and concat cost more
     given_budget = max_transfers
-    m, max_transfers = depth(given_budget)
+    m, max_transfers = depth(given_budget, rate)
     # one period and its repeat count (workbench.model.periodic) where the listing is the round plan's
     # (a gathering kind at a pinned depth or from 256 MB) and "auto" finds it large
     write_period = can_repeat and (periodic is True or (periodic == "auto" and m * per_m >= _PERIODIC_FROM))
     if widened and not write_period:  # the default budget was a period's; a listing written out has its own
-        m, max_transfers = depth(min(given_budget, _LISTING_BUDGET))
+        m, max_transfers = depth(min(given_budget, _LISTING_BUDGET), rate)
     if write_period:  # only one batch is emitted: the budget is what the compiled engines time and check
-        rate = _PERIODIC_TRANSFERS_PER_SECOND
-        m, max_transfers = depth(given_budget)
-    by_links = {}
-    for phase, forest in forests.items():
-        by_links[reversed_topology.links if phase == "reversed" else topology.links] = forest
-
-    def gather(view: Topology, target: Collective, chunk_bytes: float) -> Algorithm:
-        forest = by_links[view.links]
-        p = target.chunks_per_rank // forest.units.k
-        algorithm, _ = emit_schedule(view, target.kind, target.num_ranks, forest.units.k, p, forest.groups,
-                                     forest.shared, chunk_bytes, target.root, forest.slots, periodic=write_period)
-        return algorithm
-
-    def schedule_for(m: int) -> Algorithm:
-        """The schedule with ``m`` pieces per tree-unit."""
-        chunks_per_rank = common * m
-        chunk_bytes = bytes_per_chunk(chunks_per_rank)
-        target = make_collective(kind, n, chunks_per_rank, collective.root)
-        try:
-            return by_duality(topology, target, chunk_bytes, gather)
-        except ValueError as exc:
-            if "multicasts" not in str(exc):
-                raise
-        # a switch forwards a chunk twice (hop-by-hop edges): reverse with serialised switch buffers
-        dual = make_collective("broadcast" if kind == "reduce" else "allgather", n, chunks_per_rank, collective.root)
-        algorithm = reverse_serialised(gather(reversed_topology, dual, chunk_bytes), topology)
-        if kind == "allreduce":
-            algorithm = algorithm.concat(gather(topology, make_collective("allgather", n, chunks_per_rank),
-                                                chunk_bytes))
-        return algorithm
-
+        m, max_transfers = depth(given_budget, _PERIODIC_TRANSFERS_PER_SECOND)
+    phases = _PhaseSchedules(problem, forests, common, write_period)
     # the claim: the time of the pieces as written, in the default model (module docstring); below
     # 256 MB with no pinned depth, the depth that simulates fastest (sizing), each timed that way
-    def plan_for(m: int) -> float:
-        """The round plan's time with ``m`` pieces per tree-unit, summed over the phases."""
-        chunk_bytes = bytes_per_chunk(common * m)
-        total = 0.0
-        for links, forest in by_links.items():
-            view = topology if links == topology.links else reversed_topology
-            slots = forest.slots if forest.slots is not None else slot_order(view, forest.shared)
-            total += plan_times(view, forest.shared, slots, chunk_bytes, common * m // forest.units.k).makespan
-        return total if len(by_links) == len(forests) else 2 * total  # one forest serving both phases
-
     planned: dict[int, float] = {}
     if adaptive:  # timing the depths is how this one is chosen
-        algorithm, timed, planned = fastest_depth(m, plan_for, schedule_for, deadline)
+        algorithm, timed, planned = fastest_depth(m, phases.plan_for, phases.schedule_for, deadline)
         m = algorithm.collective.chunks_per_rank // common
         seconds, claim_seconds = deadline.elapsed(), 0.0
     else:  # the claim is timed apart from the synthesis: it judges the schedule, it does not make it
-        algorithm, timed = schedule_for(m), {}
+        algorithm, timed = phases.schedule_for(m), {}
         seconds = deadline.elapsed()
         claim_in_model(algorithm)
         claim_seconds = deadline.elapsed() - seconds
     exact = all(f.units.optimal for f in forests.values())
     status = "optimal" if exact and kind != "allreduce" else "feasible"
+    meta = _forest_meta(problem, forests, m, common, height, tree_seconds, max_transfers, write_period)
+    if timed:  # the depths weighed at this size: planned, and simulated where written
+        meta["plan_by_pieces"] = {str(p): t for p, t in planned.items()}
+        meta.setdefault("time_by_choice", {})["pieces"] = {str(p): t for p, t in timed.items()}
+    if timed:  # the depth chosen by size (nothing pinned): planned or list-scheduled listing, the faster
+        algorithm = claim_listing(algorithm, size, None if deadline.unlimited else deadline.remaining(),
+                                  claimed=True)  # fastest_depth claimed it
+    algorithm.meta.update(meta)
+    if status == "optimal":  # proven in the throughput model; the floor judges the simulated time
+        algorithm.meta["model_optimal"] = "forestcoll-throughput"
+    stats = {"transfers": algorithm.total_transfers, "max_flows": meta["max_flows"], "tree_seconds": tree_seconds,
+             "groups": meta["groups"], "claim_seconds": claim_seconds, "seconds": seconds}
+    return algorithm, status, stats
+
+
+class _PhaseSchedules:
+    """The forests' pipelined schedule, and its round plan's time, at a given depth (``_scheduled``):
+    each phase's forest found by its view's links (the topology's, or its reversed graph's)."""
+
+    def __init__(self, problem: Problem, forests: dict[str, Forest], common: int, write_period: bool) -> None:
+        self.problem = problem
+        self.forests = forests
+        self.common = common
+        self.write_period = write_period
+        self.topology = problem.topology
+        self.reversed_topology = self.topology.reversed()
+        self.by_links = {}
+        for phase, forest in forests.items():
+            self.by_links[self.reversed_topology.links if phase == "reversed" else self.topology.links] = forest
+
+    def bytes_per_chunk(self, chunks_per_rank: int) -> float:
+        collective, size = self.problem.collective, self.problem.size_bytes
+        if collective.kind in ("broadcast", "reduce"):
+            return size / chunks_per_rank
+        return size / (collective.num_ranks * chunks_per_rank)
+
+    def gather(self, view: Topology, target: Collective, chunk_bytes: float) -> Algorithm:
+        forest = self.by_links[view.links]
+        p = target.chunks_per_rank // forest.units.k
+        algorithm, _ = emit_schedule(view, target.kind, target.num_ranks, forest.units.k, p, forest.groups,
+                                     forest.shared, chunk_bytes, target.root, forest.slots,
+                                     periodic=self.write_period)
+        return algorithm
+
+    def schedule_for(self, m: int) -> Algorithm:
+        """The schedule with ``m`` pieces per tree-unit."""
+        collective, topology = self.problem.collective, self.topology
+        kind, n = collective.kind, collective.num_ranks
+        chunks_per_rank = self.common * m
+        chunk_bytes = self.bytes_per_chunk(chunks_per_rank)
+        target = make_collective(kind, n, chunks_per_rank, collective.root)
+        try:
+            return by_duality(topology, target, chunk_bytes, self.gather)
+        except ValueError as exc:
+            if "multicasts" not in str(exc):
+                raise
+        # a switch forwards a chunk twice (hop-by-hop edges): reverse with serialised switch buffers
+        dual = make_collective("broadcast" if kind == "reduce" else "allgather", n, chunks_per_rank, collective.root)
+        algorithm = reverse_serialised(self.gather(self.reversed_topology, dual, chunk_bytes), topology)
+        if kind == "allreduce":
+            algorithm = algorithm.concat(self.gather(topology, make_collective("allgather", n, chunks_per_rank),
+                                                     chunk_bytes))
+        return algorithm
+
+    def plan_for(self, m: int) -> float:
+        """The round plan's time with ``m`` pieces per tree-unit, summed over the phases."""
+        topology, common = self.topology, self.common
+        chunk_bytes = self.bytes_per_chunk(common * m)
+        total = 0.0
+        for links, forest in self.by_links.items():
+            view = topology if links == topology.links else self.reversed_topology
+            slots = forest.slots if forest.slots is not None else slot_order(view, forest.shared)
+            total += plan_times(view, forest.shared, slots, chunk_bytes, common * m // forest.units.k).makespan
+        return total if len(self.by_links) == len(self.forests) else 2 * total  # one forest serving both phases
+
+
+def _depth_within(budget: int, rate: int, deadline: Deadline, pieces: int | None, per_m: int,
+                  height: int) -> tuple[int, int]:
+    """Pieces per tree-unit (``pieces`` if pinned, else the default depth within the budget) and
+    the budget: ``max_transfers``, capped by what is left of the time limit at ``rate``."""
+    if not deadline.unlimited:  # what is left of the time limit caps the schedule's size
+        affordable = int(deadline.remaining() * rate)
+        budget = max(per_m, min(budget, affordable))
+    if pieces is not None:
+        return pieces, budget
+    goal = max(1, min(_MAX_DEFAULT_PIECES, _PIECES_PER_LEVEL * height))
+    return max(1, min(goal, budget // max(per_m, 1))), budget
+
+
+def _forest_meta(problem: Problem, forests: dict[str, Forest], m: int, common: int, height: int,
+                 tree_seconds: float, max_transfers: int, write_period: bool) -> dict[str, Any]:
+    """The schedule's meta about its forests: per phase where there are two (``m`` pieces per tree-unit
+    of the common multiple ``common`` of the phases' k)."""
+    collective = problem.collective
+    n = collective.num_ranks
+    gather_kind = "broadcast" if collective.kind in ("broadcast", "reduce") else "allgather"
+    size = problem.size_bytes
     first = next(iter(forests.values()))
     ratio_seconds = {phase: float(f.units.ratio) / f.units.capacities.unit for phase, f in forests.items()}
     bandwidth_term = sum(size / (1 if gather_kind == "broadcast" else n) * r for r in ratio_seconds.values())
@@ -507,17 +552,6 @@ def _scheduled(problem: Problem, forests: dict[str, Forest], pieces: int | None,
         meta["bulk_plans_note"] = ("OR-Tools is not installed (pip install collective-workbench[cpsat]): the bulk "
                                    "splitting's min-cost flows were solved by NetworkX (same model, may break ties "
                                    "differently)")
-    if timed:  # the depths weighed at this size: planned, and simulated where written
-        meta["plan_by_pieces"] = {str(p): t for p, t in planned.items()}
-        meta.setdefault("time_by_choice", {})["pieces"] = {str(p): t for p, t in timed.items()}
-    if timed:  # the depth chosen by size (nothing pinned): planned or list-scheduled listing, the faster
-        algorithm = claim_listing(algorithm, size, None if deadline.unlimited else deadline.remaining(),
-                                  claimed=True)  # fastest_depth claimed it
-    algorithm.meta.update(meta)
-    if status == "optimal":  # proven in the throughput model; the floor judges the simulated time
-        algorithm.meta["model_optimal"] = "forestcoll-throughput"
-    stats = {"transfers": algorithm.total_transfers, "max_flows": meta["max_flows"], "tree_seconds": tree_seconds,
-             "groups": meta["groups"], "claim_seconds": claim_seconds, "seconds": seconds}
-    return algorithm, status, stats
+    return meta
 
 
