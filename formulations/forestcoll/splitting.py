@@ -27,6 +27,7 @@ how many units of logical arc ``(u, t)`` run through ``w`` (``mapping.py`` expan
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from workbench.kit.deadline import Deadline
@@ -96,12 +97,6 @@ def split_one_switch(cap: dict[tuple[int, int], int], edge_map: dict[tuple[int, 
     """Split switch ``w`` off completely, pair by pair at the exact safe amount (module docstring);
     ``cap`` and ``edge_map`` change in place. ``SplittingError`` when capacity is left."""
 
-    def out_of(node: int) -> list[int]:
-        return sorted(b for (a, b), c in cap.items() if a == node and c > 0)
-
-    def into(node: int) -> list[int]:
-        return sorted(a for (a, b), c in cap.items() if b == node and c > 0)
-
     def split(u: int, w: int, t: int, limit: int | None) -> None:
         check_clock(deadline)
         gamma = _safe_amount(cap, supply, demand, n_npus, s, u, w, t, result, limit)
@@ -118,28 +113,9 @@ def split_one_switch(cap: dict[tuple[int, int], int], edge_map: dict[tuple[int, 
         else:
             result.dropped_loops += gamma
 
-    # Pass 1 spreads each in-arc evenly over the out-arcs (at most its fair share per pair, still
-    # capped by the exact gamma): splitting a whole in-arc onto the first out-neighbour, as a
-    # plain greedy does, turns a switch into a chain of logical arcs and makes the trees deep.
     if spread:
-        for u in into(w):
-            targets = [t for t in out_of(w) if t != u]
-            if not targets:
-                continue
-            # in whole multiples of k, so a logical arc can carry whole tree groups (fewer clones)
-            share = granule * -(-cap[(u, w)] // (granule * len(targets)))
-            for t in targets:
-                if cap.get((u, w), 0) and cap.get((w, t), 0):
-                    split(u, w, t, share)
-    # Pass 2: the largest safe amount per pair, as in the reference; u -> w -> u last (splitting it
-    # off yields a loop, i.e. drops the pair, which the exact gamma allows only when no cut needs
-    # it; a switch-to-switch trunk can end that way)
-    for u in into(w):
-        for t in sorted(out_of(w), key=lambda t: (t == u, t)):
-            if cap.get((u, w), 0) == 0:
-                break
-            if cap.get((w, t), 0):
-                split(u, w, t, None)
+        _spread_in_arcs(cap, w, granule, split)
+    _split_largest(cap, w, split)
     left_in = sum(c for (a, b), c in cap.items() if b == w)
     left_out = sum(c for (a, b), c in cap.items() if a == w)
     if left_in or left_out:
@@ -147,6 +123,42 @@ def split_one_switch(cap: dict[tuple[int, int], int], edge_map: dict[tuple[int, 
             f"forestcoll: switch {w} keeps {left_in} tree-units of in-capacity and {left_out} of "
             f"out-capacity after edge splitting (unbalanced switch, or budgets floored unevenly by a "
             f"fixed k); its capacity cannot be mapped to NPU-to-NPU paths")
+
+
+def _out_of(cap: dict[tuple[int, int], int], node: int) -> list[int]:
+    return sorted(b for (a, b), c in cap.items() if a == node and c > 0)
+
+
+def _into(cap: dict[tuple[int, int], int], node: int) -> list[int]:
+    return sorted(a for (a, b), c in cap.items() if b == node and c > 0)
+
+
+def _spread_in_arcs(cap: dict[tuple[int, int], int], w: int, granule: int,
+                    split: Callable[[int, int, int, int | None], None]) -> None:
+    """Pass 1 spreads each in-arc evenly over the out-arcs (at most its fair share per pair, still
+    capped by the exact gamma): splitting a whole in-arc onto the first out-neighbour, as a
+    plain greedy does, turns a switch into a chain of logical arcs and makes the trees deep."""
+    for u in _into(cap, w):
+        targets = [t for t in _out_of(cap, w) if t != u]
+        if not targets:
+            continue
+        # in whole multiples of k, so a logical arc can carry whole tree groups (fewer clones)
+        share = granule * -(-cap[(u, w)] // (granule * len(targets)))
+        for t in targets:
+            if cap.get((u, w), 0) and cap.get((w, t), 0):
+                split(u, w, t, share)
+
+
+def _split_largest(cap: dict[tuple[int, int], int], w: int, split: Callable[[int, int, int, int | None], None]) -> None:
+    """Pass 2: the largest safe amount per pair, as in the reference; u -> w -> u last (splitting it
+    off yields a loop, i.e. drops the pair, which the exact gamma allows only when no cut needs
+    it; a switch-to-switch trunk can end that way)."""
+    for u in _into(cap, w):
+        for t in sorted(_out_of(cap, w), key=lambda t: (t == u, t)):
+            if cap.get((u, w), 0) == 0:
+                break
+            if cap.get((w, t), 0):
+                split(u, w, t, None)
 
 
 def _safe_amount(cap: dict[tuple[int, int], int], supply: list[tuple[int, int]], demand: int, n_npus: int,
