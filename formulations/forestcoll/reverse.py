@@ -22,21 +22,28 @@ from workbench.topology import Topology
 __all__ = ["reverse_serialised"]
 
 
-def reverse_serialised(gather: Algorithm, topology: Topology) -> Algorithm:
-    """``gather`` (all-gather / broadcast on ``topology.reversed()``) as reduce-scatter / reduce on ``topology``."""
-    target_kind = {"allgather": "reducescatter", "broadcast": "reduce"}[gather.collective.kind]
+def _plain_reversal(gather: Algorithm, topology: Topology) -> list[tuple]:
+    """Position i holds the reverse of transfer count-1-i: (chunks, src, dst, op, deps), copying into
+    a switch and reducing into an NPU, each waiting for the reverses of its dependants."""
     count = len(gather.transfers)
     dependants: list[list[int]] = [[] for _ in range(count)]
     for t in gather.transfers:
         for d in t.deps:
             dependants[d].append(t.id)
-    # plain reversal: position i holds the reverse of transfer count-1-i
     reversed_list = []
     for i in range(count):
         old = gather.transfers[count - 1 - i]
         op = "copy" if topology.is_switch(old.src) else "reduce"
         deps = tuple(sorted(count - 1 - s for s in dependants[old.id]))
         reversed_list.append((old.chunks, old.dst, old.src, op, deps))
+    return reversed_list
+
+
+def reverse_serialised(gather: Algorithm, topology: Topology) -> Algorithm:
+    """``gather`` (all-gather / broadcast on ``topology.reversed()``) as reduce-scatter / reduce on ``topology``."""
+    target_kind = {"allgather": "reducescatter", "broadcast": "reduce"}[gather.collective.kind]
+    count = len(gather.transfers)
+    reversed_list = _plain_reversal(gather, topology)
     # list scheduling in the reversed order: always emit the earliest-listed transfer whose deps are
     # emitted and whose destination switch buffers are free, so the plan's order changes only locally
     emitted: dict[int, int] = {}
