@@ -1,9 +1,7 @@
 """The size rule is per function, not per file: ruff's ``C901`` (McCabe complexity at most 15) and
 ``PLR0915`` (at most 60 statements), configured under ``[tool.ruff.lint]`` in pyproject.toml.
 
-The rule is asserted over ``workbench/``; the functions of ``formulations/`` still over it are
-printed, not failed on, while that package is being reshaped. ``formulations/`` joins the
-assertion once its functions are split.
+The rule is asserted over ``workbench/`` and ``formulations/``: a function over it fails the test.
 
 Skipped when ruff is not installed (it is in the ``dev`` extra).
 """
@@ -17,8 +15,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-ASSERTED = ("workbench",)
-REPORTED = ("formulations",)
+ASSERTED = ("workbench", "formulations")
 
 
 def _ruff() -> list[str]:
@@ -60,12 +57,3 @@ def test_the_rule_is_configured():
 def test_no_function_over_the_rule(folder):
     over = _over_the_rule(folder)
     assert not over, f"{len(over)} over the function rule:\n" + "\n".join(over)
-
-
-@pytest.mark.parametrize("folder", REPORTED)
-def test_report_functions_still_over_the_rule(folder, capsys):
-    over = _over_the_rule(folder)
-    with capsys.disabled():
-        print(f"\n{folder}: {len(over)} still over the function rule (not yet asserted)")
-        for line in over:
-            print("  " + line)
