@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from workbench.bounds import TIGHT, Bounds, problem_bounds
 from workbench.bounds.yardstick import settle_status
+from guards import TINY_CELL as TINY
 from workbench.cli import main
 from workbench.model.collective import make_collective
 from workbench.run import bounds_cache
@@ -114,16 +115,6 @@ def test_a_bound_above_by_more_than_tight_is_never_exact(time, ratio):
     assert not bounds.exact and bounds.label == "bound"
 
 
-TINY = """
-name: tiny
-time_limit: 30s
-seeds: [0]
-grid:
-  topologies: ["ring:4"]
-  collectives: [allgather]
-  sizes: [1MB]
-  formulations: [{name: ring}]
-"""
 
 
 def _rows(folder: Path) -> list[dict]:

@@ -13,6 +13,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from guards import TINY_CELL as TINY
 from workbench.cli import main
 
 NAN, INF = float("nan"), float("inf")
@@ -58,16 +59,6 @@ def algo(tmp_path_factory) -> Path:
     return path
 
 
-TINY = """
-name: tiny
-time_limit: 30s
-seeds: [0]
-grid:
-  topologies: ["ring:4"]
-  collectives: [allgather]
-  sizes: [1MB]
-  formulations: [{name: ring}]
-"""
 
 
 @pytest.fixture(scope="module")
