@@ -91,3 +91,15 @@ def test_large_messages_and_pinned_depths_keep_their_pieces():
     assert "pieces" in priced.meta.get("time_by_choice", {}) and priced.meta["P"] <= 64 * priced.meta["H"]
     pinned = _synth("ring:8", "allgather", 64e3, overhead=1 * US, pieces=32)
     assert pinned.meta["P"] == 32 and "pieces" not in pinned.meta.get("time_by_choice", {})
+
+
+@pytest.mark.parametrize("kind", ["broadcast", "reduce"])
+def test_rooted_collectives_are_not_offered_the_one_tree_choice(kind):
+    """A broadcast's or reduce's trees come from its root, so the one-tree (k=1) alternative that
+    all-gathers weigh below 256 MB is not tried for them (it once failed the whole synthesis with
+    "a fixed k applies to all-gather-like collectives")."""
+    from workbench.checking.verify import verify
+
+    algorithm = _synth("ring:8", kind, 2**20)
+    verify(algorithm)
+    assert "k=1" not in algorithm.meta.get("time_by_choice", {}).get("trees", {})

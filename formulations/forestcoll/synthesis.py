@@ -333,7 +333,8 @@ def _other_trees(problem: Problem, forests: dict[str, Forest], first: tuple[Algo
     # where the translation packer grew them, written and timed like the first (sizing)
     tried = {"auto": algorithm.meta["claimed_time"]}
     others = []
-    if any(f.units.k > 1 for f in forests.values()):
+    rooted = problem.collective.kind in ("broadcast", "reduce")  # their trees come from the root: k is not chosen
+    if not rooted and any(f.units.k > 1 for f in forests.values()):
         others.append(("k=1", 1, "auto"))
     if any(f.packing == "symmetric" for f in forests.values()):
         others.append(("levels", "auto", "levels"))
