@@ -36,7 +36,7 @@ from .symmetric_splitting import SymmetricSplitFailed, split_by_translations
 __all__ = ["synthesize", "Forest", "build_forest"]
 
 # "auto" writes a periodic schedule (workbench.algorithm/3) from this many transfers on: below it the
-# listing written out is small and reads as before
+# listing written out is small enough to read as a /2 file
 _PERIODIC_FROM = 200_000
 # without translations, "auto" splits a whole switch at a time (bulk_splitting) past this many in/out
 # arc pairs (a 128-GPU rail fabric, 3,072: 0.1 s instead of 40 s); below, pair by pair gave the better

@@ -73,7 +73,7 @@ class Libra:
 
 
 def __getattr__(name: str) -> Any:
-    """``LibraModel`` and ``build_model`` (and the solvers) as before, imported when first asked for."""
+    """``LibraModel`` and ``build_model`` (and the solvers), imported when first asked for."""
     if name in ("LibraModel", "build_model"):
         from formulations.libra import model
 

@@ -317,8 +317,8 @@ def _utilisation_rows(model: MilpModel, logical: LogicalTopology, allowed: np.nd
         users = [x(c, l) for c in np.nonzero(allowed[:, l])[0]]
         cols = [sent.col for sent in users]
         by_col = dict(zip(cols, users))
-        # one row per class, in a set's order of the columns: the row order the solver has always
-        # been given, so ties between equal optima break as before
+        # one row per class, in a set's order of the columns: the recorded model fingerprints fix
+        # this row order, and with it which of several equal optima the solver returns
         for col in set(cols):
             model.add(util >= by_col[col], tag="(9)", dedupe=True)
         model.add(util <= total(users), tag="(10)", dedupe=True)

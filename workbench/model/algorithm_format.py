@@ -27,7 +27,7 @@ FORMAT = "workbench.algorithm/1"
 # non-zero, so a /1 reader meets /2 exactly when it would otherwise time the algorithm wrongly
 FORMAT_2 = "workbench.algorithm/2"
 # /2 plus a ``period`` (one period of transfers, its repeat count and chunk stride) and a per-transfer
-# ``lag``: written only for a periodic algorithm, so every other file reads as before
+# ``lag``: written only for a periodic algorithm; every other algorithm is a /1 or /2 document
 FORMAT_3 = "workbench.algorithm/3"
 FORMATS = (FORMAT, FORMAT_2, FORMAT_3)
 _INF = math.inf

@@ -224,7 +224,7 @@ class Options:
         """What ``synthesize`` works with: the ``options`` the runner built, or (a direct call with
         keyword params) the same built here by ``from_params``; never both. The declarations' own
         ``check`` is the floor's, run where a config or ``--set`` is read: a direct call meets what
-        the formulation's own reading of a value raises (a sketch's ``SketchError``), as it always did."""
+        the formulation's own reading of a value raises (a sketch's ``SketchError``)."""
         if options is None:
             return cls.from_params(params, owner=owner, read_files=False)
         if params:

@@ -60,7 +60,7 @@ class Row:
     environment: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
-        """The JSON object of the line: the identity's keys first, later keys winning as before."""
+        """The JSON object of the line: the identity's keys first, later keys winning."""
         row = {f.name: getattr(self.head, f.name) for f in fields(self.head)}
         row.update(self.outcome)
         row.update(self.environment)

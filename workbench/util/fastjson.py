@@ -1,8 +1,8 @@
 """JSON for large files: orjson when it is installed (a compiled parser, several times faster on a
 million-transfer algorithm), the standard library otherwise; the bytes on disk are JSON either way.
 
-Whatever orjson refuses falls back to the standard library, so nothing that used to be written or
-read stops working: values it cannot serialise (numpy scalars are converted; other objects, ints
+Whatever orjson refuses falls back to the standard library, so every value ``json`` writes is
+written and every text ``json`` reads is read: values it cannot serialise (numpy scalars are converted; other objects, ints
 beyond 64 bits) are written by ``json``, and text it will not parse (``NaN`` / ``Infinity``, which
 files written before the rule below may hold) is read by ``json``. ``JSONDecodeError`` is the
 standard library's, with its ``lineno`` and ``msg``.
