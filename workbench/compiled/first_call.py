@@ -66,14 +66,12 @@ def _open_lock(path: str | None) -> Any:
     on a FIFO), or None when it cannot be had."""
     if path is None:
         return None
+    from workbench.util.files import open_regular
+
     try:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, 0o600)
+        return os.fdopen(open_regular(path, os.O_RDWR | os.O_CREAT, 0o600), "r+")
     except OSError:
         return None
-    if not stat.S_ISREG(os.fstat(fd).st_mode):
-        os.close(fd)
-        return None
-    return os.fdopen(fd, "r+")
 
 
 def _call_holding_lock(path: str | None, call: Callable[[], Any]) -> Any:

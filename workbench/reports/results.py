@@ -9,12 +9,11 @@ from __future__ import annotations
 import errno
 import json
 import os
-import stat
 import threading
 from pathlib import Path
 from typing import Any
 from workbench.reports import row_keys as R
-from workbench.util.files import OutputError
+from workbench.util.files import NotRegularFile, OutputError, open_regular
 
 __all__ = ["ResultStore", "RowsFileError", "UNPARSED", "MAX_TAIL"]
 
@@ -45,19 +44,16 @@ class ResultStore:
         """A descriptor on rows.jsonl, opened without following a link or blocking on a FIFO and
         checked to be a regular file; None when there is no file (and ``flags`` do not create one)."""
         try:
-            fd = os.open(self.path, flags | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, 0o644)
+            return open_regular(self.path, flags)
         except FileNotFoundError:
             return None
+        except NotRegularFile:
+            raise RowsFileError(f"{self.path}: is not a regular file (a FIFO, device or folder; move it away)") from None
         except OSError as exc:
             if exc.errno == errno.ELOOP:
                 raise RowsFileError(f"{self.path}: is a symbolic link, not a regular file (a run folder's own "
                                     f"files are regular files; move it away)") from None
             raise RowsFileError(_describe(self.path, exc)) from None
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            os.close(fd)
-            raise RowsFileError(f"{self.path}: is not a regular file (a FIFO, device or folder; move it away)")
-        os.set_blocking(fd, True)
-        return fd
 
     def _repair_tail(self) -> None:
         """Set aside a partial last line left by a crash mid-write (into ``rows.unparsed.jsonl``, as
@@ -85,21 +81,15 @@ class ResultStore:
         rows, as they were written, synced before rows.jsonl is cut or rewritten without them."""
         path = self.folder / UNPARSED
         try:
-            fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC,
-                         0o644)
+            fd = open_regular(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
+        except NotRegularFile:
+            raise RowsFileError(f"{path}: is not a regular file; rows.jsonl was left as it was") from None
         except OSError as exc:
             kind = "is a symbolic link" if exc.errno == errno.ELOOP else f"cannot be written ({exc.strerror})"
             raise RowsFileError(f"{path}: {kind}; rows.jsonl was left as it was") from None
         try:
-            if not stat.S_ISREG(os.fstat(fd).st_mode):
-                raise RowsFileError(f"{path}: is not a regular file; rows.jsonl was left as it was")
-            data = memoryview(b"".join(line + b"\n" for line in lines))
-            while data:
-                data = data[os.write(fd, data):]
-            os.fsync(fd)
+            _write_all(fd, b"".join(line + b"\n" for line in lines))
         except OSError as exc:
-            if isinstance(exc, RowsFileError):
-                raise
             raise RowsFileError(f"{path}: cannot write ({exc.strerror}); rows.jsonl was left as it was") from None
         finally:
             os.close(fd)
@@ -147,10 +137,7 @@ class ResultStore:
             fd = self._open(os.O_WRONLY | os.O_APPEND | os.O_CREAT)
             start = os.fstat(fd).st_size
             try:
-                view = memoryview(line)
-                while view:  # a full disk may take part of the line before it refuses the rest
-                    view = view[os.write(fd, view):]
-                os.fsync(fd)
+                _write_all(fd, line)
             except OSError as exc:
                 _cut_back(fd, start)
                 raise RowsFileError(_describe(self.path, exc)) from None
@@ -188,6 +175,14 @@ def _row(line: bytes) -> dict[str, Any] | None:
     except (ValueError, RecursionError):
         return None
     return row if isinstance(row, dict) and isinstance(row.get(R.CELL_ID), str) else None
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    """Write all of ``data`` and sync it (a full disk may take part of it before refusing the rest)."""
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
+    os.fsync(fd)
 
 
 def _cut_back(fd: int, length: int) -> None:

@@ -108,15 +108,13 @@ def bounds_from_dict(data: Any) -> Bounds | None:
 def _read(path: Path) -> Bounds | None:
     """The entry at ``path``, or None: opened without following a link and without waiting on a
     FIFO, checked to be a regular file, read to at most ``_MAX_BYTES``."""
-    import stat
+    from workbench.util.files import open_regular
 
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        fd = open_regular(path, os.O_RDONLY)
     except OSError:
         return None
     try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return None
         with os.fdopen(fd, "rb", closefd=False) as handle:
             text = handle.read(_MAX_BYTES + 1)
         if len(text) > _MAX_BYTES:

@@ -19,7 +19,6 @@ from __future__ import annotations
 import json
 import os
 import socket
-import stat
 import time
 from pathlib import Path
 
@@ -116,13 +115,13 @@ class RunLock:
     def _holder(self) -> dict | None:
         """The lock record, or None when there is none or it cannot be read as one (a link, a FIFO, a
         device or a file longer than a record is never read)."""
+        from workbench.util.files import open_regular
+
         try:
-            fd = os.open(self.path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+            fd = open_regular(self.path, os.O_RDONLY)
         except OSError:
             return None
         try:
-            if not stat.S_ISREG(os.fstat(fd).st_mode):
-                return None
             text = os.read(fd, _RECORD_BYTES + 1)
         except OSError:
             return None

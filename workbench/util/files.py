@@ -9,7 +9,8 @@ import stat
 import tempfile
 from pathlib import Path
 
-__all__ = ["write_atomic", "OutputError", "check_output_file", "check_output_folder", "write_output"]
+__all__ = ["write_atomic", "OutputError", "check_output_file", "check_output_folder", "write_output", "open_regular",
+           "NotRegularFile"]
 
 
 def _umask() -> int:
@@ -39,6 +40,23 @@ def write_atomic(path: str | Path, text: str | bytes) -> Path:
             raise
         raise OutputError(_describe(path, exc)) from None
     return path
+
+
+class NotRegularFile(OSError):
+    """``open_regular`` found a FIFO, a device, a socket or a folder where a regular file belongs."""
+
+
+def open_regular(path: str | Path, flags: int, mode: int = 0o644) -> int:
+    """A blocking descriptor on the regular file ``path`` (``flags`` as for ``os.open``), opened
+    without following a final symbolic link and without waiting on a FIFO, then checked on the
+    descriptor. A link is ``OSError`` with ``errno.ELOOP``; a FIFO, device, socket or folder is
+    ``NotRegularFile``; anything else is ``os.open``'s own error (``FileNotFoundError``, ...)."""
+    fd = os.open(path, flags | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, mode)
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise NotRegularFile(errno.EINVAL, "not a regular file", str(path))
+    os.set_blocking(fd, True)
+    return fd
 
 
 def _write_replacing(path: Path, text: str | bytes) -> None:
