@@ -104,6 +104,7 @@ def read_bytes(path: str | Path, what: str = "file", error: ErrorType = InputErr
 
     path = Path(path)
     factor = size_guard.BYTES_PER_PARSED_BYTE if per_byte is None else per_byte
+    limit = size_guard.budget()  # asked once: without --max-memory it reads the process's limits
     try:
         info = os.stat(path)
     except (FileNotFoundError, NotADirectoryError):
@@ -113,7 +114,7 @@ def read_bytes(path: str | Path, what: str = "file", error: ErrorType = InputErr
     except ValueError:  # a NUL byte in the name
         raise error(f"{shorten(str(path))}: not a file name") from None
     _refuse_kind(path, info.st_mode, error)
-    _refuse_length(path, info.st_size, factor, error)
+    _refuse_length(path, info.st_size, factor, limit, error)
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
     except OSError as exc:
@@ -121,17 +122,21 @@ def read_bytes(path: str | Path, what: str = "file", error: ErrorType = InputErr
     with os.fdopen(fd, "rb") as handle:
         info = os.fstat(handle.fileno())
         _refuse_kind(path, info.st_mode, error)
-        _refuse_length(path, info.st_size, factor, error)
+        _refuse_length(path, info.st_size, factor, limit, error)
         try:
-            data = _read_guarded(handle, info.st_size, path, factor, error)
+            data = _read_guarded(handle, info.st_size, path, factor, error, limit)
         except OSError as exc:
             raise error(f"{path}: cannot read ({exc.strerror})") from None
     return data
 
 
-def _read_guarded(handle: Any, length: int, path: Path, per_byte: float, error: ErrorType) -> bytes:
+def _read_guarded(handle: Any, length: int, path: Path, per_byte: float, error: ErrorType,
+                  limit: float | None = None) -> bytes:
     """The file's ``length`` bytes, and what it grew by meanwhile, read a block at a time while the
     whole stays within the guard (a file grown without end is refused, not read to the end)."""
+    from workbench.util import size_guard
+
+    limit = size_guard.budget() if limit is None else limit
     parts = [handle.read(length)]
     total = len(parts[0])
     while True:
@@ -139,7 +144,7 @@ def _read_guarded(handle: Any, length: int, path: Path, per_byte: float, error: 
         if not block:
             return parts[0] if len(parts) == 1 else b"".join(parts)
         total += len(block)
-        _refuse_length(path, total, per_byte, error, grew=True)
+        _refuse_length(path, total, per_byte, limit, error, grew=True)
         parts.append(block)
 
 
@@ -152,17 +157,17 @@ def _refuse_kind(path: Path, mode: int, error: ErrorType) -> None:
         raise error(f"{path}: is {kind}, not a file")
 
 
-def _refuse_length(path: Path, length: int, per_byte: float, error: ErrorType, grew: bool = False) -> None:
-    """The size guard on a file's length, before it is read (``per_byte``: memory per byte of file)."""
-    from workbench.util import size_guard
-
+def _refuse_length(path: Path, length: int, per_byte: float, limit: float, error: ErrorType,
+                   grew: bool = False) -> None:
+    """The size guard on a file's length, before it is read (``per_byte``: memory per byte of file;
+    ``limit``: the budget, asked once per file)."""
     needed = float(length) * per_byte
-    if needed > size_guard.budget():
+    if needed > limit:
         from workbench.util.size_guard import readable
 
         state = "grew while it was read, past" if grew else "is"
         raise error(f"{path}: {state} {readable(float(length))}, which needs an estimated {readable(needed)} of "
-                    f"memory to read, over the {readable(size_guard.budget())} budget (--max-memory raises it)")
+                    f"memory to read, over the {readable(limit)} budget (--max-memory raises it)")
 
 
 def load_file(path: str | Path, what: str = "file", error: ErrorType = InputError, syntax: str | None = None) -> Any:

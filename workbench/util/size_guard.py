@@ -235,9 +235,10 @@ def readable(value: float) -> str:
     return f"{value:.0f} B"
 
 
-def check(what: str, needed: float, counts: str = "nodes, links, node pairs and transfers") -> None:
-    """Raise ``SizeError`` naming ``what`` when ``needed`` bytes exceed the budget."""
-    limit = budget()
+def check(what: str, needed: float, counts: str = "nodes, links, node pairs and transfers",
+          limit: float | None = None) -> None:
+    """Raise ``SizeError`` naming ``what`` when ``needed`` bytes exceed ``limit`` (default: the budget)."""
+    limit = budget() if limit is None else limit
     if needed > limit:
         raise SizeError(f"{what}: needs an estimated {readable(needed)} of memory, over the {readable(limit)} budget "
                         f"(--max-memory raises it; the estimate counts {counts})")
@@ -277,9 +278,9 @@ def shown(value: int) -> str:
 def collective_pairs(kind: str, ranks: float, chunks_per_rank: float) -> float:
     """(rank, chunk) pairs of a standard collective's pre- and postconditions: what the interpreters
     lay out per rank and check at the end (an unknown kind is counted as All-Reduce, the largest)."""
-    n, k = as_float(ranks), as_float(chunks_per_rank)
+    n = as_float(ranks)
     kind = kind.lower().replace("-", "").replace("_", "")
-    chunks = {"alltoall": n * n * k, "broadcast": k, "reduce": k}.get(kind, n * k)
+    chunks = collective_chunks(kind, ranks, chunks_per_rank)
     one_to_all = 1.0 + n  # one holder and every rank, or every holder and one rank
     per_chunk = {"allgather": one_to_all, "reducescatter": one_to_all, "broadcast": one_to_all,
                  "reduce": one_to_all, "gather": 2.0, "scatter": 2.0, "alltoall": 2.0}.get(kind, 2.0 * n)
@@ -397,8 +398,4 @@ class ProblemSize:
 def price(what: str, needed: float, limit: float | None = None) -> None:
     """Raise ``SizeError`` naming ``what`` (a parameter as given) when ``needed`` bytes exceed
     ``limit`` (default: the budget)."""
-    limit = budget() if limit is None else limit
-    if needed > limit:
-        raise SizeError(f"{what}: needs an estimated {readable(needed)} of memory, over the {readable(limit)} budget "
-                        f"(--max-memory raises it; the estimate counts the model or schedule the parameter asks for "
-                        f"on this problem)")
+    check(what, needed, "the model or schedule the parameter asks for on this problem", limit)
