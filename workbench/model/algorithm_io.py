@@ -43,8 +43,7 @@ def write_file(algorithm: Any, path: str | Path) -> None:
     names a path that cannot take the file)."""
     with no_cyclic_gc():
         document = algorithm.to_dict()
-        # meta is small: an infinity there (a solver's bound) is written as json always wrote it
-        text = fastjson.dumps(document, non_finite=fastjson.has_non_finite(document["meta"]))
+        text = fastjson.dumps(document)  # an infinity in meta (a solver's bound) is written as null
     write_output(path, text)
 
 

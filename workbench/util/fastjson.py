@@ -25,7 +25,7 @@ try:
 except ImportError:  # pragma: no cover - the fallback is exercised by tests through ENGINE
     _orjson = None
 
-__all__ = ["loads", "dumps", "JSONDecodeError", "ENGINE", "has_non_finite", "scalars", "finite", "text"]
+__all__ = ["loads", "dumps", "JSONDecodeError", "ENGINE", "scalars", "finite", "text"]
 
 ENGINE = "orjson" if _orjson is not None else "json"
 
@@ -47,10 +47,9 @@ def _default(value: Any) -> Any:
     raise TypeError(f"{type(value).__name__} is not JSON serialisable")
 
 
-def dumps(value: Any, non_finite: bool = False) -> bytes:
+def dumps(value: Any) -> bytes:
     """Compact JSON (no spaces), UTF-8, standard: a NaN or an infinity is written as null by
-    either engine (module docstring). ``non_finite`` (the value may hold them) is accepted for the
-    callers that say so and changes nothing. Floats are written shortest-first by either engine,
+    either engine (module docstring). Floats are written shortest-first by either engine,
     so the text may differ ("1e-6" against "1e-06") but parses to the same numbers."""
     if ENGINE == "orjson":
         try:
@@ -98,8 +97,3 @@ def scalars(value: Any) -> Iterator[Any]:
             stack.extend(item)
         else:
             yield item
-
-
-def has_non_finite(value: Any) -> bool:
-    """True if a (small) nested value holds a NaN or an infinity."""
-    return any(isinstance(item, float) and not math.isfinite(item) for item in scalars(value))
