@@ -9,8 +9,8 @@ from workbench.plugin.parameters import Options, option
 
 __all__ = ["ForestCollOptions", "PACKINGS", "SPLITTINGS"]
 
-# the synthesis's own budgets (``synthesis``: _LISTING_BUDGET, PERIODIC_BUDGET, _MAX_DEFAULT_PIECES,
-# _PERIODIC_FROM), as ``estimate`` prices them; the synthesis imports this module, not the reverse
+# the synthesis's budgets, defined here once: ``estimate`` prices with them and the synthesis imports
+# them (this module never imports the synthesis)
 LISTING_BUDGET = 4_000_000
 PERIODIC_BUDGET = 96_000_000
 MAX_DEFAULT_PIECES = 1024

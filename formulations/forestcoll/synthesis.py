@@ -27,7 +27,10 @@ from .schedule import (EdgePlan, SharedEdge, emit_schedule, pipeline_height, pla
                        transfers_per_batch)
 from .slots import LARGE_ROUND, loose_links, round_slots, slot_order
 from .stagger import stagger_switch_visits
-from .options import PACKINGS, SPLITTINGS, ForestCollOptions
+from .options import LISTING_BUDGET as _LISTING_BUDGET
+from .options import MAX_DEFAULT_PIECES as _MAX_DEFAULT_PIECES
+from .options import PACKINGS, PERIODIC_BUDGET, SPLITTINGS, ForestCollOptions
+from .options import PERIODIC_FROM as _PERIODIC_FROM
 from .sizing import fastest_depth
 from .splitting import SplitResult, split_switches
 from .bulk_splitting import split_in_bulk, switch_pairs
@@ -35,9 +38,8 @@ from .symmetric_splitting import SymmetricSplitFailed, split_by_translations
 
 __all__ = ["synthesize", "Forest", "build_forest"]
 
-# "auto" writes a periodic schedule (workbench.algorithm/3) from this many transfers on: below it the
-# listing written out is small enough to read as a /2 file
-_PERIODIC_FROM = 200_000
+# "auto" writes a periodic schedule (workbench.algorithm/3) from _PERIODIC_FROM transfers on (options:
+# the budgets live there, where the parameters are priced): below it the listing written out is small
 # without translations, "auto" splits a whole switch at a time (bulk_splitting) past this many in/out
 # arc pairs (a 128-GPU rail fabric, 3,072: 0.1 s instead of 40 s); below, pair by pair gave the better
 # trees (rfs:2x4x16, 2,048 pairs: 95.5% of T* in 64 s against 94.1% in 97 s)
@@ -45,7 +47,6 @@ _BULK_FROM_PAIRS = 3_000
 
 _SUPPORTED = ("allgather", "reducescatter", "allreduce", "broadcast", "reduce")
 _PIECES_PER_LEVEL = 64  # default P = 64 * tree height: the fill (H - 1) tau stays ~1.5% of T* or less
-_MAX_DEFAULT_PIECES = 1024
 # the simulator does not wait for round boundaries, so the pipeline fill costs about half of its
 # (H - 1) rounds (measured: nvs-ib:4 All-Gather 0.42, dgx2:2 Reduce-Scatter 0.5)
 _FILL_SHARE = 0.5
@@ -55,8 +56,7 @@ _FILL_SHARE = 0.5
 _TRANSFERS_PER_SECOND = 20_000
 # default transfer budgets: written out, and in a period's expansion (timed and checked without being
 # written, ~80 bytes and ~1 us a transfer: a 1,024-GPU rail fabric gets ~70 pieces per tree)
-_LISTING_BUDGET = 4_000_000
-PERIODIC_BUDGET = 96_000_000
+# (_LISTING_BUDGET and PERIODIC_BUDGET, from options)
 # a periodic schedule emits one batch; the expansion is timed and checked by the compiled engines
 # (measured 3 million transfers simulated and verified in ~3 s; a third of that rate budgeted)
 _PERIODIC_TRANSFERS_PER_SECOND = 300_000

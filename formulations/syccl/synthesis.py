@@ -108,9 +108,10 @@ def synthesize(formulation: Any, problem: Problem, *, time_limit: float, seed: i
     for k in depths(options.depths, problem, 10):
         if deadline.expired:
             break
-        if _transfer_estimate(collective, k, sketches) > options.max_transfers:
-            selection.stopped = (f"depth {k} would list about {_transfer_estimate(collective, k, sketches):,} "
-                                 f"transfers, above max_transfers ({options.max_transfers:,})")
+        listed = _transfer_estimate(collective, k, sketches)
+        if listed > options.max_transfers:
+            selection.stopped = (f"depth {k} would list about {listed:,} transfers, above max_transfers "
+                                 f"({options.max_transfers:,})")
             break
         for combo_name, combo in combos.items():
             for merge in (False, True):
