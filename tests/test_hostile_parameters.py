@@ -28,7 +28,7 @@ from workbench.plugin.registry import Problem, get_formulation
 from workbench.topology import build
 from workbench.util import size_guard
 
-SYNTH = ["--topology", "ring:4", "--size", "1MB", "--time-limit", "3s", "--max-memory", "20MB"]
+SYNTH = ["--topology", "ring:4", "--size", "1MB", "--time-limit", "30s", "--max-memory", "20MB"]  # a real run gets time on a busy machine
 HANG = 30.0  # seconds: a hang guard, far above any of these commands; not a speed target
 # operations on one slot: the pairwise race check these replace took ~20 s at 20,000 and minutes at
 # 50,000 (workbench.checking.happens_before), the single pass about a second
