@@ -30,18 +30,15 @@ STATE_FILES = (".lock", "config.yaml", "run.json", "rows.jsonl", "rows.unparsed.
 FOLDERS = ("algorithms", "bounds", "figures", "figures/by_size", "figures/by_npus")
 REPORT_FILES = ("table.md", "table.csv")
 
-_KINDS = ((stat.S_ISLNK, "a symbolic link"), (stat.S_ISDIR, "a folder"), (stat.S_ISREG, "a regular file"),
-          (stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISCHR, "a device"), (stat.S_ISBLK, "a device"),
-          (stat.S_ISSOCK, "a socket"))
-
-
 def kind_of(path: Path) -> str | None:
     """What ``path`` itself is (a link is not followed), in words; None when nothing is there."""
+    from workbench.util.safe_load import describe_mode
+
     try:
         mode = os.lstat(path).st_mode
     except (FileNotFoundError, NotADirectoryError):
         return None
-    return next((words for test, words in _KINDS if test(mode)), "a special file")
+    return "a symbolic link" if stat.S_ISLNK(mode) else describe_mode(mode)
 
 
 def check_run_folder(folder: str | Path, error: Callable[[str], Exception]) -> None:

@@ -30,7 +30,7 @@ import sys
 from pathlib import Path
 from typing import Any, Callable
 
-__all__ = ["InputError", "read_input", "read_bytes", "refuse_special", "parse_yaml", "parse_json", "load_file", "boolean", "number",
+__all__ = ["InputError", "read_input", "read_bytes", "describe_mode", "refuse_special", "parse_yaml", "parse_json", "load_file", "boolean", "number",
            "shorten", "MAX_DEPTH", "MAX_ALIAS_NODES"]
 
 MAX_DEPTH = 100  # nesting levels; no input of the workbench comes near, and recursive readers stay safe
@@ -57,11 +57,17 @@ _KINDS = ((stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a FIFO (named pipe)"), (s
           (stat.S_ISBLK, "a device"), (stat.S_ISSOCK, "a socket"))
 
 
+def describe_mode(mode: int) -> str:
+    """What a file of this ``st_mode`` is, in words: "a regular file", "a folder", "a FIFO (named
+    pipe)", "a device", "a socket" (a link is the caller's to tell: ``stat`` follows it)."""
+    if stat.S_ISREG(mode):
+        return "a regular file"
+    return next((words for test, words in _KINDS if test(mode)), "a special file")
+
+
 def _not_regular(mode: int) -> str | None:
     """What a non-regular file is, in words; None for a regular file."""
-    if stat.S_ISREG(mode):
-        return None
-    return next((words for test, words in _KINDS if test(mode)), "not a regular file")
+    return None if stat.S_ISREG(mode) else describe_mode(mode)
 
 
 def refuse_special(path: str | Path, error: ErrorType = InputError) -> None:
