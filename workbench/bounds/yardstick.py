@@ -45,11 +45,9 @@ def bound_above(bound: float | None, *simulated: float | None) -> bool:
 def floor_status(solver_status: str, simulated: float | None, bound: float | None) -> str:
     """The row status for a formulation's ``solver_status``, its schedule's simulated time (default
     model) and the problem's best bound; unchanged where either time is missing or not positive. A
-    bound above the simulated time proves nothing: ``feasible``."""
+    bound above the simulated time is ``settle_status``'s to demote (it looks at both models)."""
     if solver_status not in _SETTLED or simulated is None or bound is None or not bound > 0:
         return solver_status
-    if bound_above(bound, simulated):
-        return "feasible"
     return "optimal" if simulated <= bound * (1 + OPTIMAL_WITHIN) else "feasible"
 
 

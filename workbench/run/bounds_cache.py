@@ -32,7 +32,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from workbench.bounds import TIGHT, Bounds, problem_bounds, unchunked
+from workbench.bounds import Bounds, problem_bounds, unchunked
+from workbench.bounds.yardstick import bound_above
 
 __all__ = ["FORMAT", "cache_key", "cached_problem_bounds", "bounds_from_dict"]
 
@@ -138,7 +139,7 @@ def cached_problem_bounds(topology, collective, size_bytes: float, folder: str |
     discarded = None
     if not refresh:
         found = _read(path)
-        if found is not None and schedule_time is not None and found.best > schedule_time * (1 + TIGHT):
+        if found is not None and bound_above(found.best, schedule_time):
             discarded = (f"{path}: the cached best bound {found.best:.6g} s is above a verified schedule's "
                          f"simulated time {schedule_time:.6g} s (a lower bound never is): entry discarded, "
                          f"bounds solved again")

@@ -97,7 +97,8 @@ def evaluate_algorithms(algorithms: list, problem, evaluation: Evaluation,
     for an algorithm that does not implement the collective. ``row_facts``: the meta keys of the
     formulation's own facts the rows carry (``formulation_facts``), after the common ones.
     """
-    from workbench.bounds import TIGHT, tacos_ideal
+    from workbench.bounds import tacos_ideal
+    from workbench.bounds.yardstick import bound_above
     from workbench.run.bounds_cache import cached_problem_bounds
     from workbench.checking.simulate import DEFAULT_MODEL, simulate
     from workbench.checking.verify import verify
@@ -129,7 +130,7 @@ def evaluate_algorithms(algorithms: list, problem, evaluation: Evaluation,
         bounds.schedule_time = best[2].collective_time  # meeting the bound proves it the optimum
     ideal_dims = tacos_ideal(topology, collective, problem.size_bytes, "dimensions") if collective.num_ranks > 1 else None
     # still above after a fresh solve: a bug in the bounds, recorded in the row (``settle_status``)
-    above = fastest is not None and bounds.best > fastest * (1 + TIGHT)
+    above = bound_above(bounds.best, fastest)
     fields: dict[str, Any] = {R.BOUND: bounds.best, R.BOUND_EXACT: bounds.exact and not above,
                               R.ACHIEVABLE: bounds.achievable, R.IDEAL: bounds.ideal, R.IDEAL_DIMS: ideal_dims,
                               R.BOUNDS: bounds.to_dict()}
