@@ -13,6 +13,7 @@ import argparse
 import time
 
 from benchmarks.common import RESULTS, machine, write
+from workbench.plugin import call
 from formulations.taccl import Taccl
 from workbench.model.collective import make_collective
 from workbench.plugin.registry import Problem
@@ -43,7 +44,7 @@ def measure(spec: str, options: dict, sketch, stage_limit: float) -> dict:
     n = topology.num_npus
     problem = Problem(topology, make_collective("allgather", n, 1), 1e6 * n)
     started = time.perf_counter()
-    result = Taccl().synthesize(problem, time_limit=4 * stage_limit + 60, seed=0, sketch=sketch,
+    result = call.synthesize(Taccl(), problem, time_limit=4 * stage_limit + 60, seed=0, sketch=sketch,
                                 stage_time_limit=stage_limit)
     wall = time.perf_counter() - started
     stages = {s["stage"]: s for s in result.stats["stages"]}

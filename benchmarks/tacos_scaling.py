@@ -37,6 +37,7 @@ import numpy as np
 
 from benchmarks.common import RESULTS, machine, reference_loop, write
 from benchmarks.tacos_cpp_build import resolve as resolve_tacos_cpp
+from workbench.plugin import call
 from formulations.tacos import Tacos, greedy_all_gather, to_algorithm
 from workbench.model.collective import make_collective
 from workbench.bounds.optimum import allgather_cut_ratio
@@ -72,7 +73,7 @@ def synthesis_sample(spec: str, engine: str) -> tuple[float, float]:
     quantity the reference prints, where the claim is the default simulation's time)."""
     topology = topology_of(spec)
     problem = Problem(topology, make_collective("allgather", topology.num_npus, 1), GiB)
-    result = Tacos().synthesize(problem, time_limit=3600, seed=0, engine=engine)
+    result = call.synthesize(Tacos(), problem, time_limit=3600, seed=0, engine=engine)
     return result.wall_seconds, result.algorithms[0].meta["greedy_time"]
 
 
@@ -163,10 +164,10 @@ def slope(points: list[tuple[int, float]]) -> float | None:
 
 def headline() -> list[tuple[str, float, float]]:
     problem = Problem(topology_of("rfs:2x4x16"), make_collective("allreduce", 128, 1), GiB)
-    samples = [Tacos().synthesize(problem, time_limit=600, seed=seed, switch_degree=1).wall_seconds for seed in range(3)]
+    samples = [call.synthesize(Tacos(), problem, time_limit=600, seed=seed, switch_degree=1).wall_seconds for seed in range(3)]
     mesh = Problem(topology_of("mesh:32x32"), make_collective("allgather", 1024, 1), GiB)
     return [("128-NPU 3D-RFS All-Reduce, d = 1 (full synthesis, median of 3)", statistics.median(samples), 1.0),
-            ("1,024-NPU 2D mesh All-Gather (full synthesis)", Tacos().synthesize(mesh, time_limit=600, seed=0).wall_seconds,
+            ("1,024-NPU 2D mesh All-Gather (full synthesis)", call.synthesize(Tacos(), mesh, time_limit=600, seed=0).wall_seconds,
              60.0)]
 
 

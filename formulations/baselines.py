@@ -45,7 +45,8 @@ import math
 from dataclasses import dataclass
 
 from workbench.model.algorithm import Algorithm
-from workbench.plugin.closed_form import ClosedForm, UnsupportedCollective, require_kind
+from workbench.plugin.closed_form import ClosedForm, require_kind
+from workbench.plugin.formulation import Unsupported
 from workbench.model.collective import Collective
 from workbench.plugin.parameters import Options, option
 from workbench.plugin.registry import Problem
@@ -318,7 +319,7 @@ def _dimensions(topology, n: int) -> tuple[list[int], list[int]]:
         return [d["size"] for d in dims], list(range(n))
     found = boxes_and_rails(topology) if n == topology.num_npus else None
     if found is None:
-        raise UnsupportedCollective("hierarchical needs a topology built from dimensions (md:, rfs:, mesh:, torus:, "
+        raise Unsupported("hierarchical needs a topology built from dimensions (md:, rfs:, mesh:, torus:, "
                                     "rails:) or boxes and rails it can find in the links")
     return [found.per_box, found.num_boxes], found.order()
 

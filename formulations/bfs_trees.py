@@ -1,4 +1,4 @@
-"""Shortest-path trees: the small example formulation of the README's "Adding a formulation".
+"""Shortest-path trees: a tree from each chunk's origin along breadth-first search.
 
 Not from a paper (method note: ``docs/methods/baselines.md`` section 11). Every chunk travels from
 its origin along a breadth-first-search tree of the NPU graph (two NPUs are adjacent when a direct
@@ -36,7 +36,8 @@ import random
 from dataclasses import dataclass
 
 from workbench.model.algorithm import Algorithm
-from workbench.plugin.closed_form import ClosedForm, UnsupportedCollective
+from workbench.plugin.closed_form import ClosedForm
+from workbench.plugin.formulation import Unsupported
 from workbench.model.collective import Collective
 from workbench.kit.duality import by_duality
 from workbench.util.graphs import Bfs, bfs
@@ -78,7 +79,7 @@ def _gather_like(topology: Topology, collective: Collective, chunk_bytes: float,
             if rank in collective.pre[chunk]:
                 continue
             if parent[rank] < 0:
-                raise ValueError(f"rank {rank} cannot be reached from rank {origin} (chunk {chunk})")
+                raise Unsupported(f"bfs-trees: rank {rank} cannot be reached from rank {origin} (chunk {chunk})")
             node = rank
             while node != origin and (parent[node], node) not in edges:
                 edges.add((parent[node], node))
@@ -95,10 +96,10 @@ def _gather_like(topology: Topology, collective: Collective, chunk_bytes: float,
 def _synthesize(topology: Topology, collective: Collective, chunk_bytes: float, seed: int,
                 switches: str) -> Algorithm:
     if collective.combining and collective.kind not in ("reducescatter", "reduce", "allreduce"):
-        raise ValueError("bfs-trees handles combining collectives only as reduce-scatter, reduce or all-reduce")
+        raise Unsupported("bfs-trees handles combining collectives only as reduce-scatter, reduce or all-reduce")
     multicast = switches == "multicast" and topology.num_switches > 0
     if multicast and collective.combining:
-        raise UnsupportedCollective("bfs-trees: switches=multicast copies in switches, which do not reduce; "
+        raise Unsupported("bfs-trees: switches=multicast copies in switches, which do not reduce; "
                                     f"{collective.kind} needs switches=route")
     return by_duality(topology, collective, chunk_bytes,
                       lambda view, gather, size: _gather_like(view, gather, size, seed, multicast))

@@ -38,7 +38,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from workbench.model.algorithm import Algorithm
-from workbench.plugin.closed_form import ClosedForm, UnsupportedCollective, require_kind
+from workbench.plugin.closed_form import ClosedForm, require_kind
+from workbench.plugin.formulation import Unsupported
 from workbench.model.collective import Collective
 from workbench.kit.duality import by_duality
 from workbench.plugin.parameters import Options, option
@@ -112,7 +113,7 @@ def _bruck_alltoall(problem: Problem) -> Algorithm:
 def _check(collective: Collective, name: str, defined: tuple[str, ...]) -> None:
     require_kind(collective, name, defined)
     if collective.num_ranks < 2:
-        raise UnsupportedCollective(f"{name} needs at least 2 ranks")
+        raise Unsupported(f"{name} needs at least 2 ranks")
 
 
 def bruck_schedule(problem: Problem) -> Algorithm:
@@ -122,7 +123,7 @@ def bruck_schedule(problem: Problem) -> Algorithm:
     _check(collective, "bruck", _DEFINED + ("alltoall",))
     if collective.kind == "alltoall":
         if any(len(post) != 1 for post in collective.post):
-            raise UnsupportedCollective("bruck's all-to-all needs one destination per piece")
+            raise Unsupported("bruck's all-to-all needs one destination per piece")
         return _bruck_alltoall(problem)
     return by_duality(problem.topology, collective, problem.chunk_bytes,
                       lambda view, gather, size: _tree_allgather(view, gather, size, False, 0))

@@ -59,7 +59,7 @@ from workbench.model.collective import Collective
 from workbench.kit.deadline import Deadline
 from workbench.bounds.flow_routes import Routes, RoutesError, flow_routes
 from workbench.plugin.parameters import Options, option
-from workbench.plugin.registry import Problem, SynthesisResult
+from workbench.plugin.registry import Problem, SynthesisResult, Unsupported
 from workbench.kit.schedule import DeliveryChain, claim_listing
 from workbench.topology import Topology
 
@@ -144,19 +144,18 @@ class Multipath:
     kind = "schedule"
     options = MultipathOptions
 
-    def synthesize(self, problem: Problem, *, time_limit: float, seed: int,
-                   on_incumbent: Callable[[Algorithm], None] | None = None, options: MultipathOptions | None = None,
-                   **params: Any) -> SynthesisResult:
-        """The fastest of the chunkings tried (module docstring); ``options`` as the runner built
-        them, or keyword params checked against the same declaration."""
-        chunks = MultipathOptions.resolve(options, params, self.name).chunks
+    def synthesize(self, problem: Problem, *, time_limit: float, seed: int, options: MultipathOptions,
+                   on_incumbent: Callable[[Algorithm], None] | None = None) -> SynthesisResult:
+        """The fastest of the chunkings tried (module docstring); ``Unsupported`` where the flow
+        LP's routes cannot carry the collective."""
+        chunks = options.chunks
         started = time.perf_counter()
         deadline = Deadline(time_limit)
         base = problem.with_chunks(1 if chunks == "auto" else int(chunks))
         try:
             routes = flow_routes(base.topology, base.collective, base.chunk_bytes, deadline.limit(floor=0.05))
         except RoutesError as exc:
-            return SynthesisResult([], "error", time.perf_counter() - started, message=f"multipath: {exc}")
+            raise Unsupported(f"multipath: {exc}") from None
         except TimeoutError as exc:
             return SynthesisResult([], "timeout", time.perf_counter() - started, message=f"multipath: {exc}")
         choices = CHOICES if chunks == "auto" and problem.collective.kind != "custom" else (None,)

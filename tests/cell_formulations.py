@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import os
 import time
+from dataclasses import dataclass
 
 from workbench.kit.examples import ring_allgather
+from workbench.plugin.parameters import Options, option
 from workbench.plugin.registry import DesignResult, SynthesisResult
 
 
@@ -21,10 +23,15 @@ class Sleeper:
     name = "sleeper"
     kind = "schedule"
 
-    def synthesize(self, problem, *, time_limit, seed, on_incumbent=None, **params):
+    def synthesize(self, problem, *, time_limit, seed, options, on_incumbent=None):
         if on_incumbent:
             on_incumbent(_ring(problem))
         time.sleep(3600)
+
+
+@dataclass(frozen=True)
+class SlowOptions(Options):
+    delay: float = option(1.0, "seconds to sleep before answering", minimum=0)
 
 
 class Slow:
@@ -32,10 +39,11 @@ class Slow:
 
     name = "slow"
     kind = "schedule"
+    options = SlowOptions
 
-    def synthesize(self, problem, *, time_limit, seed, on_incumbent=None, delay=1.0, **params):
-        time.sleep(delay)
-        return SynthesisResult([_ring(problem)], "feasible", delay)
+    def synthesize(self, problem, *, time_limit, seed, options, on_incumbent=None):
+        time.sleep(options.delay)
+        return SynthesisResult([_ring(problem)], "feasible", options.delay)
 
 
 class ClaimsOptimal:
@@ -45,7 +53,7 @@ class ClaimsOptimal:
     name = "claims-optimal"
     kind = "schedule"
 
-    def synthesize(self, problem, *, time_limit, seed, on_incumbent=None, **params):
+    def synthesize(self, problem, *, time_limit, seed, options, on_incumbent=None):
         algorithm = _ring(problem)
         algorithm.meta["model_optimal"] = "toy-steps"
         return SynthesisResult([algorithm], "optimal", 0.0)
@@ -55,7 +63,7 @@ class Raiser:
     name = "raiser"
     kind = "schedule"
 
-    def synthesize(self, problem, *, time_limit, seed, on_incumbent=None, **params):
+    def synthesize(self, problem, *, time_limit, seed, options, on_incumbent=None):
         raise ValueError("boom from the formulation")
 
 
@@ -63,7 +71,7 @@ class Aborter:
     name = "aborter"
     kind = "schedule"
 
-    def synthesize(self, problem, *, time_limit, seed, on_incumbent=None, **params):
+    def synthesize(self, problem, *, time_limit, seed, options, on_incumbent=None):
         os.abort()
 
 
@@ -71,7 +79,7 @@ class Impossible:
     name = "impossible"
     kind = "schedule"
 
-    def synthesize(self, problem, *, time_limit, seed, on_incumbent=None, **params):
+    def synthesize(self, problem, *, time_limit, seed, options, on_incumbent=None):
         return SynthesisResult([], "infeasible", 0.01, message="no schedule in 0 steps")
 
 
@@ -81,7 +89,7 @@ class EvenSplit:
     name = "even-split"
     kind = "design"
 
-    def synthesize(self, problem, *, time_limit, seed, on_incumbent=None, **params):
+    def synthesize(self, problem, *, time_limit, seed, options, on_incumbent=None):
         budget = float(problem.constraints["total_bandwidth"])
         dims = len(problem.dimensions)
         return DesignResult([budget / dims] * dims, None, None, "optimal", 0.0)

@@ -28,6 +28,8 @@ from typing import Any, Callable, Iterator
 
 import numpy as np
 
+from workbench.plugin import call as plugin_call
+
 DATA = Path(__file__).resolve().parent / "data" / "model_fingerprints.json"
 
 
@@ -124,7 +126,7 @@ def _taccl(spec: str, kind: str, size: float, sketch: Any) -> Callable[[], None]
 
         topo = build(spec)
         problem = Problem(topo, make_collective(kind, topo.num_npus, 1), size)
-        Taccl().synthesize(problem, time_limit=1200, seed=0, sketch=sketch)
+        plugin_call.synthesize(Taccl(), problem, time_limit=1200, seed=0, sketch=sketch)
     return run
 
 
@@ -154,7 +156,7 @@ def _teccl(spec: str | Callable[[], Any], kind: str, size: float, chunks: int = 
 
         topo = spec() if callable(spec) else build(spec)
         problem = Problem(topo, make_collective(kind, topo.num_npus, chunks), size)
-        Teccl().synthesize(problem, time_limit=1200, seed=0, **params)
+        plugin_call.synthesize(Teccl(), problem, time_limit=1200, seed=0, **params)
     return run
 
 
@@ -181,7 +183,7 @@ def _teccl_fig2c(buffer_limit: int | None) -> Callable[[], None]:
         from workbench.plugin.registry import Problem
 
         collective = custom_collective(5, [[0], [1], [2]], [[4], [4], [4]])
-        Teccl().synthesize(Problem(_fig2c(), collective, 3e6), time_limit=1200, seed=0, method="milp",
+        plugin_call.synthesize(Teccl(), Problem(_fig2c(), collective, 3e6), time_limit=1200, seed=0, method="milp",
                            buffer_limit=buffer_limit)
     return run
 
@@ -202,7 +204,7 @@ def _libra(workload: str, net: str, objective: str = "perf", **constraints: Any)
                                 cost_model={"kappa": cost} if cost else
                                 {"file": f"{LIBRA_DATA}/cost_model/{net}_cost_model.yml"},
                                 constraints=dict(constraints), objective=objective)
-        Libra().synthesize(problem, time_limit=1200, seed=0)
+        plugin_call.synthesize(Libra(), problem, time_limit=1200, seed=0)
     return run
 
 
@@ -221,7 +223,7 @@ def _libra_single_allreduce(objective: str) -> Callable[[], None]:
             problem = DesignProblem(dimensions=dims, workloads=[{"workload": str(trace), "communicator": str(comm)}],
                                     cost_model={"kappa": [4.0, 4.0, 7.8]}, constraints={"total_bandwidth": 1000},
                                     objective=objective)
-            Libra().synthesize(problem, time_limit=1200, seed=0)
+            plugin_call.synthesize(Libra(), problem, time_limit=1200, seed=0)
     return run
 
 

@@ -12,6 +12,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from schedules import spread_schedule
+from workbench.plugin import call
 from workbench.bounds import alpha_beta
 from workbench.model.algorithm import Algorithm, Transfer
 from workbench.bounds.alpha_beta import alpha_beta_bound
@@ -139,7 +140,7 @@ def test_all_reduce_takes_its_reduce_scatter_bound():
     assert all_reduce.seconds == reduce_scatter.seconds and all_reduce.seconds is not None
     for name in ("ring", "bruck", "direct"):  # and it stays below All-Reduce schedules
         problem = Problem(ring, make_collective("allreduce", 5, 2), 5 * 2 * 1e5)
-        algorithm = get_formulation(name).synthesize(problem, time_limit=10, seed=0).algorithms[0]
+        algorithm = call.synthesize(get_formulation(name), problem, time_limit=10, seed=0).algorithms[0]
         assert all_reduce.seconds <= simulate(algorithm).collective_time
 
 
@@ -267,6 +268,6 @@ def test_never_above_tacos_and_the_baselines_on_named_fabrics(name, size):
     problem = Problem(topology, make_collective("allgather", topology.num_npus), size)
     found = alpha_beta_bound(topology, problem.collective, problem.chunk_bytes)
     algorithms = [ring_schedule(problem), direct_schedule(problem),
-                  *Tacos().synthesize(problem, time_limit=30, seed=0).algorithms]
+                  *call.synthesize(Tacos(), problem, time_limit=30, seed=0).algorithms]
     for algorithm in algorithms:
         _below_every_model(found.seconds, algorithm)

@@ -2,6 +2,7 @@
 
 import pytest
 
+from workbench.plugin import call
 from formulations.baselines import nccl_btree, _tree
 from workbench.model.collective import make_collective
 from workbench.plugin.registry import Problem, get_formulation
@@ -17,7 +18,7 @@ def run(name, spec, kind, k=1, size=None, **params):
     n = topo.num_npus
     collective = make_collective(kind, n, k)
     problem = Problem(topo, collective, size or 1e6 * n * k)
-    result = get_formulation(name).synthesize(problem, time_limit=10, seed=0, **params)
+    result = call.synthesize(get_formulation(name), problem, time_limit=10, seed=0, **params)
     assert result.status == "feasible", result.message
     algorithm = result.algorithms[0]
     verify(algorithm)

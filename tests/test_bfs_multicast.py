@@ -2,6 +2,7 @@
 
 import pytest
 
+from workbench.plugin import call
 from workbench.model.collective import make_collective
 from workbench.plugin.registry import Problem, get_formulation
 from workbench.checking.simulate import simulate
@@ -24,7 +25,7 @@ def leaf_spine(leaves=3, per_leaf=4, spines=2):
 
 def synth(topology, kind, size, switches):
     problem = Problem(topology, make_collective(kind, topology.num_npus), size)
-    return get_formulation("bfs-trees").synthesize(problem, time_limit=10, seed=0, switches=switches)
+    return call.synthesize(get_formulation("bfs-trees"), problem, time_limit=10, seed=0, switches=switches)
 
 
 @pytest.mark.parametrize("kind", ["allgather", "alltoall", "broadcast"])

@@ -14,6 +14,7 @@ import random
 
 import pytest
 
+from workbench.plugin import call
 from workbench.model.algorithm import Algorithm
 from workbench.cli import main
 from workbench.model.collective import make_collective
@@ -34,7 +35,7 @@ def _synth(name: str, spec: str, kind: str = "allgather", size: float = GIB, k: 
     topology = build(spec)
     root = 0 if kind in ("broadcast", "reduce") else None
     problem = Problem(topology, make_collective(kind, topology.num_npus, k, root), size)
-    result = get_formulation(name).synthesize(problem, time_limit=300, seed=0, **params)
+    result = call.synthesize(get_formulation(name), problem, time_limit=300, seed=0, **params)
     assert result.algorithms, result.message
     return result.algorithms[0]
 

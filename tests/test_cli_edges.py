@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from workbench.plugin import call
 from workbench.cli import main
 
 
@@ -55,7 +56,7 @@ def test_an_invalid_algorithm_is_named_by_the_verifier_with_exit_1(tmp_path, cap
     from workbench.topology import build
 
     topology = build("ring:4")
-    algorithm = get_formulation("ring").synthesize(Problem(topology, make_collective("allgather", 4), 1e6),
+    algorithm = call.synthesize(get_formulation("ring"), Problem(topology, make_collective("allgather", 4), 1e6),
                                                    time_limit=10, seed=0).algorithms[0]
     path = tmp_path / "algo.json"
     algorithm.save(str(path))

@@ -2,6 +2,7 @@
 
 import pytest
 
+from workbench.plugin import call
 from formulations.baselines import ring_schedule
 from workbench.model.collective import make_collective
 from workbench.plugin.closed_form import ClosedForm
@@ -20,8 +21,8 @@ def test_a_closed_form_without_declarations_takes_no_parameters():
         builder = staticmethod(ring_schedule)
 
     assert declared_parameters(Bare()) == ()
-    assert Bare().synthesize(_problem(), time_limit=10, seed=0).status == "feasible"
+    assert call.synthesize(Bare(), _problem(), time_limit=10, seed=0).status == "feasible"
     with pytest.raises(ParameterError, match="bare has no parameter 'restartz' \\(accepted: none\\)"):
         check_parameters(Bare(), {"restartz": 1}, "params")
     with pytest.raises(ParameterError, match="restartz"):
-        Bare().synthesize(_problem(), time_limit=10, seed=0, restartz=1)
+        call.synthesize(Bare(), _problem(), time_limit=10, seed=0, restartz=1)

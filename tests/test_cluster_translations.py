@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 from hypothesis import assume, given, settings, strategies as st
 
+from workbench.plugin import call
 from formulations.forestcoll import build_forest
 from formulations.forestcoll.optimum import auto_units
 from formulations.forestcoll.packing import PackingError, validate_forest
@@ -122,7 +123,7 @@ def test_split_by_orbits_is_invariant_and_keeps_the_requirement(boxes, per_leaf,
 def test_forestcoll_on_a_leaf_spine_file_uses_the_translations_and_is_verified():
     topology, _ = rail_file(8, 4, per_leaf=4, spines=4)
     problem = Problem(topology, make_collective("allgather", 32, 1), 256 * 2**20)
-    result = get_formulation("forestcoll").synthesize(problem, time_limit=60, seed=0)
+    result = call.synthesize(get_formulation("forestcoll"), problem, time_limit=60, seed=0)
     algorithm = result.algorithms[0]
     assert algorithm.meta["splitting"] == {"same": "symmetric"}
     assert algorithm.meta["packing"] == {"same": "symmetric"}

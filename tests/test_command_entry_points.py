@@ -33,7 +33,7 @@ def test_help_lists_libra_and_builds_no_formulation():
             "print('numpy' in sys.modules, 'workbench.plugin.registry' in sys.modules)\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert "libra" in out and "LIBRA: per-dimension bandwidth" in out
-    assert "['formulations', 'formulations.libra', 'formulations.libra.cli']" in out
+    assert "['formulations', 'formulations.libra', 'formulations.libra.cli', 'formulations.libra.options']" in out
     assert out.splitlines()[-1].startswith("False")  # no numpy for --help
 
 

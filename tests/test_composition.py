@@ -6,6 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from workbench.plugin import call
 from formulations.baselines import Direct, Ring
 from formulations.taccl import Taccl
 from formulations.teccl import Teccl
@@ -19,7 +20,7 @@ from workbench.topology import build
 
 def _rule(formulation):
     def solve(sub: Problem, dimension: str):
-        return formulation.synthesize(sub, time_limit=30, seed=0).algorithms[0]
+        return call.synthesize(formulation, sub, time_limit=30, seed=0).algorithms[0]
     return solve
 
 
@@ -58,7 +59,7 @@ def test_no_composition_without_boxes_and_rails():
 def test_solver_formulations_take_symmetry_as_a_parameter(formulation):
     topology = build("rails:2x4")
     problem = Problem(topology, make_collective("allgather", 8, 1), 1 << 20)
-    result = formulation.synthesize(problem, time_limit=60, seed=0, symmetry="dimensions", rounds=2)
+    result = call.synthesize(formulation, problem, time_limit=60, seed=0, symmetry="dimensions", rounds=2)
     assert result.status in ("feasible", "timeout")
     algorithm = result.algorithms[0]
     verify(algorithm)

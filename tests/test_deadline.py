@@ -6,6 +6,7 @@ import math
 import pytest
 from hypothesis import given, strategies as st
 
+from workbench.plugin import call
 from workbench.kit import deadline as deadline_module
 from workbench.kit.deadline import Deadline, DeadlineExpired
 
@@ -90,7 +91,7 @@ def test_a_formulation_stops_when_the_module_clock_says_time_is_up(monkeypatch):
 
     monkeypatch.setattr(deadline_module, "CLOCK", FakeClock(step=1.0))
     problem = Problem(build("ring:4"), make_collective("allgather", 4, 1), 4e6)
-    result = Tacos().synthesize(problem, time_limit=10.0, seed=0, restarts=1000)
+    result = call.synthesize(Tacos(), problem, time_limit=10.0, seed=0, restarts=1000)
     assert result.status == "timeout"
     assert result.algorithms, "the best restart so far is kept"
     assert 0 < result.stats["restarts_done"] < 1000

@@ -66,7 +66,7 @@ class _Declared:
     collectives = ("AG", "RS by duality")
     paper = "A. Author, \"Example\", 2025"
 
-    def synthesize(self, problem, *, time_limit, seed, on_incumbent=None, options=None, **params):
+    def synthesize(self, problem, *, time_limit, seed, options, on_incumbent=None):
         """Nothing (never called here)."""
         raise NotImplementedError
 
@@ -74,7 +74,7 @@ class _Declared:
 class _Undeclared:
     name, kind = "example-undeclared", "design"
 
-    def synthesize(self, problem, *, time_limit, seed, **params):
+    def synthesize(self, problem, *, time_limit, seed, options, on_incumbent=None):
         """Nothing (never called here)."""
         raise NotImplementedError
 
@@ -95,7 +95,7 @@ def test_declared_collectives_paper_and_parameters_are_written(examples):
     assert "| `width` | an integer >= 1 | `2` | how wide \\| how far |" in page
     assert "| `mode` | 'a' or 'b' or null | `null` | which `mode` |" in page
     assert "Example schedules (schedule;" in page and "More than" not in page
-    assert "Declares no parameters: any params pass unchecked, as keywords." in page
+    assert "No parameters." in page
     assert "| [`example-undeclared`](#example-undeclared) | design |" in page and "| - | - |" in page
 
 

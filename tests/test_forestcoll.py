@@ -8,6 +8,7 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
+from workbench.plugin import call
 from formulations.forestcoll import ForestColl, build_forest
 from formulations.forestcoll.mapping import check_link_budgets
 from formulations.forestcoll.packing import validate_forest
@@ -26,7 +27,7 @@ GIB = 2**30
 def _synth(topology: Topology, kind: str, size: float = GIB, **params):
     root = 0 if kind in ("broadcast", "reduce") else None
     collective = make_collective(kind, topology.num_npus, 1, root)
-    result = ForestColl().synthesize(Problem(topology, collective, size), time_limit=300, seed=0, **params)
+    result = call.synthesize(ForestColl(), Problem(topology, collective, size), time_limit=300, seed=0, **params)
     assert result.algorithms, result.message
     return result, result.algorithms[0]
 
@@ -161,8 +162,8 @@ def test_parameters_and_unsupported_collectives_are_rejected():
     topology = build("ring:4")
     with pytest.raises(ValueError, match="forestcoll has no parameter 'depth'"):
         _synth(topology, "allgather", depth=3)
-    with pytest.raises(ValueError, match="not supported"):
-        _synth(topology, "alltoall")
+    refused = call.synthesize(ForestColl(), Problem(topology, make_collective("alltoall", 4), GIB), time_limit=30, seed=0)
+    assert refused.status == "error" and refused.message.startswith("forestcoll: alltoall is not supported")
     with pytest.raises(ValueError, match="pieces"):
         _synth(topology, "allgather", pieces=0)
 
@@ -170,7 +171,7 @@ def test_parameters_and_unsupported_collectives_are_rejected():
 def test_time_limit_returns_timeout():
     topology = build("torus:4x4")
     collective = make_collective("allgather", 16, 1)
-    result = ForestColl().synthesize(Problem(topology, collective, GIB), time_limit=1e-9, seed=0)
+    result = call.synthesize(ForestColl(), Problem(topology, collective, GIB), time_limit=1e-9, seed=0)
     assert result.status == "timeout" and not result.algorithms
 
 
@@ -178,7 +179,7 @@ def test_switch_to_switch_fabric_and_incumbent():
     topology = build("nvs-ib:1")
     seen = []
     collective = make_collective("allgather", 8, 1)
-    result = ForestColl().synthesize(Problem(topology, collective, GIB), time_limit=300, seed=0, pieces=4,
+    result = call.synthesize(ForestColl(), Problem(topology, collective, GIB), time_limit=300, seed=0, pieces=4,
                                      on_incumbent=seen.append)
     assert seen and seen[0] is result.algorithms[0]
     forest = build_forest(topology, "allgather")
@@ -301,7 +302,7 @@ def test_reductions_on_two_switch_tiers_are_valid(kind):
     topology = _leaf_spine()
     for size in (64 * 2**10, GIB):
         problem = Problem(topology, make_collective(kind, topology.num_npus, 1), size)
-        result = ForestColl().synthesize(problem, time_limit=300, seed=0)
+        result = call.synthesize(ForestColl(), problem, time_limit=300, seed=0)
         assert result.algorithms, result.message
         verify(result.algorithms[0])
 

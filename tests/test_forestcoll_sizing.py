@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+from workbench.plugin import call
 from formulations.forestcoll import ForestColl
 from formulations.forestcoll.sizing import SIZED_BELOW, candidate_pieces
 from workbench.model.collective import make_collective
@@ -19,7 +20,7 @@ US = 1e-6
 def _synth(spec: str, kind: str, size: float, overhead: float = 0.0, **params):
     topology = build(spec, overhead=[overhead]) if overhead else build(spec)
     problem = Problem(topology, make_collective(kind, topology.num_npus, 1), size)
-    result = ForestColl().synthesize(problem, time_limit=60, seed=0, **params)
+    result = call.synthesize(ForestColl(), problem, time_limit=60, seed=0, **params)
     assert result.algorithms, result.message
     return result.algorithms[0]
 

@@ -7,6 +7,7 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
+from workbench.plugin import call
 from formulations.forestcoll import build_forest
 from formulations.forestcoll.optimum import auto_units
 from formulations.forestcoll.packing import pack_arborescences, validate_forest
@@ -234,10 +235,10 @@ def test_without_ortools_the_bulk_plans_are_named_in_meta(monkeypatch):
     problem = Problem(topology, make_collective("allgather", topology.num_npus, 1), 1e6)
     installed = bulk_splitting.plan_solver()
     monkeypatch.setattr(bulk_splitting, "plan_solver", lambda: "networkx")
-    meta = ForestColl().synthesize(problem, time_limit=60, seed=0, splitting="bulk").algorithms[0].meta
+    meta = call.synthesize(ForestColl(), problem, time_limit=60, seed=0, splitting="bulk").algorithms[0].meta
     assert meta["splitting"] == {"same": "bulk"} and meta["bulk_plans"] == {"same": "networkx"}
     assert "OR-Tools is not installed" in meta["bulk_plans_note"]
     if installed == "or-tools":  # with it, the meta is what it was: nothing added
         monkeypatch.setattr(bulk_splitting, "plan_solver", lambda: "or-tools")
-        meta = ForestColl().synthesize(problem, time_limit=60, seed=0, splitting="bulk").algorithms[0].meta
+        meta = call.synthesize(ForestColl(), problem, time_limit=60, seed=0, splitting="bulk").algorithms[0].meta
         assert meta["splitting"] == {"same": "bulk"} and "bulk_plans" not in meta and "bulk_plans_note" not in meta

@@ -14,6 +14,7 @@ from types import SimpleNamespace
 import pytest
 
 from guards import TINY_CELL as TINY
+from workbench.plugin import call
 from workbench.cli import main
 
 NAN, INF = float("nan"), float("inf")
@@ -53,7 +54,7 @@ def algo(tmp_path_factory) -> Path:
     from workbench.topology import build
 
     path = tmp_path_factory.mktemp("algo") / "ring.json"
-    result = get_formulation("ring").synthesize(Problem(build("ring:4"), make_collective("allgather", 4), 1e6),
+    result = call.synthesize(get_formulation("ring"), Problem(build("ring:4"), make_collective("allgather", 4), 1e6),
                                                 time_limit=10, seed=0)
     result.algorithms[0].save(str(path))
     return path

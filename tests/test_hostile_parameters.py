@@ -18,6 +18,7 @@ import tracemalloc
 import pytest
 
 from guards import deadline
+from workbench.plugin import call
 from workbench.cli import main
 from workbench.kit.examples import ring_allgather
 from workbench.model.collective import make_collective
@@ -118,10 +119,10 @@ def test_the_price_of_chunks_is_what_the_schedule_measures():
     topology = build("ring:4")
     problem = Problem(topology, make_collective("alltoall", 4, 1), 1e6)
     multipath = get_formulation("multipath")
-    multipath.synthesize(problem, time_limit=30, seed=0, chunks=2)  # imports and first-use caches, untraced
+    call.synthesize(multipath, problem, time_limit=30, seed=0, chunks=2)  # imports and first-use caches, untraced
     tracemalloc.start()
     try:
-        multipath.synthesize(problem, time_limit=30, seed=0, chunks=256)
+        call.synthesize(multipath, problem, time_limit=30, seed=0, chunks=256)
         peak = tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()

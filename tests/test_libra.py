@@ -6,6 +6,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from workbench.plugin import call
 from formulations.libra import Libra
 from workbench.cli import main
 from formulations.libra.network import DesignInputError, load_network, load_workload, volumes
@@ -26,7 +27,7 @@ def repo_problem(workload, net="4d", total=1000, objective="perf", **constraints
 
 
 def solve(problem, **params):
-    return Libra().synthesize(problem, time_limit=60, seed=0, **params)
+    return call.synthesize(Libra(), problem, time_limit=60, seed=0, **params)
 
 
 def single_ar_problem(tmp_path, prices=(4.0, 4.0, 7.8), total=1000):
@@ -142,7 +143,7 @@ class OtherDesign:
     name = "other-design"
     kind = "design"
 
-    def synthesize(self, problem, *, time_limit, seed, on_incumbent=None, **params):
+    def synthesize(self, problem, *, time_limit, seed, options, on_incumbent=None):
         raise NotImplementedError
 
 

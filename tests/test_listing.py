@@ -2,6 +2,7 @@
 
 import pytest
 
+from workbench.plugin import call
 from workbench.model.algorithm import Algorithm, Transfer
 from workbench.model.collective import Collective, make_collective
 from workbench.plugin.registry import Problem, get_formulation
@@ -50,7 +51,7 @@ def test_a_listing_that_settling_cannot_improve_stays_planned():
     from workbench.topology import build
 
     topo = build("ring:6", alpha=1e-6, bandwidth=10e9)
-    result = get_formulation("ring").synthesize(Problem(topo, make_collective("allgather", 6), 6e5),
+    result = call.synthesize(get_formulation("ring"), Problem(topo, make_collective("allgather", 6), 6e5),
                                                 time_limit=10, seed=0)
     algorithm = result.algorithms[0]
     assert algorithm.meta["listing"] == "planned"
@@ -63,7 +64,7 @@ def test_placed_times_are_the_simulated_ones_on_routes_through_npus():
     from workbench.topology import build
 
     topo = build("ring:6", alpha=1e-6, bandwidth=10e9)
-    result = get_formulation("direct").synthesize(Problem(topo, make_collective("allgather", 6), 6e5),
+    result = call.synthesize(get_formulation("direct"), Problem(topo, make_collective("allgather", 6), 6e5),
                                                   time_limit=10, seed=0)
     settled = settle_order(result.algorithms[0])
     verify(settled)

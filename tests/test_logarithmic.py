@@ -3,6 +3,7 @@
 import pytest
 from hypothesis import assume, given, settings, strategies as st
 
+from workbench.plugin import call
 from formulations.logarithmic import tree_steps
 from workbench.model.collective import make_collective
 from workbench.plugin.registry import Problem, get_formulation
@@ -17,7 +18,7 @@ def run(name, spec, kind, k=1, size=None, **params):
     topo = build(spec, alpha=A, bandwidth=B)
     n = topo.num_npus
     problem = Problem(topo, make_collective(kind, n, k), size or 1e6 * n * k)
-    result = get_formulation(name).synthesize(problem, time_limit=10, seed=0, **params)
+    result = call.synthesize(get_formulation(name), problem, time_limit=10, seed=0, **params)
     assert result.status == "feasible", result.message
     algorithm = result.algorithms[0]
     verify(algorithm)
@@ -53,7 +54,7 @@ def test_bruck_beats_ring_where_alpha_dominates():
     _, bruck, _ = run("bruck", "fc:16", "allgather", size=64e3)
     topo = build("fc:16", alpha=A, bandwidth=B)
     problem = Problem(topo, make_collective("allgather", 16), 64e3)
-    ring_time = simulate(get_formulation("ring").synthesize(problem, time_limit=10, seed=0).algorithms[0]).collective_time
+    ring_time = simulate(call.synthesize(get_formulation("ring"), problem, time_limit=10, seed=0).algorithms[0]).collective_time
     assert bruck == pytest.approx(4 * A + 15 * 4e3 / B)
     assert bruck < ring_time / 2
 
@@ -75,7 +76,7 @@ def test_pat_aggregation_splits_messages():
 def test_undefined_collectives_are_errors():
     topo = build("fc:4")
     problem = Problem(topo, make_collective("alltoall", 4), 4e6)
-    result = get_formulation("pat").synthesize(problem, time_limit=10, seed=0)
+    result = call.synthesize(get_formulation("pat"), problem, time_limit=10, seed=0)
     assert result.status == "error" and "alltoall" in result.message
 
 

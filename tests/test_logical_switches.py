@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from hypothesis import assume, given, settings, strategies as st
 
+from workbench.plugin import call
 from workbench.model.collective import make_collective
 from workbench.plugin.registry import Problem, get_formulation
 from workbench.topology import build
@@ -54,7 +55,7 @@ def test_every_rail_is_one_logical_switch(boxes, per_box, per_leaf, spines, degr
 def test_tacos_runs_on_multi_tier_switches(spec):
     topology = build(spec)
     collective = make_collective("allgather", topology.num_npus, 1)
-    result = get_formulation("tacos").synthesize(Problem(topology, collective, 2**26), time_limit=60, seed=0)
+    result = call.synthesize(get_formulation("tacos"), Problem(topology, collective, 2**26), time_limit=60, seed=0)
     assert result.status == "feasible", result.message
     verify(result.algorithms[0])
     assert "unwound" in result.algorithms[0].meta["synthesis_view"]
@@ -84,5 +85,5 @@ def test_a_scale_up_complex_inside_one_box_is_one_logical_switch():
     view = unwind(topology, 1)
     assert len(set(view.strong_components())) == 1
     collective = make_collective("allgather", 16, 1)
-    result = get_formulation("tacos").synthesize(Problem(topology, collective, 2**26), time_limit=60, seed=0)
+    result = call.synthesize(get_formulation("tacos"), Problem(topology, collective, 2**26), time_limit=60, seed=0)
     verify(result.algorithms[0])

@@ -4,6 +4,7 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
+from workbench.plugin import call
 from workbench.model.algorithm import Algorithm
 from workbench.cli import main
 from workbench.model.collective import make_collective
@@ -25,7 +26,7 @@ CASES = [(name, kind) for name in ("tacos", "ring", "direct", "rhd", "hierarchic
 
 def synthesize(name, spec, kind, k=1, **params):
     topology = build(spec)
-    result = get_formulation(name).synthesize(Problem(topology, make_collective(kind, topology.num_npus, k), SIZE),
+    result = call.synthesize(get_formulation(name), Problem(topology, make_collective(kind, topology.num_npus, k), SIZE),
                                               time_limit=30, seed=0, **params)
     assert result.algorithms, result.message
     return topology, result.algorithms[0]
@@ -58,7 +59,7 @@ def test_round_trip(spec, name, kind):
 def test_sccl_round_trip(kind, k, steps, rounds):
     topology = build("dgx1")
     problem = Problem(topology, make_collective(kind, 8, k), SIZE)
-    algorithm = get_formulation("sccl").synthesize(problem, time_limit=60, seed=0, steps=steps, rounds=rounds,
+    algorithm = call.synthesize(get_formulation("sccl"), problem, time_limit=60, seed=0, steps=steps, rounds=rounds,
                                                    backend=SCCL_ENGINE).algorithms[0]
     text = export_xml(algorithm, fuse=False)
     interpret(text)

@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 
 from msccl_steps import step_xml
 
+from workbench.plugin import call
 from workbench.cli import main
 from workbench.model.collective import make_collective
 from workbench.msccl import MscclError, export_xml, import_xml, interpret
@@ -108,7 +109,7 @@ def _expand(copies: set[tuple[int, int, int]]) -> set[tuple[int, int]]:
 def _synthesize(name: str, spec: str, kind: str, k: int):
     topology = build(spec)
     problem = Problem(topology, make_collective(kind, topology.num_npus, k), SIZE)
-    return get_formulation(name).synthesize(problem, time_limit=30, seed=0).algorithms[0]
+    return call.synthesize(get_formulation(name), problem, time_limit=30, seed=0).algorithms[0]
 
 
 @pytest.mark.parametrize("name", ["ring", "tacos"])
@@ -222,7 +223,7 @@ def test_two_unordered_reductions_into_one_slot_race():
 def test_concurrent_reductions_land_apart_and_keep_the_plan_timing():
     topology = build("dgx1")
     problem = Problem(topology, make_collective("allreduce", 8, 1), SIZE)
-    algorithm = get_formulation("sccl").synthesize(problem, time_limit=60, seed=0, steps=2, rounds=2,
+    algorithm = call.synthesize(get_formulation("sccl"), problem, time_limit=60, seed=0, steps=2, rounds=2,
                                                    backend=SCCL_ENGINE).algorithms[0]
     text = export_xml(algorithm, fuse=False)
     assert 'type="re"' in text  # partial sums from two neighbours land in scratch and are added locally

@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from workbench.plugin import call
 from workbench.model.algorithm import Algorithm
 from workbench.cli import main
 from workbench.model.collective import make_collective
@@ -31,7 +32,7 @@ def two_nodes() -> Topology:
 
 def synthesize(name: str, topology: Topology, kind: str, k: int = 1, **params) -> Algorithm:
     problem = Problem(topology, make_collective(kind, topology.num_npus, k), SIZE)
-    result = get_formulation(name).synthesize(problem, time_limit=60, seed=0, **params)
+    result = call.synthesize(get_formulation(name), problem, time_limit=60, seed=0, **params)
     assert result.algorithms, result.message
     return result.algorithms[0]
 

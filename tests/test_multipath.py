@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 from hypothesis import assume, given, settings, strategies as st
 
+from workbench.plugin import call
 from formulations.multipath import split_pieces
 from workbench.bounds import flow_lp_bound, latency_bound
 from workbench.model.collective import make_collective
@@ -31,7 +32,7 @@ def leaf_spine(leaves: int = 2, per_leaf: int = 2, spines: int = 2) -> Topology:
 
 def synth(topology, kind, size, **params):
     problem = Problem(topology, make_collective(kind, topology.num_npus), size)
-    return get_formulation("multipath").synthesize(problem, time_limit=30, seed=0, **params), problem
+    return call.synthesize(get_formulation("multipath"), problem, time_limit=30, seed=0, **params), problem
 
 
 def test_decompose_a_diamond_into_its_two_paths():
@@ -127,7 +128,7 @@ def test_a_single_path_schedule_is_slower_than_the_multipath_one():
     """On a leaf-spine the BFS route puts all cross-leaf traffic on one spine: twice the load."""
     topo = leaf_spine(2, 4, 2)
     result, problem = synth(topo, "alltoall", 16e6)
-    direct = get_formulation("direct").synthesize(problem, time_limit=10, seed=0)
+    direct = call.synthesize(get_formulation("direct"), problem, time_limit=10, seed=0)
     assert simulate(result.algorithms[0]).collective_time < 0.7 * simulate(direct.algorithms[0]).collective_time
 
 

@@ -9,6 +9,7 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
+from workbench.plugin import call
 from workbench.bounds import lower_bounds
 from workbench.model.collective import make_collective
 from workbench.bounds.flow_lp import flow_lp_bound
@@ -202,7 +203,7 @@ def test_no_bound_exceeds_a_verified_schedule(topo, formulation, kind, chunks, s
     collective = make_collective(kind, topo.num_npus, chunks, root)
     problem = Problem(topo, collective, collective.size_bytes(1e6))
     try:
-        result = get_formulation(formulation).synthesize(problem, time_limit=20, seed=seed)
+        result = call.synthesize(get_formulation(formulation), problem, time_limit=20, seed=seed)
     except (ValueError, NotImplementedError):
         result = None  # this formulation refuses this collective or fabric
     assume(result is not None and result.algorithms)

@@ -23,7 +23,7 @@ class Spin:
     name = "spin"
     kind = "schedule"
 
-    def synthesize(self, problem, *, time_limit, seed, on_incumbent=None, **params):
+    def synthesize(self, problem, *, time_limit, seed, options, on_incumbent=None):
         end = time.monotonic() + time_limit
         while time.monotonic() < end:
             sum(range(10000))

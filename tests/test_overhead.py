@@ -11,6 +11,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from schedules import random_algorithm
+from workbench.plugin import call
 from workbench.model.algorithm import FORMAT, FORMAT_2, Algorithm, AlgorithmFormatError, load_algorithm
 from workbench.bounds import lower_bounds
 from workbench.cli import main
@@ -194,7 +195,7 @@ def _formulation_schedules(topology: Topology):
     for name, kind, params in (("ring", "allreduce", {}), ("direct", "alltoall", {}),
                                ("forestcoll", "allgather", {"pieces": 2})):  # 2 pieces per tree: messages in flight
         problem = Problem(topology, make_collective(kind, n, 1), 1e5 * n)
-        result = get_formulation(name).synthesize(problem, time_limit=20, seed=0, **params)
+        result = call.synthesize(get_formulation(name), problem, time_limit=20, seed=0, **params)
         yield from result.algorithms
 
 

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 import pytest
 from hypothesis import given, strategies as st
 
+from workbench.plugin import call
 from workbench.cli import main
 from workbench.plugin.parameters import Options, ParameterError, check_parameters, declared_parameters, option
 from workbench.plugin.registry import available_formulations, get_formulation
@@ -83,25 +84,27 @@ def test_teccl_epochs_must_be_positive_at_the_cli(tmp_path, capsys):
 
 
 class Undeclared:
-    """A researcher's formulation without declarations: it still runs, with one warning."""
+    """A researcher's formulation without an ``options`` declaration: it takes no parameters."""
 
     name = "undeclared"
     kind = "schedule"
 
-    def synthesize(self, problem, *, time_limit, seed, on_incumbent=None, **params):
+    def synthesize(self, problem, *, time_limit, seed, options, on_incumbent=None):
         from workbench.plugin.registry import get_formulation as lookup
 
-        return lookup("ring").synthesize(problem, time_limit=time_limit, seed=seed, on_incumbent=on_incumbent)
+        return call.synthesize(lookup("ring"), problem, time_limit=time_limit, seed=seed, on_incumbent=on_incumbent)
 
 
-def test_an_undeclared_formulation_runs_with_one_warning(tmp_path, capsys):
+def test_an_undeclared_formulation_runs_and_refuses_parameters(tmp_path, capsys):
     out = tmp_path / "a.json"
     argv = ["synth", f"{__name__}:Undeclared", "--topology", "ring:4", "--collective", "allgather",
-            "--size", "1MB", "--set", "anything=3", "-o", str(out)]
+            "--size", "1MB", "-o", str(out)]
     assert main(argv) == 0
-    err = capsys.readouterr().err
-    assert err.count("'undeclared' has no Options declaration; its params pass to it unchecked") == 1
     assert out.exists()
+    refused = tmp_path / "b.json"
+    assert main([*argv[:-2], "--set", "anything=3", "-o", str(refused)]) == 2
+    assert "--set anything: undeclared has no parameter 'anything' (accepted: none)" in capsys.readouterr().err
+    assert not refused.exists()
 
 
 def test_formulations_name_shows_the_declarations(capsys):

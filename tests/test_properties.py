@@ -7,6 +7,7 @@ import pytest
 
 from schedules import random_algorithm
 from strategies import problems
+from workbench.plugin import call
 from workbench.model.algorithm import Transfer
 from workbench.bounds import lower_bounds
 from workbench.checking.simulate import simulate
@@ -84,7 +85,7 @@ ALL_KINDS = ("allgather", "reducescatter", "allreduce", "alltoall", "broadcast",
 def test_bfs_trees_output_verifies_on_random_topologies(problem, seed):
     from workbench.plugin.registry import get_formulation
 
-    result = get_formulation("bfs-trees").synthesize(problem, time_limit=10, seed=seed)
+    result = call.synthesize(get_formulation("bfs-trees"), problem, time_limit=10, seed=seed)
     assert result.status == "feasible"
     verify(result.algorithms[0])
 
@@ -98,7 +99,7 @@ def test_tacos_and_baselines_verify_on_random_topologies(data, name, seed):
     npus = st.sampled_from([2, 4, 8]) if name == "rhd" else None  # recursive halving-doubling: powers of two
     problem = data.draw(problems(kinds, npus=npus), label="problem")
     params = {"restarts": 2, "switch_degree": data.draw(st.sampled_from([1, "full"]))} if name == "tacos" else {}
-    result = get_formulation(name).synthesize(problem, time_limit=10, seed=seed, **params)
+    result = call.synthesize(get_formulation(name), problem, time_limit=10, seed=seed, **params)
     assert result.status == "feasible", result.message
     verify(result.algorithms[0])
 
@@ -108,4 +109,4 @@ def test_tacos_and_baselines_verify_on_random_topologies(data, name, seed):
 def test_double_binary_trees_refuse_anything_but_allreduce(problem):
     from workbench.plugin.registry import get_formulation
 
-    assert get_formulation("dbt").synthesize(problem, time_limit=10, seed=0).status == "error"
+    assert call.synthesize(get_formulation("dbt"), problem, time_limit=10, seed=0).status == "error"

@@ -4,6 +4,7 @@ import time
 
 import pytest
 
+from workbench.plugin import call
 from workbench.plugin import registry
 from workbench.model.collective import make_collective
 from workbench.kit.examples import ring_allgather
@@ -19,7 +20,7 @@ class RingOnly:
     name = "test-ring"
     kind = "schedule"
 
-    def synthesize(self, problem, *, time_limit, seed, on_incumbent=None, **params):
+    def synthesize(self, problem, *, time_limit, seed, options, on_incumbent=None):
         started = time.perf_counter()
         algo = ring_allgather(problem.collective.num_ranks, problem.chunk_bytes, problem.topology)
         if on_incumbent:
@@ -33,7 +34,7 @@ def test_register_and_lookup():
         formulation = get_formulation("test-ring")
         problem = Problem(build("uniring:4"), make_collective("allgather", 4), 4e6)
         seen = []
-        result = formulation.synthesize(problem, time_limit=1.0, seed=0, on_incumbent=seen.append)
+        result = call.synthesize(formulation, problem, time_limit=1.0, seed=0, on_incumbent=seen.append)
         assert result.status == "feasible" and len(seen) == 1 and problem.chunk_bytes == 1e6
     finally:
         unregister("test-ring")

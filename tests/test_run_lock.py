@@ -23,7 +23,7 @@ class Spin:
     name = "spin"
     kind = "schedule"
 
-    def synthesize(self, problem, *, time_limit, seed, on_incumbent=None, **params):
+    def synthesize(self, problem, *, time_limit, seed, options, on_incumbent=None):
         time.sleep(min(time_limit, 3.0))
         return SynthesisResult([], "timeout", time_limit)
 '''

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from workbench.plugin import call
 from workbench.cli import main
 from workbench.model.collective import make_collective
 from workbench.plugin.registry import Problem, get_formulation
@@ -65,7 +66,7 @@ def test_tiny_experiment_end_to_end(tmp_path, capsys):
         assert row["versions"]["python"] and row["host"]
         topo = build(row["topology_source"], bandwidth=[200e9, 100e9, 50e9] if row["topology"] == "RFS8" else None)
         problem = Problem(topo, make_collective(row["collective"], topo.num_npus, 1), 1e6)
-        algorithm = formulation.synthesize(problem, time_limit=10, seed=row["seed"]).algorithms[0]
+        algorithm = call.synthesize(formulation, problem, time_limit=10, seed=row["seed"]).algorithms[0]
         expected = simulate(algorithm)
         assert row["collective_time"] == pytest.approx(expected.collective_time, rel=1e-12)
         assert row["algbw"] == pytest.approx(expected.algbw / 1e9)
@@ -246,7 +247,7 @@ def test_design_cells_feed_topologies(tmp_path, monkeypatch):
     assert design["bandwidths"] == [150e9, 150e9]
     topo = build("md:R2,S4", bandwidth=[150e9, 150e9])  # ring of 2: one link carries the whole B
     problem = Problem(topo, make_collective("allgather", 8), 8e6)
-    algorithm = get_formulation("bfs-trees").synthesize(problem, time_limit=5, seed=0).algorithms[0]
+    algorithm = call.synthesize(get_formulation("bfs-trees"), problem, time_limit=5, seed=0).algorithms[0]
     assert schedule["collective_time"] == pytest.approx(simulate(algorithm).collective_time)
 
 

@@ -7,6 +7,7 @@ import types
 import pytest
 
 from guards import deadline
+from workbench.plugin import call
 from formulations.sccl import Sccl, bandwidth_bound, bandwidth_groups, solve_instance, step_bound
 from formulations.sccl.race import cpsat_available, race_instance
 from workbench.cli import main
@@ -94,7 +95,7 @@ def test_z3_and_cpsat_agree(kind, c, steps, rounds, root):
 def test_combining_collectives_by_duality(kind, k):
     collective = make_collective(kind, 8, k, 0 if kind == "reduce" else None)
     problem = Problem(DGX1, collective, 8e6)
-    result = Sccl().synthesize(problem, time_limit=60, seed=0, mode="instance", steps=2,
+    result = call.synthesize(Sccl(), problem, time_limit=60, seed=0, mode="instance", steps=2,
                                rounds=3 if kind != "reduce" else 2, backend=ENGINE)
     assert result.status in ("feasible", "optimal")
     algorithm = result.algorithms[0]
@@ -109,7 +110,7 @@ def test_combining_collectives_by_duality(kind, k):
 
 def test_pareto_k0_allgather_reproduces_the_table_frontier():
     problem = Problem(DGX1, make_collective("allgather", 8, 1), 8e6)
-    result = Sccl().synthesize(problem, time_limit=120, seed=0, mode="pareto", k=0, backend=ENGINE)
+    result = call.synthesize(Sccl(), problem, time_limit=120, seed=0, mode="pareto", k=0, backend=ENGINE)
     points = [(a.meta["sccl_chunks"], a.meta["steps"], a.meta["rounds"]) for a in result.algorithms]
     assert points == [(1, 2, 2), (2, 3, 3), (3, 4, 4), (4, 5, 5), (5, 6, 6), (6, 7, 7)]
     assert result.status == "optimal" and "bandwidth bound 7/6 reached" in result.message
@@ -119,20 +120,20 @@ def test_pareto_k0_allgather_reproduces_the_table_frontier():
 
 def test_least_steps_mode():
     problem = Problem(DGX1, make_collective("allgather", 8, 2), 8e6)
-    result = Sccl().synthesize(problem, time_limit=60, seed=0, mode="least-steps", k=1, backend=ENGINE)
+    result = call.synthesize(Sccl(), problem, time_limit=60, seed=0, mode="least-steps", k=1, backend=ENGINE)
     assert result.status == "optimal" and result.algorithms[0].meta["steps"] == 2
 
 
 def test_bound_rejection_reports_infeasible_without_solving():
     problem = Problem(DGX1, make_collective("allgather", 8, 3), 8e6)
-    result = Sccl().synthesize(problem, time_limit=60, seed=0, mode="instance", steps=3, rounds=3)
+    result = call.synthesize(Sccl(), problem, time_limit=60, seed=0, mode="instance", steps=3, rounds=3)
     assert result.status == "infeasible" and "bandwidth bound" in result.message
     assert result.stats["calls"][0]["answer"] == "bound"
 
 
 def test_optimal_when_bounds_prove_it():
     problem = Problem(RING, make_collective("allgather", 8, 2), 8e6)
-    result = Sccl().synthesize(problem, time_limit=60, seed=0, mode="instance", steps=4, rounds=7, backend=ENGINE)
+    result = call.synthesize(Sccl(), problem, time_limit=60, seed=0, mode="instance", steps=4, rounds=7, backend=ENGINE)
     assert result.status == "optimal"
 
 
@@ -147,9 +148,9 @@ def test_slow_unsat_times_out_under_a_hard_limit(tmp_path, capsys):
 def test_parameters_are_checked():
     problem = Problem(DGX1, make_collective("allgather", 8, 1), 8e6)
     with pytest.raises(ValueError, match="needs steps and rounds"):
-        Sccl().synthesize(problem, time_limit=5, seed=0)
+        call.synthesize(Sccl(), problem, time_limit=5, seed=0)
     with pytest.raises(ValueError, match="backend"):
-        Sccl().synthesize(problem, time_limit=5, seed=0, steps=2, rounds=2, backend="gurobi")
+        call.synthesize(Sccl(), problem, time_limit=5, seed=0, steps=2, rounds=2, backend="gurobi")
     with pytest.raises(ValueError, match="switchless"):
         bandwidth_groups(build("switch:4"))
 
@@ -185,7 +186,7 @@ def test_shared_bus_group_limits_a_node_in_cpsat():
 
 def test_scatter_natively():
     problem = Problem(RING, make_collective("scatter", 8, 1, 0), 8e6)
-    result = Sccl().synthesize(problem, time_limit=60, seed=0, mode="least-steps", k=4, backend=ENGINE)
+    result = call.synthesize(Sccl(), problem, time_limit=60, seed=0, mode="least-steps", k=4, backend=ENGINE)
     assert result.status in ("optimal", "feasible")
     verify(result.algorithms[0])
 
@@ -296,7 +297,7 @@ def _package_spec(name, locations):
 @pytest.mark.requires_ortools
 def test_default_backend_is_the_race():
     problem = Problem(DGX1, make_collective("allgather", 8, 1), 8e6)
-    result = Sccl().synthesize(problem, time_limit=60, seed=0, steps=2, rounds=2)
+    result = call.synthesize(Sccl(), problem, time_limit=60, seed=0, steps=2, rounds=2)
     assert result.status in ("optimal", "feasible")
     assert result.algorithms[0].meta["backend"] == "race"
     assert "backend_note" not in result.algorithms[0].meta
@@ -308,7 +309,7 @@ def test_without_ortools_the_default_backend_is_z3_and_says_so(monkeypatch):
 
     monkeypatch.setattr(race, "cpsat_available", lambda: False)
     problem = Problem(DGX1, make_collective("allgather", 8, 2), 8e6)
-    result = Sccl().synthesize(problem, time_limit=60, seed=0, mode="least-steps", k=1)
+    result = call.synthesize(Sccl(), problem, time_limit=60, seed=0, mode="least-steps", k=1)
     assert result.status == "optimal"
     meta = result.algorithms[0].meta
     assert (meta["backend"], meta["engine"], meta["backend_requested"]) == ("z3-auto", "z3-auto", "race")
@@ -326,7 +327,7 @@ def test_backend_cpsat_without_ortools_is_one_line_before_any_work(monkeypatch, 
     monkeypatch.setattr(sccl_instance, "_CpSatModel", None)  # a model built anyway would fail otherwise
     problem = Problem(DGX1, make_collective("allgather", 8, 1), 8e6)
     with pytest.raises(ParameterError, match=r"needs OR-Tools.*pip install collective-workbench\[cpsat\]"):
-        Sccl().synthesize(problem, time_limit=5, seed=0, steps=2, rounds=2, backend="cpsat")
+        call.synthesize(Sccl(), problem, time_limit=5, seed=0, steps=2, rounds=2, backend="cpsat")
     out = tmp_path / "a.json"
     code = main(["synth", "sccl", "--topology", "dgx1", "--collective", "allgather", "--size", "1MB",
                  "--set", "steps=2", "--set", "rounds=2", "--set", "backend=cpsat", "-o", str(out)])

@@ -7,6 +7,7 @@ import random
 import pytest
 from hypothesis import assume, given, settings, strategies as st
 
+from workbench.plugin import call
 from workbench.model.collective import make_collective
 from workbench.bounds.group_cuts import group_cut_bound
 from workbench.plugin.registry import Problem, get_formulation
@@ -94,7 +95,7 @@ def test_hierarchical_runs_on_a_file_as_on_its_ids():
     for shuffle in (None, 3):
         topology, _ = rail_file(4, 4, shuffle=shuffle)
         problem = Problem(topology, make_collective("allreduce", 16, 2), 64e6)
-        result = get_formulation("hierarchical").synthesize(problem, time_limit=30, seed=0)
+        result = call.synthesize(get_formulation("hierarchical"), problem, time_limit=30, seed=0)
         verify(result.algorithms[0])
         times.append(simulate(result.algorithms[0]).collective_time)
     assert times[0] == pytest.approx(times[1], rel=1e-9)

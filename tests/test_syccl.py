@@ -8,6 +8,7 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
+from workbench.plugin import call
 from formulations.syccl import Syccl
 from formulations.syccl.balance import chunk_split
 from formulations.syccl.sketches import explore
@@ -24,7 +25,7 @@ from workbench.topology import build
 
 def _solve(spec: str, kind: str, size: float, **params):
     problem = Problem(build(spec), make_collective(kind, build(spec).num_npus, 1), size)
-    return problem, Syccl().synthesize(problem, time_limit=120, seed=0, **params)
+    return problem, call.synthesize(Syccl(), problem, time_limit=120, seed=0, **params)
 
 
 def test_sketch_counts_per_rule_on_a_small_rails_fabric():
@@ -113,8 +114,8 @@ def test_chunk_split_gives_whole_counts_that_add_up(shares, chunks):
 
 def test_fabrics_without_symmetric_boxes_and_unsupported_kinds_are_errors_naming_why():
     problem = Problem(build("ring:8"), make_collective("allgather", 8, 1), 1e6)
-    result = Syccl().synthesize(problem, time_limit=10, seed=0)
+    result = call.synthesize(Syccl(), problem, time_limit=10, seed=0)
     assert result.status == "error" and "boxes joined by rails" in result.message
     problem = Problem(build("rails:2x4"), make_collective("broadcast", 8, 1, 0), 1e6)
-    result = Syccl().synthesize(problem, time_limit=10, seed=0)
+    result = call.synthesize(Syccl(), problem, time_limit=10, seed=0)
     assert result.status == "error" and "not broadcast" in result.message

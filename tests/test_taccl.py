@@ -6,6 +6,7 @@ import re
 import pytest
 from hypothesis import HealthCheck, given, settings
 
+from workbench.plugin import call
 from formulations.taccl import Taccl
 from formulations.taccl.logical import build_logical
 from formulations.taccl.ordering import order_edges
@@ -23,7 +24,7 @@ from workbench.checking.verify import verify
 def _run(spec, kind, size, k=1, **params):
     topo = build(spec)
     problem = Problem(topo, make_collective(kind, topo.num_npus, k), size)
-    return Taccl().synthesize(problem, time_limit=params.pop("time_limit", 120), seed=0, **params)
+    return call.synthesize(Taccl(), problem, time_limit=params.pop("time_limit", 120), seed=0, **params)
 
 
 # ------------------------------------------------------------------------------------ sketches
@@ -79,7 +80,7 @@ def test_symmetry_that_does_not_map_the_collective_is_rejected():
 
     collective = custom_collective(4, [[0], [1]], [[1, 2], [2]])
     with pytest.raises(SketchError, match=r"symmetry\[0\]: \[1, 4\] does not map the custom onto itself"):
-        Taccl().synthesize(Problem(build("ring:4"), collective, 1e6), time_limit=30, seed=0,
+        call.synthesize(Taccl(), Problem(build("ring:4"), collective, 1e6), time_limit=30, seed=0,
                            sketch={"symmetry": [[1, 4]]})
 
 
@@ -189,7 +190,7 @@ def test_routing_bound_is_a_lower_bound_only_without_restrictions():
     free = {"shortest_paths": False}
     topo = build("ring:4", alpha=0.0)
     problem = Problem(topo, make_collective("allgather", 4, 1), 4e6)
-    result = Taccl().synthesize(problem, time_limit=60, seed=0, sketch=free)
+    result = call.synthesize(Taccl(), problem, time_limit=60, seed=0, sketch=free)
     algo = result.algorithms[0]
     assert algo.meta["lower_bound"] <= simulate(algo).collective_time * (1 + 1e-9)
     restricted = _run("ring:4", "allgather", 4e6)
@@ -206,7 +207,7 @@ def test_unknown_parameter_is_refused():
 @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(problem=problems(("allgather", "alltoall", "reducescatter", "allreduce"), max_npus=5))
 def test_output_verifies_on_random_small_topologies(problem):
-    result = Taccl().synthesize(problem, time_limit=30, seed=0, stage_time_limit=5)
+    result = call.synthesize(Taccl(), problem, time_limit=30, seed=0, stage_time_limit=5)
     assert result.status in ("feasible", "timeout"), result.message
     algo = result.algorithms[0]
     verify(algo)

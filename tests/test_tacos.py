@@ -4,11 +4,13 @@ import collections
 
 import pytest
 
+from workbench.plugin import call
+from workbench.plugin.registry import Unsupported
 from formulations.tacos import Tacos, greedy_all_gather
 from workbench.model.collective import make_collective
 from workbench.plugin.registry import Problem, get_formulation
 from workbench.checking.simulate import simulate
-from workbench.topology import Link, Topology, TopologyError, build
+from workbench.topology import Link, Topology, build
 from workbench.checking.verify import verify
 
 GiB = 2**30
@@ -63,7 +65,7 @@ def test_reference_regression_oracles(name, factory, k, mib, expected_us):
     problem = Problem(topo, collective, chunk * n * k)
     best = None
     for seed in range(20):
-        result = Tacos().synthesize(problem, time_limit=60, seed=seed)
+        result = call.synthesize(Tacos(), problem, time_limit=60, seed=seed)
         algorithm = result.algorithms[0]
         estimate = algorithm.meta["greedy_time"]  # the reference's "collective time"
         if best is None or estimate < best.meta["greedy_time"]:
@@ -104,16 +106,16 @@ def test_small_distributions():
 
 def test_seeded_and_reproducible():
     problem = Problem(grid("mesh:4x4", 0.5, 50), make_collective("allgather", 16, 2), GiB)
-    a = Tacos().synthesize(problem, time_limit=10, seed=5).algorithms[0]
-    b = Tacos().synthesize(problem, time_limit=10, seed=5).algorithms[0]
+    a = call.synthesize(Tacos(), problem, time_limit=10, seed=5).algorithms[0]
+    b = call.synthesize(Tacos(), problem, time_limit=10, seed=5).algorithms[0]
     assert [(t.src, t.dst, t.chunks) for t in a.transfers] == [(t.src, t.dst, t.chunks) for t in b.transfers]
 
 
 def test_restarts_keep_the_best_and_report_incumbents():
     problem = Problem(grid("mesh:3x3", 0.5, 50), make_collective("allgather", 9, 1), GiB)
     seen = []
-    result = Tacos().synthesize(problem, time_limit=30, seed=0, restarts=10, on_incumbent=seen.append)
-    singles = [Tacos().synthesize(problem, time_limit=30, seed=s).algorithms[0].meta["greedy_time"]
+    result = call.synthesize(Tacos(), problem, time_limit=30, seed=0, restarts=10, on_incumbent=seen.append)
+    singles = [call.synthesize(Tacos(), problem, time_limit=30, seed=s).algorithms[0].meta["greedy_time"]
                for s in range(10)]
     assert result.algorithms[0].meta["greedy_time"] == pytest.approx(min(singles))
     assert seen and seen[-1].meta["greedy_time"] == pytest.approx(min(singles))
@@ -126,7 +128,7 @@ def test_reductions_by_reversal(kind):
     topo = grid("torus:3x3", 0.5, 50)
     root = 4 if kind in ("broadcast", "reduce") else None
     problem = Problem(topo, make_collective(kind, 9, 2, root), GiB)
-    algorithm = Tacos().synthesize(problem, time_limit=30, seed=1).algorithms[0]
+    algorithm = call.synthesize(Tacos(), problem, time_limit=30, seed=1).algorithms[0]
     verify(algorithm)
     if kind in ("reducescatter", "reduce"):
         assert all(t.op == "reduce" for t in algorithm.transfers)
@@ -136,7 +138,7 @@ def test_reductions_by_reversal(kind):
 def test_allreduce_phase_two_waits_for_phase_one():
     topo = grid("ring:6", 0.5, 50)
     problem = Problem(topo, make_collective("allreduce", 6, 1), GiB)
-    algorithm = Tacos().synthesize(problem, time_limit=30, seed=0).algorithms[0]
+    algorithm = call.synthesize(Tacos(), problem, time_limit=30, seed=0).algorithms[0]
     result = simulate(algorithm)
     copies = [t for t in algorithm.transfers if t.op == "copy"]
     reduces = [t for t in algorithm.transfers if t.op == "reduce"]
@@ -150,7 +152,7 @@ def test_switch_unwinding_is_timed_on_the_physical_topology():
     topo = build("rfs:2x4x2", alpha=0.5e-6, bandwidth=[200 * GiB, 100 * GiB, 50 * GiB])
     problem = Problem(topo, make_collective("allreduce", 16, 1), GiB)
     for degree in (1, "full"):
-        algorithm = Tacos().synthesize(problem, time_limit=30, seed=0, switch_degree=degree).algorithms[0]
+        algorithm = call.synthesize(Tacos(), problem, time_limit=30, seed=0, switch_degree=degree).algorithms[0]
         assert algorithm.topology.num_switches == topo.num_switches
         assert "unwound" in algorithm.meta["synthesis_view"]
         verify(algorithm)
@@ -160,29 +162,31 @@ def test_switch_unwinding_is_timed_on_the_physical_topology():
 def test_replacement_modes(mode):
     topo = hetero_mesh(5, 5, 0.5e-6, 50 * GiB, 75 * GiB)
     problem = Problem(topo, make_collective("allgather", 25, 1), 1024 * 2**20)
-    result = Tacos().synthesize(problem, time_limit=30, seed=0, replacement=mode)
+    result = call.synthesize(Tacos(), problem, time_limit=30, seed=0, replacement=mode)
     verify(result.algorithms[0])
     assert result.stats["wasted_transfers"] > 0  # heterogeneous links: redundant arrivals happen
 
 
-def test_unreachable_destination_raises_instead_of_looping():
+def test_an_unreachable_destination_is_refused_instead_of_looping():
     topo = Topology.create(3, [(0, 1, 0.0, 1e9), (1, 0, 0.0, 1e9), (2, 0, 0.0, 1e9)])
     problem = Problem(topo, make_collective("allgather", 3), 3e6)
-    with pytest.raises(TopologyError, match="rank 2 is unreachable"):
-        Tacos().synthesize(problem, time_limit=10, seed=0)
+    with pytest.raises(Unsupported, match="rank 2 is unreachable"):
+        Tacos().synthesize(problem, time_limit=10, seed=0, options=Tacos.options())
+    result = call.synthesize(Tacos(), problem, time_limit=10, seed=0)
+    assert result.status == "error" and result.message.startswith("tacos: ") and "rank 2 is unreachable" in result.message
 
 
 def test_bad_parameters():
     problem = Problem(build("ring:4"), make_collective("allgather", 4), 4e6)
     with pytest.raises(ValueError, match="replacement"):
-        Tacos().synthesize(problem, time_limit=10, seed=0, replacement="sometimes")
+        call.synthesize(Tacos(), problem, time_limit=10, seed=0, replacement="sometimes")
     with pytest.raises(ValueError, match="tacos has no parameter 'chunkiness'"):
-        Tacos().synthesize(problem, time_limit=10, seed=0, chunkiness=3)
+        call.synthesize(Tacos(), problem, time_limit=10, seed=0, chunkiness=3)
 
 
 def test_time_limit_gives_timeout():
     problem = Problem(build("mesh:16x16"), make_collective("allgather", 256, 1), 1e9)
-    result = Tacos().synthesize(problem, time_limit=0.05, seed=0, restarts=50)
+    result = call.synthesize(Tacos(), problem, time_limit=0.05, seed=0, restarts=50)
     assert result.status == "timeout"
 
 

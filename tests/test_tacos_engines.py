@@ -7,6 +7,7 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
+from workbench.plugin import call
 from formulations.tacos import Tacos, choose_engine, greedy_all_gather, to_algorithm
 from formulations.tacos import engines, matching, python_engine
 import workbench.compiled.engines
@@ -123,7 +124,7 @@ def test_engines_agree_past_4096_chunks(spec, kind, k):
 def test_switch_views_and_reductions_agree_end_to_end():
     for spec, kind in [("switch:6", "allgather"), ("rfs:2x2x2", "allreduce"), ("dgx1", "reducescatter")]:
         problem = Problem(build(spec), make_collective(kind, build(spec).num_npus, 2), 2**26)
-        python, compiled = (Tacos().synthesize(problem, time_limit=60, seed=4, engine=engine, switch_degree="full")
+        python, compiled = (call.synthesize(Tacos(), problem, time_limit=60, seed=4, engine=engine, switch_degree="full")
                             .algorithms[0] for engine in ("python", "compiled"))
         assert python.meta["claimed_time"] == compiled.meta["claimed_time"]
         assert python.transfers == compiled.transfers
@@ -288,7 +289,7 @@ def test_the_compiled_engine_stops_at_the_deadline():
     topo = build("mesh:8x8")  # 33 events: more than the first batch of 16
     with pytest.raises(matching.OutOfTime):
         greedy_all_gather(topo, make_collective("allgather", 64, 1), 1e6, 0, engine="compiled", deadline=0.0)
-    result = Tacos().synthesize(Problem(topo, make_collective("allgather", 64, 1), 2**26), time_limit=0.0, seed=0,
+    result = call.synthesize(Tacos(), Problem(topo, make_collective("allgather", 64, 1), 2**26), time_limit=0.0, seed=0,
                                 engine="compiled")
     assert result.status == "timeout" and not result.algorithms
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import pytest
 
+from workbench.plugin import call
 from formulations.tacos import Tacos
 from formulations.tacos.sizing import CHOICES, MULTI_TIER_CHOICES, SIZED_BELOW
 from workbench.model.collective import make_collective
@@ -18,7 +19,7 @@ from workbench.topology import build
 def _synth(spec: str, kind: str, size: float, k: int = 1, overhead: float = 0.0, **params):
     topology = build(spec, overhead=overhead) if overhead else build(spec)
     problem = Problem(topology, make_collective(kind, topology.num_npus, k), size)
-    result = Tacos().synthesize(problem, time_limit=60, seed=0, **params)
+    result = call.synthesize(Tacos(), problem, time_limit=60, seed=0, **params)
     assert result.algorithms, result.message
     return result.algorithms[0]
 

@@ -6,6 +6,7 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
+from workbench.plugin import call
 from formulations.teccl import Teccl
 from formulations.teccl.epochs import epoch_graph
 from formulations.teccl.milp import _build
@@ -19,7 +20,7 @@ from workbench.checking.verify import verify
 
 def _run(topology, collective, size, **params):
     limit = params.pop("time_limit", 60)
-    return Teccl().synthesize(Problem(topology, collective, size), time_limit=limit, seed=0, **params)
+    return call.synthesize(Teccl(), Problem(topology, collective, size), time_limit=limit, seed=0, **params)
 
 
 def _min_horizon(graph, collective, relax: bool) -> int:
@@ -140,7 +141,7 @@ def test_astar_against_the_milp():
 def test_early_stop_and_unknown_parameters():
     topology = build("ndv2:1")
     result = _run(topology, make_collective("allgather", 8, 1), 8e6, early_stop=True)
-    assert result.algorithms[0].meta["options"]["mip_gap"] == 0.3
+    assert result.algorithms[0].meta["mip_gap"] == 0.3
     with pytest.raises(ValueError, match="teccl has no parameter 'epochz'"):
         _run(topology, make_collective("allgather", 8, 1), 8e6, epochz=3)
     with pytest.raises(ValueError, match="switch_model: expected"):

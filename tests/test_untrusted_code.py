@@ -39,7 +39,7 @@ class BesideRing:
     name = "beside-ring"
     kind = "schedule"
 
-    def synthesize(self, problem, *, time_limit, seed, on_incumbent=None, **params):
+    def synthesize(self, problem, *, time_limit, seed, options, on_incumbent=None):
         algorithm = ring_allgather(problem.collective.num_ranks, problem.chunk_bytes, problem.topology)
         on_path = any(Path(p or ".").resolve() == HERE for p in sys.path)
         return SynthesisResult([algorithm], "feasible", 0.0,
@@ -89,7 +89,7 @@ class Probe:
     name = "probe"
     kind = "schedule"
 
-    def synthesize(self, problem, *, time_limit, seed, on_incumbent=None, **params):
+    def synthesize(self, problem, *, time_limit, seed, options, on_incumbent=None):
         with open("cell_sys_path.json", "w") as handle:
             json.dump({"path": sys.path, "cwd": os.getcwd()}, handle)
         algorithm = ring_allgather(problem.collective.num_ranks, problem.chunk_bytes, problem.topology)

@@ -98,14 +98,13 @@ class ForestColl:
     kind = "schedule"
     options = ForestCollOptions
 
-    def synthesize(self, problem: Any, *, time_limit: float, seed: int, on_incumbent: Callable | None = None,
-                   options: ForestCollOptions | None = None, **params: Any) -> Any:
-        """The packed forest's pipelined schedule (module docstring); ``options`` as the runner built
-        them, or keyword params checked against the same declaration."""
+    def synthesize(self, problem: Any, *, time_limit: float, seed: int, options: ForestCollOptions,
+                   on_incumbent: Callable | None = None) -> Any:
+        """The packed forest's pipelined schedule (module docstring)."""
         from formulations.forestcoll.synthesis import synthesize
 
         return synthesize(self, problem, time_limit=time_limit, seed=seed, on_incumbent=on_incumbent,
-                          options=ForestCollOptions.resolve(options, params, self.name))
+                          options=options)
 
 
 __getattr__ = forward_attributes("formulations.forestcoll.synthesis")  # the implementation's names, on first use

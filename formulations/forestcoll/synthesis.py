@@ -12,7 +12,7 @@ from workbench.model.algorithm import Algorithm
 from workbench.model.collective import Collective, make_collective
 from workbench.kit.deadline import Deadline
 from workbench.kit.duality import by_duality
-from workbench.plugin.registry import Problem, SynthesisResult
+from workbench.plugin.registry import Problem, SynthesisResult, Unsupported
 from workbench.kit.schedule import adapts_to_size, claim_in_model, claim_listing
 from workbench.topology import Topology
 from workbench.kit.symmetry import translations
@@ -282,8 +282,8 @@ def synthesize(formulation: Any, problem: Problem, *, time_limit: float, seed: i
     collective = problem.collective
     kind = collective.kind
     if kind not in _SUPPORTED:
-        raise ValueError(f"forestcoll: {kind} is not supported (spanning-tree packing covers "
-                         f"{', '.join(_SUPPORTED)})")
+        raise Unsupported(f"forestcoll: {kind} is not supported (spanning-tree packing covers "
+                          f"{', '.join(_SUPPORTED)})")
     topology = problem.topology
     n = collective.num_ranks
     if n != topology.num_npus:

@@ -28,29 +28,21 @@ Paper symbol -> code name:
 
 Layout: ``network`` (the input files: network, workload traces, communicators, cost models; the
 per-dimension volumes and kappa), ``model`` (one design problem's T(B) and Cost(B)), ``optimize``
-(the solvers and ``design``), ``cli`` (the ``workbench libra`` command, registered through the
+(the solvers), ``options`` (the parameters), ``synthesis`` (one design problem solved), ``cli`` (the ``workbench libra`` command, registered through the
 ``workbench.commands`` entry points), this file (the formulation). It imports none of them until a
 design is solved, so listing formulations and building the command line stay cheap.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable
 
-from workbench.plugin.parameters import Options, option
+from formulations.libra.options import LibraOptions
 
 if TYPE_CHECKING:
     from workbench.plugin.registry import DesignProblem, DesignResult
 
-__all__ = ["Libra", "LibraModel", "build_model"]
-
-
-@dataclass(frozen=True)
-class LibraOptions(Options):
-    """Which solver designs the network."""
-
-    backend: str = option("highs", "HiGHS LP recipe or scipy's smooth form", choices=("highs", "scipy"))
+__all__ = ["Libra", "LibraOptions", "LibraModel", "build_model"]
 
 
 class Libra:
@@ -62,14 +54,12 @@ class Libra:
     # statistics of the result a design table may show (``table.metrics``), each a ratio to EqualBW
     metrics = ("speedup", "perf_per_cost_gain", "bandwidth_vs_equal")
 
-    def synthesize(self, problem: DesignProblem, *, time_limit: float, seed: int,
-                   on_incumbent: Callable | None = None, options: LibraOptions | None = None,
-                   **params: Any) -> DesignResult:
-        """The design (module docstring); ``options`` as the runner built them, or keyword params
-        checked against the same declaration."""
-        from formulations.libra.optimize import design
+    def synthesize(self, problem: DesignProblem, *, time_limit: float, seed: int, options: LibraOptions,
+                   on_incumbent: Callable | None = None) -> DesignResult:
+        """The design (module docstring)."""
+        from formulations.libra.synthesis import synthesize
 
-        return design(problem, time_limit, LibraOptions.resolve(options, params, self.name).backend)
+        return synthesize(problem, time_limit=time_limit, options=options)
 
 
 def __getattr__(name: str) -> Any:

@@ -28,6 +28,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _cmd_libra(args: argparse.Namespace) -> int:
+    from workbench.plugin import call
     from formulations.libra import Libra
     from workbench.cli.common import UsageError
     from workbench.plugin.registry import DesignProblem
@@ -46,7 +47,8 @@ def _cmd_libra(args: argparse.Namespace) -> int:
     problem = DesignProblem(dimensions={"file": args.network}, workloads=workloads, cost_model={"file": args.cost},
                             constraints={"total_bandwidth": budget}, objective=args.objective)
     try:
-        result = Libra().synthesize(problem, time_limit=parse_time(args.time_limit), seed=0, backend=args.backend)
+        result = call.synthesize(Libra(), problem, time_limit=parse_time(args.time_limit), seed=0,
+                                 backend=args.backend)
     except ValueError as exc:  # DesignInputError is a ValueError
         raise UsageError(str(exc)) from None
     stats = result.stats

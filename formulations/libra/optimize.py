@@ -6,8 +6,7 @@
 * ``perf_opt_scipy``: the smooth epigraph form with SLSQP, a cross-check (``backend="scipy"``);
 * ``perf_per_cost``: min T(B) Cost(B), non-convex: PerfOpt under Cost <= c over a log grid of c, then
   bounded Brent near the best (spec 3.2 recipe 5);
-* ``equal_bw``: the workload-blind EqualBW baseline, B_i = B_tot / N (or the equal split costing the cap);
-* ``design``: one ``DesignProblem`` to a ``DesignResult`` with the statistics ``Libra.metrics`` names.
+* ``equal_bw``: the workload-blind EqualBW baseline, B_i = B_tot / N (or the equal split costing the cap).
 
 PerfOpt's LP of one Kelley round (``_kelley_lp``) is written as equations on ``workbench.kit.milp``.
 Neither the paper nor the spec numbers its equations, so each row is tagged with the spec section
@@ -32,20 +31,15 @@ had as COO arrays (each round is well under a millisecond to build).
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
-
-from formulations.libra.model import LibraModel, bandwidth_bounds, build_model, gbps
+from formulations.libra.model import LibraModel
 from workbench.kit.deadline import Deadline
 from workbench.util.lazy import lazy_module
 from workbench.kit.milp import INF, MilpModel
 from workbench.kit.milp import total as total_of
 
-if TYPE_CHECKING:
-    from workbench.plugin.registry import DesignProblem, DesignResult
-
 np = lazy_module("numpy")  # imported on first use (workbench.util.lazy)
 
-__all__ = ["perf_opt", "perf_opt_scipy", "perf_per_cost", "equal_bw", "design"]
+__all__ = ["perf_opt", "perf_opt_scipy", "perf_per_cost", "equal_bw"]
 
 
 def perf_opt(model: LibraModel, total: float | None, cost_cap: float | None, lower: np.ndarray,
@@ -177,42 +171,3 @@ def perf_per_cost(model: LibraModel, total: float | None, lower: np.ndarray, upp
     cap = min(cache, key=lambda c: cache[c][0])
     status = "timeout" if deadline.expired else "feasible"
     return cache[cap][1], status
-
-
-def design(problem: DesignProblem, time_limit: float, backend: str = "highs") -> DesignResult:
-    """Solve one design problem for its objective (perf, perf-per-cost or equal-bw)."""
-    from workbench.plugin.registry import DesignResult
-
-    deadline = Deadline(time_limit)
-    model = build_model(problem)
-    constraints = dict(problem.constraints)
-    total = gbps(constraints["total_bandwidth"]) if "total_bandwidth" in constraints else None
-    cost_cap = float(constraints["cost_cap"]) if "cost_cap" in constraints else None
-    if total is None and cost_cap is None:
-        raise ValueError("libra: give constraints.total_bandwidth or constraints.cost_cap")
-    lower, upper = bandwidth_bounds(model, constraints)
-    objective = problem.objective.replace("_", "-")
-    if objective in ("perf", "performance", "perf-opt"):
-        if backend == "highs":
-            b, status, rounds = perf_opt(model, total, cost_cap, lower, upper, deadline)
-        elif backend == "scipy":
-            b, status, rounds = perf_opt_scipy(model, total, cost_cap, lower, upper), "optimal", 0
-        else:
-            raise ValueError(f"libra: backend must be highs or scipy, got {backend!r}")
-    elif objective in ("perf-per-cost", "perfpercost"):
-        b, status = perf_per_cost(model, total, lower, upper, deadline)
-        rounds = 0
-    elif objective in ("equal-bw", "equal"):  # the workload-blind baseline
-        b, status, rounds = np.maximum(equal_bw(model, total, cost_cap), lower), "feasible", 0
-    else:
-        raise ValueError(f"libra: objective must be perf or perf-per-cost, got {problem.objective!r}")
-    equal = equal_bw(model, total, cost_cap)
-    t, c = model.time(b), model.cost(b)
-    t_eq, c_eq = model.time(equal), model.cost(equal)
-    stats = {"bandwidth_gbps": [float(x) for x in b], "split": [float(x) for x in b / b.sum()],
-             "time_ns": t, "cost": c, "equal_bw_gbps": [float(x) for x in equal], "equal_bw_time_ns": t_eq,
-             "equal_bw_cost": c_eq, "speedup": t_eq / t, "perf_per_cost_gain": (t_eq * c_eq) / (t * c),
-             "bandwidth_vs_equal": float(b.sum() / equal.sum()),
-             "kappa": [float(k) for k in model.kappas], "collectives": len(model.vectors), "rounds": rounds,
-             "objective": objective, "backend": backend}
-    return DesignResult([float(x) * 1e9 for x in b], t * 1e-9, c, status, deadline.elapsed(), stats)

@@ -68,14 +68,13 @@ class Sccl:
     row_facts = {"sccl_chunks": "chunks"}  # C, kept in the rows; a plot's bandwidth cost is rounds / C
     options = ScclOptions
 
-    def synthesize(self, problem: Any, *, time_limit: float, seed: int, on_incumbent: Callable | None = None,
-                   options: ScclOptions | None = None, **params: Any) -> Any:
-        """The instance, least-steps or Pareto search (module docstring); ``options`` as the runner
-        built them, or keyword params checked against the same declaration."""
+    def synthesize(self, problem: Any, *, time_limit: float, seed: int, options: ScclOptions,
+                   on_incumbent: Callable | None = None) -> Any:
+        """The instance, least-steps or Pareto search (module docstring)."""
         from formulations.sccl.synthesis import synthesize
 
         return synthesize(self, problem, time_limit=time_limit, seed=seed, on_incumbent=on_incumbent,
-                          options=ScclOptions.resolve(options, params, self.name))
+                          options=options)
 
 
 __getattr__ = forward_attributes("formulations.sccl.synthesis")  # the implementation's names, on first use

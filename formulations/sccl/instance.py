@@ -11,6 +11,7 @@ from workbench.model.collective import Collective, make_collective
 from workbench.kit.deadline import Deadline
 from workbench.kit.schedule import DeliveryChain
 from workbench.topology import Topology
+from workbench.plugin.registry import Unsupported
 
 from . import check_groups
 from .encoding import Group, _CpSatModel, _Z3Model
@@ -23,14 +24,14 @@ __all__ = ["bandwidth_groups", "step_bound", "bandwidth_bound", "solve_instance"
 def bandwidth_groups(topology: Topology, extra: list | None = None) -> list[Group]:
     """One group per directed link with b = bandwidth / slowest bandwidth (must be near-integral)."""
     if topology.num_switches:
-        raise ValueError("sccl needs a switchless topology (model a switch as a shared-bus group instead)")
+        raise Unsupported("sccl needs a switchless topology (model a switch as a shared-bus group instead)")
     slowest = min(l.bandwidth for l in topology.links)
     groups: list[Group] = []
     for link in topology.links:
         ratio = link.bandwidth / slowest
         b = round(ratio)
         if abs(ratio - b) > 0.05 * ratio:
-            raise ValueError(f"link {link.src}->{link.dst}: bandwidth {link.bandwidth:g} is not a whole multiple "
+            raise Unsupported(f"sccl: link {link.src}->{link.dst}: bandwidth {link.bandwidth:g} is not a whole multiple "
                              f"of the slowest link's {slowest:g}; SCCL needs integral chunks per round")
         groups.append((((link.src, link.dst),), b))
     check_groups(extra)  # the shape, named, for a caller that did not pass through the parameter checks

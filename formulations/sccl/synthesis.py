@@ -10,7 +10,7 @@ from workbench.model.algorithm import Algorithm, Transfer
 from workbench.model.collective import Collective, make_collective
 from workbench.kit.duality import by_duality
 from workbench.kit.deadline import Deadline
-from workbench.plugin.registry import Problem, SynthesisResult
+from workbench.plugin.registry import Problem, SynthesisResult, Unsupported
 from workbench.bounds import lp_seconds_within
 from workbench.kit.solvers import smt_status
 from workbench.topology import Topology
@@ -36,7 +36,7 @@ def synthesize(formulation: Any, problem: Problem, *, time_limit: float, seed: i
     deadline = Deadline(time_limit)
     kind = problem.collective.kind
     if kind not in _NATIVE + tuple(_DUALS) + ("allreduce",):
-        raise ValueError(f"sccl: {kind} is not supported")
+        raise Unsupported(f"sccl: {kind} is not supported")
     search = _Search(problem, options.groups, options.backend, seed, deadline, on_incumbent, options.call_limit)
     if options.mode == "instance":  # steps and rounds are given (ScclOptions.validate)
         outcome = search.instance(problem.collective.chunks_per_rank if kind != "alltoall"
@@ -84,7 +84,7 @@ class _Search:
         self.reverse = self.kind in _DUALS or self.kind == "allreduce"
         self.solve_topology = self.topology.reversed() if self.reverse else self.topology
         if self.kind == "allreduce" and self.solve_topology != self.topology:
-            raise ValueError("sccl: all-reduce as RS + AG needs a topology equal to its reverse (symmetric links)")
+            raise Unsupported("sccl: all-reduce as RS + AG needs a topology equal to its reverse (symmetric links)")
         self.groups = bandwidth_groups(self.solve_topology, _reversed_groups(groups) if self.reverse else groups)
         probe = _collective_for(base, self.n, self.n if base == "alltoall" else 1, self.root)
         self.a_l = step_bound(self.solve_topology, probe)

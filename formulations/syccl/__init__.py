@@ -67,11 +67,10 @@ class Syccl:
     kind = "schedule"
     options = SycclOptions
 
-    def synthesize(self, problem: Any, *, time_limit: float, seed: int, on_incumbent: Callable | None = None,
-                   options: SycclOptions | None = None, **params: Any) -> Any:
-        """The fastest stitched candidate (module docstring); ``options`` as the runner built them,
-        or keyword params checked against the same declaration."""
+    def synthesize(self, problem: Any, *, time_limit: float, seed: int, options: SycclOptions,
+                   on_incumbent: Callable | None = None) -> Any:
+        """The fastest stitched candidate (module docstring)."""
         from formulations.syccl.synthesis import synthesize
 
         return synthesize(self, problem, time_limit=time_limit, seed=seed, on_incumbent=on_incumbent,
-                          options=SycclOptions.resolve(options, params, self.name))
+                          options=options)

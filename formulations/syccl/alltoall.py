@@ -18,14 +18,13 @@ simulated and the fastest kept, as for the All-Gather.
 
 from __future__ import annotations
 
-import time
 from typing import Any, Callable
 
 from formulations.syccl.balance import balance, chunk_split
 from formulations.syccl.selection import Selection, depths
 from formulations.syccl.sketches import Sketch, Stage
 from workbench.kit.decomposition import Decomposition, Send, stitch
-from workbench.plugin.registry import SynthesisResult
+from workbench.plugin.registry import SynthesisResult, Unsupported
 
 __all__ = ["alltoall_candidates", "alltoall_sends"]
 
@@ -92,8 +91,7 @@ def alltoall_candidates(problem: Any, decomposition: Decomposition, bandwidth: d
                         on_incumbent: Callable | None) -> SynthesisResult:
     """Build, simulate and keep the fastest All-to-All candidate (module docstring)."""
     if {d.name for d in decomposition.dimensions} != {"box", "rail"}:
-        return SynthesisResult([], "error", time.perf_counter() - started,
-                               message="syccl's All-to-All needs both a box and a rail dimension")
+        raise Unsupported("syccl's All-to-All needs both a box and a rail dimension")
     sketches = _sketches(decomposition, bandwidth)
     shares, _, lp_status = balance(sketches, bandwidth, deadline.limit(cap=10.0, floor=0.5))
     steps = decomposition.dimension("rail").group_size - 1

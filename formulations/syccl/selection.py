@@ -86,7 +86,7 @@ class Selection:
             return SynthesisResult([], "timeout", time.perf_counter() - started,
                                    message="the time limit passed before any candidate was built")
         _, algorithm, entry = self.best
-        algorithm.meta.update({"formulation": "syccl", "syccl": {
+        algorithm.meta.update({"syccl": {
             **meta, "candidates_simulated": len(self.tried), "chosen": entry, "tried": self.tried}})
         seconds = time.perf_counter() - started
         if "claimed_time" not in algorithm.meta:

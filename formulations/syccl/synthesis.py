@@ -19,7 +19,7 @@ from workbench.kit.decomposition import Decomposition, decompose, stitch
 from workbench.kit.duality import by_duality_phases
 from workbench.model.algorithm import Algorithm
 from workbench.model.collective import make_collective
-from workbench.plugin.registry import Problem, SynthesisResult
+from workbench.plugin.registry import Problem, SynthesisResult, Unsupported
 
 __all__ = ["synthesize", "tier_bandwidth"]
 
@@ -71,20 +71,17 @@ class _Solved:
 
 def synthesize(formulation: Any, problem: Problem, *, time_limit: float, seed: int,
                on_incumbent: Callable | None, options: SycclOptions) -> SynthesisResult:
-    """The fastest stitched candidate as a ``feasible`` result; ``error`` where the fabric has no
-    symmetric decomposition or the collective is not one SyCCL defines."""
+    """The fastest stitched candidate as a ``feasible`` result; ``Unsupported`` where the fabric has
+    no symmetric decomposition or the collective is not one SyCCL defines."""
     started = time.perf_counter()
     deadline = Deadline(time_limit)
     collective = problem.collective
     if collective.kind not in KINDS:
-        return SynthesisResult([], "error", time.perf_counter() - started,
-                               message=f"syccl defines {', '.join(KINDS)}, not {collective.kind}")
+        raise Unsupported(f"syccl defines {', '.join(KINDS)}, not {collective.kind}")
     decomposition = decompose(problem.topology)
     if decomposition is None or any(len(d.classes) != 1 for d in decomposition.dimensions):
-        return SynthesisResult([], "error", time.perf_counter() - started,
-                               message="syccl needs equal boxes joined by rails (a rails: cluster, or a grid whose "
-                                       "last dimension is switched) whose translations verify "
-                                       "(workbench.kit.decomposition); this fabric has none")
+        raise Unsupported("syccl needs equal boxes joined by rails (a rails: cluster, or a grid whose last dimension "
+                          "is switched) whose translations verify (workbench.kit.decomposition); this fabric has none")
     summary = decomposition.summary()
     _say("decomposition: " + ", ".join(f"{d['name']} {d['groups']} groups of {d['group_size']} "
                                        f"({d['classes']} class)" for d in summary["dimensions"]))

@@ -64,11 +64,9 @@ class Taccl:
     tune_candidate = False  # minutes per size: not a candidate of `workbench tune` by default
     options = TacclOptions
 
-    def synthesize(self, problem: Any, *, time_limit: float, seed: int, on_incumbent: Callable | None = None,
-                   options: TacclOptions | None = None, **params: Any) -> Any:
-        """Routing, ordering and contiguity under the sketch (module docstring); ``options`` as the
-        runner built them, or keyword params checked against the same declaration."""
-        options = TacclOptions.resolve(options, params, self.name)
+    def synthesize(self, problem: Any, *, time_limit: float, seed: int, options: TacclOptions,
+                   on_incumbent: Callable | None = None) -> Any:
+        """Routing, ordering and contiguity under the sketch (module docstring)."""
         if options.symmetry == "dimensions":  # this model on one rail and one box group, composed
             from workbench.plugin.composition import synthesize_by_dimensions
 

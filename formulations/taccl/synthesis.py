@@ -15,7 +15,7 @@ from formulations.taccl.sketch import Sketch, SketchError, available_sketches, l
 from workbench.model.algorithm import Algorithm
 from workbench.model.collective import Collective, make_collective
 from workbench.kit.deadline import Deadline
-from workbench.plugin.registry import Problem, SynthesisResult
+from workbench.plugin.registry import Problem, SynthesisResult, Unsupported
 from workbench.kit.schedule import DeliveryChain
 from workbench.topology import Topology
 
@@ -53,7 +53,7 @@ def synthesize(formulation: Any, problem: Problem, *, time_limit: float, seed: i
     elif collective.kind in _COMBINING:
         algorithm, claimed, info = _combining(topology, collective, chunk_bytes, sk, deadline, stages, settings)
     else:
-        raise ValueError(f"taccl does not synthesise {collective.kind}")
+        raise Unsupported(f"taccl does not synthesise {collective.kind}")
     seconds = deadline.elapsed()
     statuses = [s["status"] for s in stages]
     status = "timeout" if "timeout" in statuses else "feasible"

@@ -78,8 +78,3 @@ class TecclOptions(Options):
     def gap(self) -> float:
         """The MIP gap the solves use: ``mip_gap``, or the paper's 0.3 under ``early_stop``."""
         return EARLY_STOP_GAP if self.early_stop else float(self.mip_gap)
-
-    def recorded(self) -> dict[str, Any]:
-        """What an algorithm's ``meta["options"]`` records: every option as resolved (the gap the
-        solves used)."""
-        return dict(self.as_dict(), mip_gap=self.gap)

@@ -220,9 +220,9 @@ def cmd_synth(args: argparse.Namespace) -> int:
 
 def _checked_formulation(args: argparse.Namespace) -> tuple[Any, dict[str, Any]]:
     """The schedule formulation ``args.name`` names and its ``--set`` parameters, checked against
-    what it declares (a warning when it declares none)."""
+    what it declares."""
     from workbench.plugin.registry import FormulationError, resolve_formulation
-    from workbench.plugin.parameters import ParameterError, check_parameters, undeclared_warning
+    from workbench.plugin.parameters import ParameterError, check_parameters
 
     try:
         formulation = resolve_formulation(args.name)
@@ -235,8 +235,6 @@ def _checked_formulation(args: argparse.Namespace) -> tuple[Any, dict[str, Any]]
         check_parameters(formulation, params, "--set", sep=" ")
     except ParameterError as exc:
         raise UsageError(str(exc)) from None
-    if params and undeclared_warning(formulation):
-        print(undeclared_warning(formulation), file=sys.stderr)
     return formulation, params
 
 

@@ -361,21 +361,12 @@ def data_paths(check: Checker, problem: Any, path: str, base_dir: Path, check_fi
 
 def check_params(check: Checker, formulation: Any, params: dict, path: str) -> None:
     """Declared parameters checked now, before any cell runs (workbench.plugin.parameters)."""
-    import sys
-
-    from workbench.plugin.parameters import ParameterError, check_parameters, undeclared_warning
+    from workbench.plugin.parameters import ParameterError, check_parameters
 
     try:
         check_parameters(formulation, params, f"{check.source}: {path}", read_files=check.read_files)
     except ParameterError as exc:
         raise ConfigError(str(exc)) from None
-    warning = undeclared_warning(formulation)
-    if warning and params and warning not in WARNED:
-        WARNED.add(warning)
-        print(warning, file=sys.stderr)
-
-
-WARNED: set[str] = set()
 
 
 def parse_paper(check: Checker, value: Any) -> dict:

@@ -125,10 +125,8 @@ def _value(value: Any) -> str:
     return f"`{value}`"
 
 
-def _parameter_rows(declared: tuple[Parameter, ...] | None) -> list[str]:
-    """The parameter table of one formulation (or the line saying it declares none)."""
-    if declared is None:
-        return ["Declares no parameters: any params pass unchecked, as keywords."]
+def _parameter_rows(declared: tuple[Parameter, ...]) -> list[str]:
+    """The parameter table of one formulation (or the line saying it takes none)."""
     if not declared:
         return ["No parameters."]
     rows = ["| parameter | accepts | default | what |", "|---|---|---|---|"]
@@ -159,7 +157,7 @@ def formulations_markdown(names: Iterable[str] | None = None) -> str:
         declared = declared_parameters(formulation)
         cells = [f"[`{name}`](#{_anchor(name)})", formulation.kind, summaries[name]]
         cells += [_cell(_declared_line(formulation, a) or "-") for a in extras]
-        cells += [_notes(formulation), "undeclared" if declared is None else str(len(declared))]
+        cells += [_notes(formulation), str(len(declared))]
         lines.append("| " + " | ".join(cells) + " |")
     for name, formulation in loaded.items():
         lines += ["", f"## `{name}`", "",

@@ -36,7 +36,8 @@ from workbench.kit.duality import by_duality_phases
 from workbench.kit.schedule import claim_in_model
 from workbench.model.algorithm import Algorithm
 from workbench.model.collective import Collective, make_collective
-from workbench.plugin.registry import Problem, SynthesisResult
+from workbench.plugin import call
+from workbench.plugin.registry import Problem, SynthesisResult, Unsupported
 from workbench.topology import Topology
 
 __all__ = ["GroupSolver", "Composition", "compose", "synthesize_by_dimensions"]
@@ -179,13 +180,14 @@ def synthesize_by_dimensions(formulation: Any, problem: Problem, *, time_limit: 
     ``SynthesisResult``: ``options`` are passed to every group solve with ``symmetry`` off; each
     solve gets a third of the time left. ``feasible`` when every group solve completed, ``timeout``
     when one ended at its limit with an answer (the composition is no proof of optimality either
-    way); ``error`` naming why where there is no composition."""
+    way); ``Unsupported`` naming why where the fabric has no composition."""
     deadline = Deadline(time_limit)
     statuses: list[str] = []
     plain = dataclasses.replace(options, symmetry="off")
 
     def solve(sub: Problem, dimension: str) -> Algorithm | None:
-        result = formulation.synthesize(sub, time_limit=max(1.0, deadline.remaining() / 3), seed=seed, options=plain)
+        result = call.synthesize(formulation, sub, time_limit=max(1.0, deadline.remaining() / 3), seed=seed,
+                                 options=plain)
         statuses.append(result.status)
         return result.algorithms[0] if result.algorithms else None
 
@@ -193,8 +195,9 @@ def synthesize_by_dimensions(formulation: Any, problem: Problem, *, time_limit: 
     composition = compose(problem, rounds, solve)
     seconds = time.perf_counter() - started
     if composition.algorithm is None:
-        status = "timeout" if "timeout" in statuses else "error"
-        return SynthesisResult([], status, seconds, {"symmetry": composition.record},
+        if "timeout" not in statuses:
+            raise Unsupported(f"{formulation.name}: by dimensions: {composition.message}")
+        return SynthesisResult([], "timeout", seconds, {"symmetry": composition.record},
                                message=f"by dimensions: {composition.message}")
     algorithm = composition.algorithm
     algorithm.meta["symmetry"] = {**composition.record, "group_statuses": statuses}

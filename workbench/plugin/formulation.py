@@ -1,13 +1,12 @@
 """What a formulation is: the ``Formulation`` protocol, and the check that a class or object is one.
 
-A formulation is any object with ``name``, ``kind`` (``"schedule"`` or ``"design"``) and
-``synthesize(problem, *, time_limit, seed, on_incumbent=None, **params)``; ``on_incumbent``
-receives each better algorithm as it is found (kept if a time limit then ends the run).
-
-The options object (``workbench.plugin.parameters``): a formulation that names an ``Options``
-dataclass in its ``options`` attribute gets its params checked, defaulted, described and stamped
-by the floor, and is called with ``options=`` (that object) instead of keyword params; one without
-it gets the params as keywords, as they were written. A design formulation may name, in
+A formulation is any object with ``name``, ``kind`` (``"schedule"`` or ``"design"``), ``options``
+(an ``Options`` dataclass, ``workbench.plugin.parameters``; absent means the ``Options`` base: no
+parameters) and ``synthesize(problem, *, time_limit, seed, options, on_incumbent=None)``. It is
+called through ``workbench.plugin.call.synthesize``, which builds ``options`` from the params
+(checked, defaulted) before the call; ``on_incumbent`` receives each better algorithm as it is found
+(kept if a time limit then ends the run). A problem it does not define a schedule for is refused by
+raising ``Unsupported`` with the reason (an ``error`` row naming it). A design formulation may name, in
 ``metrics``, the numeric keys of ``DesignResult.stats`` that a design table can show beside the
 common status, bandwidth, time and cost (``table.metrics``; grouped rows get their mean and max).
 A formulation's own algorithm facts for its rows are its ``row_facts`` declaration (``row_facts``).
@@ -24,7 +23,7 @@ from __future__ import annotations
 import inspect
 from typing import Any, Callable, Literal, Protocol, runtime_checkable
 
-__all__ = ["Formulation", "FormulationError", "IncumbentCallback", "instantiate", "row_facts"]
+__all__ = ["Formulation", "FormulationError", "IncumbentCallback", "Unsupported", "instantiate", "row_facts"]
 
 IncumbentCallback = Callable[[Any], None]
 
@@ -33,18 +32,23 @@ class FormulationError(LookupError):
     """An unknown or broken formulation."""
 
 
+class Unsupported(ValueError):
+    """The formulation defines no schedule for this problem (collective, rank count, fabric); the
+    message is the reason, led by the formulation's name."""
+
+
 @runtime_checkable
 class Formulation(Protocol):
-    """What the runner calls (module docstring). A formulation with an ``options`` declaration
-    receives ``options=`` and no other params; ``time_limit`` is in seconds."""
+    """What ``workbench.plugin.call.synthesize`` calls (module docstring); ``time_limit`` is in seconds."""
 
     name: str
     kind: Literal["schedule", "design"]
 
-    def synthesize(self, problem: Any, *, time_limit: float, seed: int,
-                   on_incumbent: IncumbentCallback | None = None, options: Any = None, **params: Any) -> Any:
+    def synthesize(self, problem: Any, *, time_limit: float, seed: int, options: Any,
+                   on_incumbent: IncumbentCallback | None = None) -> Any:
         """A ``SynthesisResult`` (``DesignResult`` for a design) within ``time_limit`` seconds,
-        reporting each improved answer to ``on_incumbent``."""
+        reporting each improved answer to ``on_incumbent``; raises ``Unsupported`` for a problem
+        it defines no schedule for."""
         ...
 
 

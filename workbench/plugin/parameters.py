@@ -9,24 +9,21 @@ field made with ``option(default, help, ...)`` (accepted types, range or choices
     class MyOptions(Options):
         restarts: int = option(1, "independent runs; the best is kept", minimum=1)
 
-        def validate(self) -> None:  # rules across fields, run by the floor with the other checks
+        def validate(self) -> None:  # rules across fields, run with the other checks
             ...
 
     class Mine:
         name, kind, options = "mine", "schedule", MyOptions
 
-        def synthesize(self, problem, *, time_limit, seed, on_incumbent=None, options=None, **params):
-            options = MyOptions.resolve(options, params, self.name)
-            ...
+        def synthesize(self, problem, *, time_limit, seed, options, on_incumbent=None):
+            ...  # options is a MyOptions, built and checked before this call
 
-From that one declaration the floor (``check_parameters``) validates an experiment's ``params:`` or
+From that one declaration ``check_parameters`` validates an experiment's ``params:`` or
 ``workbench synth --set`` and raises ``ParameterError`` naming the key and the accepted values, so a
 typo (``restartz``) or an ill-typed value (``restarts: abc``) is one line and exit 2 instead of a run
 whose rows are all ``error``; ``describe_parameters`` prints the help; the runner stamps the
-declared defaults under the given values as provenance and calls ``synthesize(..., options=...)``
-with the object built once (``synthesis_keywords``). A direct call with keyword params
-(``synthesize(problem, time_limit=..., seed=..., restarts=3)``) goes through the same declaration
-(``Options.resolve``).
+declared defaults under the given values as provenance; ``workbench.plugin.call.synthesize`` builds
+the object (``Options.from_params``) and hands it to the formulation as ``options=``.
 
 A parameter that scales the work (chunks, pieces, epochs, steps, rounds, ...) is priced too: the
 declaration's ``estimate(problem)`` says what the values ask for on a problem given by its numbers
@@ -38,9 +35,7 @@ Validation never rewrites the params as written: cell ids hash them as given, an
 references keep matching. The options object holds the values as given (a duration stays ``"20s"``)
 with the defaults filled in.
 
-A formulation that takes no parameters names the ``Options`` base itself. One without an
-``options`` declaration (a researcher's own, named by import path) still runs; its params pass
-unchecked, as keywords, and ``undeclared_warning`` says so once.
+A formulation without an ``options`` attribute takes no parameters: it is given the ``Options`` base.
 
 ``time_limit`` is the runner's own key (a per-formulation time limit) and is accepted everywhere.
 """
@@ -55,8 +50,7 @@ if TYPE_CHECKING:
     from workbench.util.size_guard import ProblemSize
 
 __all__ = ["Options", "option", "Parameter", "ParameterError", "check_parameters", "declared_options",
-           "declared_parameters", "describe_parameters", "price_parameters", "synthesis_keywords", "undeclared_warning",
-           "RUNNER_KEYS"]
+           "declared_parameters", "describe_parameters", "price_parameters", "RUNNER_KEYS"]
 
 RUNNER_KEYS = ("time_limit",)
 
@@ -219,20 +213,6 @@ class Options:
             raise ParameterError(f"{where}: {(str(exc).splitlines() or ['refused'])[0]}") from None
         return options
 
-    @classmethod
-    def resolve(cls, options: "Options | None", params: Mapping[str, Any], owner: str) -> "Options":
-        """What ``synthesize`` works with: the ``options`` the runner built, or (a direct call with
-        keyword params) the same built here by ``from_params``; never both. The declarations' own
-        ``check`` is the floor's, run where a config or ``--set`` is read: a direct call meets what
-        the formulation's own reading of a value raises (a sketch's ``SketchError``)."""
-        if options is None:
-            return cls.from_params(params, owner=owner, read_files=False)
-        if params:
-            raise ParameterError(f"{owner}: pass options= or keyword params, not both (got {sorted(params)})")
-        if not isinstance(options, cls):
-            raise TypeError(f"{owner}: options must be a {cls.__name__}, got {type(options).__name__}")
-        return options
-
     def validate(self) -> None:
         """Raise ``ValueError`` for a combination of values the formulation refuses (none here)."""
 
@@ -256,16 +236,15 @@ class Options:
                                                                   if p.name == name)
 
 
-def declared_options(formulation: Any) -> type[Options] | None:
-    """The formulation's ``Options`` class, or None when it declares none."""
+def declared_options(formulation: Any) -> type[Options]:
+    """The formulation's ``Options`` class; the ``Options`` base (no parameters) when it names none."""
     declared = getattr(formulation, "options", None)
-    return declared if isinstance(declared, type) and issubclass(declared, Options) else None
+    return declared if isinstance(declared, type) and issubclass(declared, Options) else Options
 
 
-def declared_parameters(formulation: Any) -> tuple[Parameter, ...] | None:
-    """The rows of the formulation's ``Options`` class, or None when it declares none."""
-    options = declared_options(formulation)
-    return None if options is None else options.parameters()
+def declared_parameters(formulation: Any) -> tuple[Parameter, ...]:
+    """The rows of the formulation's ``Options`` class (empty: it takes no parameters)."""
+    return declared_options(formulation).parameters()
 
 
 def _check_values(declared: tuple[Parameter, ...], params: Mapping[str, Any], where: str, sep: str, name: str,
@@ -294,11 +273,9 @@ def check_parameters(formulation: Any, params: Mapping[str, Any], where: str, se
     every value accepted and the values pass the ``Options`` declaration's ``validate``.
     ``where`` names the place, e.g. ``x.yaml: grid.formulations[2].params`` (keys joined with
     ``sep``), or ``--set`` with ``sep=" "``. ``read_files=False`` skips the declarations' own
-    ``check`` (see ``Parameter``). Nothing is checked for a formulation that declares nothing."""
-    options = declared_options(formulation)
-    if options is not None:
-        options.from_params(params, where, owner=getattr(formulation, "name", "formulation"), sep=sep,
-                            read_files=read_files)
+    ``check`` (see ``Parameter``)."""
+    declared_options(formulation).from_params(params, where, owner=getattr(formulation, "name", "formulation"),
+                                              sep=sep, read_files=read_files)
 
 
 def price_parameters(formulation: Any, params: Mapping[str, Any], where: str, problems: Iterable["ProblemSize"],
@@ -307,14 +284,13 @@ def price_parameters(formulation: Any, params: Mapping[str, Any], where: str, pr
     any of ``problems`` could not fit ``limit`` (default: the memory budget), naming the parameter
     with the largest part as given (``--set chunks=1000000000: needs an estimated ...``; ``where``
     and ``sep`` as in ``check_parameters``). The estimate is the declaration's
-    (``Options.estimate``); only the parameters given are priced, and nothing is priced for a
-    formulation without an ``Options`` declaration. The params were checked already
+    (``Options.estimate``); only the parameters given are priced. The params were checked already
     (``check_parameters``)."""
     from workbench.util import size_guard
 
     options = declared_options(formulation)
     given = {k: v for k, v in params.items() if k not in RUNNER_KEYS}
-    if options is None or not given:
+    if not given:
         return
     resolved = options.from_params(given, where, owner=getattr(formulation, "name", "formulation"), sep=sep,
                                    read_files=False)
@@ -336,32 +312,9 @@ def _as_given(value: Any) -> str:
     return text if len(text) <= 40 else text[:37] + "..."
 
 
-def synthesis_keywords(formulation: Any, params: Mapping[str, Any], where: str = "params") -> dict[str, Any]:
-    """The keywords the runner adds to ``synthesize``: ``options=`` built once from ``params`` for
-    a formulation with an ``Options`` declaration, else (an undeclared one) the params themselves,
-    unchecked. The params were checked when the experiment or ``--set`` was read, so the
-    declarations' file checks are not run again here."""
-    options = declared_options(formulation)
-    given = {k: v for k, v in params.items() if k not in RUNNER_KEYS}
-    if options is None:
-        return given
-    return {"options": options.from_params(given, where, owner=getattr(formulation, "name", "formulation"),
-                                           read_files=False)}
-
-
-def undeclared_warning(formulation: Any) -> str | None:
-    """One warning line for a formulation without an ``Options`` declaration, else None."""
-    if declared_options(formulation) is not None:
-        return None
-    name = getattr(formulation, "name", "formulation")
-    return f"warning: formulation {name!r} has no Options declaration; its params pass to it unchecked"
-
-
 def describe_parameters(formulation: Any) -> list[str]:
     """Help lines: name, accepted values, default, what it does."""
     declared = declared_parameters(formulation)
-    if declared is None:
-        return ["(no Options declaration; any params pass to it unchecked)"]
     if not declared:
         return ["(no parameters)"]
     lines = []

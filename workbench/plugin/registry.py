@@ -1,8 +1,9 @@
 """Formulations and how they are found: registered by name, installed as entry points, or named by import path.
 
 This module is also where a formulation imports the plug-in surface from (docs/adding-a-formulation.md):
-it offers the ``Formulation`` protocol, ``FormulationError`` and ``row_facts``
-(``workbench.plugin.formulation``: what a formulation is), ``Problem`` and ``SynthesisResult``, and for a
+it offers the ``Formulation`` protocol, ``FormulationError``, ``Unsupported`` and ``row_facts``
+(``workbench.plugin.formulation``: what a formulation is), ``synthesize`` (``workbench.plugin.call``:
+how one is called), ``Problem`` and ``SynthesisResult``, and for a
 design formulation (LIBRA) ``DesignProblem`` and ``DesignResult`` (``workbench.plugin.problem``: what
 it is handed and hands back), and the statuses (``workbench.kit.solvers``).
 
@@ -34,7 +35,8 @@ from pathlib import Path
 from typing import Any
 
 from workbench.kit.solvers import STATUSES, Status, smt_status
-from workbench.plugin.formulation import Formulation, FormulationError, instantiate, row_facts
+from workbench.plugin.call import synthesize
+from workbench.plugin.formulation import Formulation, FormulationError, Unsupported, instantiate, row_facts
 from workbench.plugin.installed import entry_points
 from workbench.plugin.problem import DesignProblem, DesignResult, Problem, SynthesisResult
 
@@ -46,6 +48,8 @@ __all__ = [
     "DesignResult",
     "Formulation",
     "FormulationError",
+    "Unsupported",
+    "synthesize",
     "STATUSES",
     "Status",
     "smt_status",

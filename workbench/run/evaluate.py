@@ -185,7 +185,7 @@ def remaining_limit(request: CellRequest) -> float:
 
 def child_run_schedule(request: CellRequest, send: Send) -> dict[str, Any]:
     """A schedule cell in its process: build the problem, synthesize, verify and simulate; the row fields."""
-    from workbench.plugin.parameters import synthesis_keywords
+    from workbench.plugin.call import build_options, synthesize
     from workbench.plugin.registry import resolve_formulation
     from workbench.bounds.yardstick import model_optimal_of, settle_status
 
@@ -194,9 +194,9 @@ def child_run_schedule(request: CellRequest, send: Send) -> dict[str, Any]:
     formulation = resolve_formulation(cell.formulation.name, request.formulation_dir)
     send("ready", None)
     started = time.perf_counter()
-    result = formulation.synthesize(problem, time_limit=solver_time_limit(remaining_limit(request)), seed=cell.seed,
-                                    on_incumbent=lambda algorithm: send("incumbent", algorithm),
-                                    **synthesis_keywords(formulation, request.cell.formulation.params))
+    result = synthesize(formulation, problem, time_limit=solver_time_limit(remaining_limit(request)), seed=cell.seed,
+                        on_incumbent=lambda algorithm: send("incumbent", algorithm),
+                        options=build_options(formulation, cell.formulation.params))
     seconds = time.perf_counter() - started
     summary = {"status": result.status, "synthesis_seconds": seconds, "stats": result.stats,
                "message": result.message, "claimed_times": result.claimed_times}
@@ -256,7 +256,7 @@ def provenance(request: CellRequest, status: str, seconds: float) -> dict[str, A
 
     name = request.cell.formulation.name
     given = {k: v for k, v in request.cell.formulation.params.items() if k not in RUNNER_KEYS}
-    declared = declared_parameters(resolve_formulation(name, request.formulation_dir)) or ()
+    declared = declared_parameters(resolve_formulation(name, request.formulation_dir))
     params = {**{p.name: p.default for p in declared}, **given}
     return {"formulation": name, "params": params, "seed": request.cell.seed, "status": status,
             "synthesis_seconds": seconds}
@@ -314,7 +314,7 @@ def _save_into(fields: dict[str, Any], algorithms: list, request: CellRequest, s
 
 def child_run_design(request: CellRequest, send: Send) -> dict[str, Any]:
     """A design cell in its process: the design formulation's bandwidths, time and cost as row fields."""
-    from workbench.plugin.parameters import synthesis_keywords
+    from workbench.plugin.call import build_options, synthesize
     from workbench.plugin.registry import DesignProblem, resolve_formulation
 
     cell = request.cell
@@ -327,8 +327,8 @@ def child_run_design(request: CellRequest, send: Send) -> dict[str, Any]:
                             objective=problem_data.pop("objective", "performance"))
     send("ready", None)
     started = time.perf_counter()
-    result = formulation.synthesize(problem, time_limit=solver_time_limit(request.time_limit), seed=cell.seed,
-                                    **synthesis_keywords(formulation, request.cell.formulation.params))
+    result = synthesize(formulation, problem, time_limit=solver_time_limit(request.time_limit), seed=cell.seed,
+                        options=build_options(formulation, cell.formulation.params))
     seconds = time.perf_counter() - started
     send("synthesized", {"status": result.status, "synthesis_seconds": seconds})
     return {"status": result.status, "synthesis_seconds": seconds, "bandwidths": list(result.bandwidths),
