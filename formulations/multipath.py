@@ -4,7 +4,7 @@ Paper: P. Basu, L. Zhao, J. Fantl, S. Pal, A. Krishnamurthy, J. Khoury, "Efficie
 Collective Communication Schedules for Direct-Connect Topologies" (HPDC 2024). Their method solves
 the multi-commodity-flow (MCF) LP of the All-to-All, decomposes its flows into weighted paths and
 turns those into a schedule. This formulation follows that route with the workbench's own pieces
-and choices: the LP and its decomposition live on the floor (``workbench.bounds.flow_routes``), and the
+and choices: the LP and its decomposition live in the workbench (``workbench.bounds.flow_routes``), and the
 schedule is a pipeline of equal pieces, not the paper's time-stepped link schedule. Method note:
 ``docs/methods/baselines.md`` section 10.
 

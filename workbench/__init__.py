@@ -1,3 +1,3 @@
 """Collective-communication algorithm synthesis workbench: one IR, one verifier, one simulator."""
 
-__version__ = "0.2.0"
+__version__ = "0.3.0"

@@ -66,7 +66,7 @@ exact capacities, every check passed) for all-gather, reduce-scatter, broadcast 
 "feasible" for a fixed k above the optimum and for all-reduce (RS + AG is not a proven all-reduce
 optimum); "timeout" when ``time_limit`` ran out in the tree construction (no algorithm). The
 proof holds in the throughput model (``meta.model_optimal = "forestcoll-throughput"``); the row's
-status is the floor's, by the simulated time (``workbench.bounds.yardstick``). The simulated time
+status is the workbench's, by the simulated time (``workbench.bounds.yardstick``). The simulated time
 approaches the bandwidth term ``M U / (N k)`` as P grows; the pipeline fill
 ``(H - 1) T*/P`` and the packing of cut-through transfers into rounds (``slots.round_slots``)
 are the remaining gap.

@@ -435,7 +435,7 @@ def _scheduled(problem: Problem, forests: dict[str, Forest], pieces: int | None,
         algorithm = claim_listing(algorithm, size, None if deadline.unlimited else deadline.remaining(),
                                   claimed=True)  # fastest_depth claimed it
     algorithm.meta.update(meta)
-    if status == "optimal":  # proven in the throughput model; the floor judges the simulated time
+    if status == "optimal":  # proven in the throughput model; the workbench judges the simulated time
         algorithm.meta["model_optimal"] = "forestcoll-throughput"
     stats = {"transfers": algorithm.total_transfers, "max_flows": meta["max_flows"], "tree_seconds": tree_seconds,
              "groups": meta["groups"], "claim_seconds": claim_seconds, "seconds": seconds}

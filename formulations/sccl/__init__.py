@@ -45,7 +45,7 @@ one algorithm per frontier point) and ``least-steps`` (the smallest S for the pr
 R = S + k). Status by the SMT rule of docs/architecture.md ("Statuses"): sat -> feasible (optimal when the bounds prove both
 S = a_l and R/C = b_l, or a Pareto search completes at b_l), unsat -> infeasible (also when a
 bound rejects the instance without calling the solver), unknown -> timeout. "optimal" is proven
-in SCCL's step model (``meta.model_optimal = "sccl-steps"``); the row's status is the floor's, by
+in SCCL's step model (``meta.model_optimal = "sccl-steps"``); the row's status is the workbench's, by
 the simulated time (``workbench.bounds.yardstick``).
 """
 

@@ -58,7 +58,7 @@ def synthesize(formulation: Any, problem: Problem, *, time_limit: float, seed: i
                                     f"{algorithm.meta['rounds']})")
         if note is not None:
             algorithm.meta.update(backend_requested=options.backend, backend_note=note)
-        if status == "optimal":  # proven in the (C, S, R) step model; the floor judges the simulated time
+        if status == "optimal":  # proven in the (C, S, R) step model; the workbench judges the simulated time
             algorithm.meta["model_optimal"] = "sccl-steps"
     return SynthesisResult(algorithms, status, seconds, stats, message=message)
 
@@ -115,7 +115,7 @@ class _Search:
         return result
 
     def _finish(self, algorithm: Algorithm) -> Algorithm:
-        """Map a solved base algorithm back to the requested collective (spec 2.2) by the floor's duality.
+        """Map a solved base algorithm back to the requested collective (spec 2.2) by the workbench's duality.
 
         Every gather run the duality asks for is the one base solve: RS is the base all-gather (solved
         on the reversed topology) run backwards, and AR's all-gather half is that same all-gather,

@@ -7,7 +7,7 @@ paper's, what is ours where its text is not public).
 
 Pipeline (one module each):
 
-1. decomposition (the floor's ``workbench.kit.decomposition``): the box and rail dimensions of a
+1. decomposition (the workbench's ``workbench.kit.decomposition``): the box and rail dimensions of a
    boxes-by-rails cluster, its groups and their isomorphism classes under the verified
    translations;
 2. sketch exploration (``sketches``): stage sequences of sub-demands, pruned by three rules, with
@@ -42,7 +42,7 @@ Parameters (``SycclOptions``): ``max_stages`` (3), ``prune_ratio`` (3.0), ``max_
 chunks per rank until doubling stops helping; or a list such as "1,2,4", or one integer, each from 1
 to 1,000,000: anything else is refused where the parameters are read), ``max_transfers`` (2,000,000).
 
-Status ``feasible`` (the floor labels it ``optimal`` only when the simulated time meets the
+Status ``feasible`` (the workbench labels it ``optimal`` only when the simulated time meets the
 problem's bound, ``workbench.bounds.yardstick``); ``timeout`` when the time limit ended the
 candidate search (the best candidate so far is returned); ``error`` naming why when the search
 ended before the time limit without a candidate (every depth above ``max_transfers``). Claimed time: the chosen schedule's

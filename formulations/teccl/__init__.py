@@ -34,7 +34,7 @@ Paper symbol -> code name:
 Status by the rule of docs/architecture.md ("Statuses"): HiGHS's status of the main solve (MILP, LP or the last A* round);
 ``timeout`` when a limit ended it, with the incumbent (the greedy warm start at worst) attached.
 "optimal" is proven in the epoch model (``meta.model_optimal = "teccl-epochs"``); the row's status
-is the floor's, by the simulated time (``workbench.bounds.yardstick``).
+is the workbench's, by the simulated time (``workbench.bounds.yardstick``).
 
 With ``symmetry: dimensions`` (and ``rounds``, 16) this model solves only one rail group's and one
 box group's All-Gather of a rail cluster whose translations verify; the answers are translated to

@@ -45,23 +45,19 @@ Rows (tags):
 The chosen flows go through the silly-flow removal of note 2.7 (``epochs.prune_flows``). The MIP
 start is a schedule by the same rules (``greedy.greedy_schedule``, or an unfinished A* run
 completed by it), set on ``f``, ``b`` and ``x`` (``_start_vector``).
-
-``EpochSchedule``, ``Flow``, ``prune_flows`` and ``finish_epoch`` live in ``epochs`` and
-``greedy_schedule`` in ``greedy``; the old names here still import.
 """
 
 from __future__ import annotations
 
 import time as clock
 from collections import defaultdict
-from typing import Any
 
 from formulations.teccl.epochs import Edge, EpochGraph, EpochSchedule, Flow, finish_epoch, prune_flows
 from workbench.model.algorithm import no_cyclic_gc
 from workbench.model.collective import Collective
 from workbench.kit.milp import MilpModel, VarFamily, total
 
-__all__ = ["solve_milp", "EpochSchedule", "Flow", "prune_flows", "finish_epoch"]
+__all__ = ["solve_milp"]
 
 
 def solve_milp(graph: EpochGraph, collective: Collective, horizon: int, *, time_limit: float, mip_gap: float = 1e-4,
@@ -245,12 +241,3 @@ def _start_vector(model: MilpModel, graph: EpochGraph, f: VarFamily, b: VarFamil
             if (c, e.dst, t) in b:
                 vector[b.col((c, e.dst, t))] = 1.0
     return vector
-
-
-def __getattr__(name: str) -> Any:
-    """``greedy_schedule`` under its old home (it moved to ``greedy``)."""
-    if name == "greedy_schedule":
-        from formulations.teccl.greedy import greedy_schedule
-
-        return greedy_schedule
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

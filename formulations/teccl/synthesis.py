@@ -57,7 +57,7 @@ def synthesize(formulation: Any, problem: Problem, *, time_limit: float, seed: i
         return SynthesisResult([], stop.status, deadline.elapsed(), stop.stats, [], stop.message)
     seconds = deadline.elapsed()
     algorithm.meta["mip_gap"] = options.gap  # the gap the solves used ("auto" resolved)
-    if status == "optimal":  # proven in the epoch model; the floor judges the simulated time
+    if status == "optimal":  # proven in the epoch model; the workbench judges the simulated time
         algorithm.meta["model_optimal"] = "teccl-epochs"
     if on_incumbent is not None:
         on_incumbent(algorithm)

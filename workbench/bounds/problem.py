@@ -38,7 +38,7 @@ def lower_bounds(topology: Topology, collective: Collective, chunk_bytes: float,
                  lp_max_variables: int = 1_000_000, alpha_beta: bool = True) -> Bounds:
     """All bounds for one problem (the enumerated cut and the LP only where they are cheap enough).
 
-    Each holds for every chunking of the problem (they count bytes, not chunks); the floor measures
+    Each holds for every chunking of the problem (they count bytes, not chunks); the workbench measures
     schedules with ``problem_bounds``, which also makes the numbers identical across chunkings.
     """
     size = collective.size_bytes(chunk_bytes)

@@ -2,7 +2,7 @@
 
 A formulation can prove optimality only in its own model (SCCL's steps, TE-CCL's epochs,
 ForestColl's throughput); none of these is the simulator's time at the problem's size, where
-alpha, chunking and link contention all count. So the floor decides a schedule row's ``status``
+alpha, chunking and link contention all count. So the workbench decides a schedule row's ``status``
 after verification and simulation, by one rule for every formulation:
 
 * a formulation's ``optimal`` or ``feasible`` becomes ``optimal`` when the fastest schedule's

@@ -12,7 +12,7 @@ Groups: ``files`` (topology, builders, verify, simulate, bounds, formulations), 
 light modules at its top and the rest when its command runs, so ``--help`` stays fast.
 
 A formulation adds its own commands through the ``workbench.commands`` entry points, read after the
-floor's groups (``libra`` is LIBRA's): each names a ``register(sub)`` that adds subparsers, in a
+workbench's groups (``libra`` is LIBRA's): each names a ``register(sub)`` that adds subparsers, in a
 module that imports only argparse-level things at its top. One that fails to load or register is
 left out with a one-line warning (so is one whose command name is taken); the other commands work.
 

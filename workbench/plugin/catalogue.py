@@ -1,7 +1,7 @@
 """The formulations catalogue, ``docs/formulations.md``, written from what the formulations declare.
 
 ``formulations_markdown()`` reads every formulation installed under the ``workbench.formulations``
-entry points (through the registry, as ``workbench formulations`` does: the floor never imports a
+entry points (through the registry, as ``workbench formulations`` does: the workbench never imports a
 formulation by module name) and writes one Markdown page:
 
 * a summary table: name, kind, what it does (the first sentence of its module's docstring, or of

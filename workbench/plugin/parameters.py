@@ -175,7 +175,7 @@ class Options:
     """Base of a formulation's options: a frozen dataclass whose fields are ``option(...)``.
 
     The values are those given (as written) over the declared defaults. ``validate`` holds the
-    rules a field's declaration cannot say (across fields); the floor runs it with the other checks.
+    rules a field's declaration cannot say (across fields); the workbench runs it with the other checks.
     This base, with no fields, is the declaration of a formulation that takes no parameters.
     """
 
@@ -219,7 +219,7 @@ class Options:
     def estimate(self, problem: "ProblemSize") -> list[tuple[str, float]]:
         """What the work these values ask for needs on ``problem`` (a
         ``workbench.util.size_guard.ProblemSize``: the problem by its numbers, nothing built), as
-        (parameter, estimated bytes) parts; the floor (``price_parameters``) prices the parts of
+        (parameter, estimated bytes) parts; the workbench (``price_parameters``) prices the parts of
         the parameters given against the memory budget before a cell starts. None here: a
         formulation whose parameters scale its work or memory says how (its figures documented
         with the size guard's)."""

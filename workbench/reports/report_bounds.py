@@ -8,7 +8,7 @@ proven so is the column called "Optimum". Nothing else earns the word: the max-f
 exact in the bandwidth term alone.
 
 A formulation's own proof (``model_optimal``: SCCL's steps, TE-CCL's epochs, ForestColl's
-throughput) is shown beside the row status the floor gave (``workbench.bounds.yardstick``).
+throughput) is shown beside the row status the workbench gave (``workbench.bounds.yardstick``).
 """
 
 from __future__ import annotations

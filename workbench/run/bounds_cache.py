@@ -7,7 +7,7 @@ takes 11 s on a DGX-1 and 20 s on a 4x4 torus. A run keeps each problem's bounds
 ``workbench rebound``, which recomputes with the current code, writes them afresh).
 
 The key is a digest of everything the bounds depend on: the topology document, the collective
-without a schedule's chunking, the size, the bound options, ``FORMAT``, the floor's source files
+without a schedule's chunking, the size, the bound options, ``FORMAT``, the workbench's source files
 and the solver libraries' versions (a run resumed after either changed solves again). An entry that cannot be
 read (missing, cut short, not ours, too large, not a regular file) is solved again; bounds an LP
 time limit cut short are not kept (a later cell, with less load beside it, may prove more); nor is
@@ -46,7 +46,7 @@ _code_digest: str | None = None
 
 
 def _code() -> str:
-    """A digest of the floor's source files and the solver libraries' versions (once per process)."""
+    """A digest of the workbench's source files and the solver libraries' versions (once per process)."""
     global _code_digest
     if _code_digest is None:
         from importlib import metadata

@@ -203,7 +203,7 @@ def child_run_schedule(request: CellRequest, send: Send) -> dict[str, Any]:
     send("synthesized", summary)
     fields = {**summary, **problem_fields(problem)}
     fields.pop("claimed_times", None)
-    # the formulation's answer and its proof (in its own model) are kept; the row's status is the floor's
+    # the formulation's answer and its proof (in its own model) are kept; the row's status is the workbench's
     fields.update(solver_status=result.status, model_optimal=model_optimal_of(result.algorithms, result.stats))
     if result.algorithms:
         from workbench.checking.verify import InvalidAlgorithm

@@ -1,4 +1,4 @@
-"""Graph searches shared by the floor and the formulations, in plain Python for the graphs this
+"""Graph searches shared by the workbench and the formulations, in plain Python for the graphs this
 project meets (importing scipy's csgraph costs about 0.4 s, more than most searches here), with
 scipy beyond a size threshold where a search has a scipy twin.
 
