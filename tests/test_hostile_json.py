@@ -109,18 +109,18 @@ def test_rebound_rewrites_old_non_finite_tokens_as_null(finished_run, tmp_path, 
 
 
 def test_simulate_json_prints_null_for_an_infinite_bound_and_a_nan(algo, monkeypatch, capsys):
-    _inflated_bounds(monkeypatch, injection=INF, achievable=NAN)
+    _inflated_bounds(monkeypatch, injection=INF, rs_ag_throughput=NAN)
     assert main(["simulate", str(algo), "--json"]) == 0
     data = strict(capsys.readouterr().out)
-    assert data["bound"] is None and data["efficiency"] is None and data["achievable"] is None
+    assert data["bound"] is None and data["efficiency"] is None and data["rs_ag_throughput"] is None
     assert data["collective_time"] > 0
 
 
 def test_bounds_json_prints_null_for_an_infinity(monkeypatch, capsys):
-    _inflated_bounds(monkeypatch, injection=INF, achievable=NAN)
+    _inflated_bounds(monkeypatch, injection=INF, rs_ag_throughput=NAN)
     assert main(["bounds", "--topology", "ring:4", "--collective", "allgather", "--size", "1MB", "--json"]) == 0
     data = strict(capsys.readouterr().out)
-    assert data["injection"] is None and data["best"] is None and data["achievable"] is None
+    assert data["injection"] is None and data["best"] is None and data["rs_ag_throughput"] is None
 
 
 def test_verify_json_prints_standard_json(algo, monkeypatch, capsys):

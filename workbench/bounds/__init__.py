@@ -33,8 +33,15 @@ says the assumption it rests on:
   out-link form (each transmission *starts* at an NPU) would need switches that do not copy either,
   and here they may: a chunk sent into a switch can leave it for several NPUs, so one NPU send can
   serve many (``gossip_bound``).
-  ``achievable`` = RS* + AG* (both exact optima) is reported beside them: the best known
-  achievable time (reduce-scatter then all-gather), *not* a bound.
+  ``group_gossip``: the same with groups of NPUs (boxes, leaf groups, found from the links) as the
+  parties: ``2(g-1) M`` over the bandwidth of the links entering the groups' NPUs from outside
+  (``group_gossip``).
+  ``two_hop``: until a delivery into some NPU has ended, NPUs send only their raw inputs, so an NPU
+  v either takes the other N-1 raw inputs through its own in-links or waits for two deliveries in a
+  row: ``max_v min(two(v), (N-1) M / B_in(v) + D(v))`` (``two_hop``).
+  ``rs_ag_throughput`` = RS* + AG* (the two throughput optima in sequence) is reported beside
+  them: a throughput figure, *not* a bound and not a time known to be reached (at small sizes it
+  lies below the bounds).
 
 ``best`` is the largest valid bound. ``problem_bounds`` is the yardstick of a problem (topology,
 collective, size): the bounds of the collective without its chunking, so every schedule of the
@@ -55,7 +62,7 @@ without overhead.
 Where each lives: the ``Bounds`` record in ``record``; ``injection``, ``latency``, ``cuts`` (the
 enumerated and sweep cuts), ``optimum_bound`` (the max-flow optimum in seconds; the optima
 themselves in ``optimum``), ``flow_lp``, ``allreduce`` (``splitting_cut``, ``gossip``,
-``achievable``), ``group_cuts``, ``alpha_beta`` and ``ideal`` one module each; ``problem`` puts them
+``group_gossip``, ``two_hop``, ``rs_ag_throughput``), ``group_gossip``, ``two_hop``, ``group_cuts``, ``alpha_beta`` and ``ideal`` one module each; ``problem`` puts them
 together (``lower_bounds``, ``problem_bounds``). This package offers them all under one name.
 """
 

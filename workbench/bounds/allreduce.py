@@ -1,10 +1,13 @@
-"""All-Reduce's bounds (no exact optimum is known on general fabrics) and its best known achievable time.
+"""All-Reduce's bounds (no exact optimum is known on general fabrics) and its RS* + AG* throughput figure.
 
 ``splitting_cut``: every output byte outside a set S of NPUs depends on inputs inside it, so M bytes
 cross every cut that splits the NPUs, in both directions: ``M / min_S min(B+(S), B-(S))`` (+ the
 cut's smallest alpha). ``gossip``: ``2(N-1) M / (sum over NPUs of their in-link bandwidths)``
-(``gossip_bound``). ``achievable`` = RS* + AG* (both exact optima) is not a bound: it is the time of
-reduce-scatter then all-gather, reported beside them.
+(``gossip_bound``); ``group_gossip`` the same with groups of NPUs as the parties
+(``workbench.bounds.group_gossip``); ``two_hop`` raw inputs through each NPU's in-links or two
+deliveries in a row (``workbench.bounds.two_hop``). ``rs_ag_throughput`` = RS* + AG*, the
+Reduce-Scatter and All-Gather throughput optima (each with its cut's alpha) in sequence, is not a
+bound and not a time known to be reached: at small sizes it lies below the bounds.
 """
 
 from __future__ import annotations
@@ -16,19 +19,25 @@ __all__ = ["allreduce_bounds", "gossip_bound"]
 
 
 def allreduce_bounds(topology: Topology, collective: Collective, chunk_bytes: float) -> dict[str, float | None]:
-    """All-Reduce: ``splitting_cut`` and ``gossip`` bounds and the ``achievable`` RS* + AG* (module docstring)."""
+    """All-Reduce: the ``splitting_cut``, ``gossip``, ``group_gossip`` and ``two_hop`` bounds and the
+    ``rs_ag_throughput`` figure (module docstring), in seconds; None where one does not apply."""
+    from workbench.bounds.group_gossip import group_gossip_bound
     from workbench.bounds.optimum import allgather_cut_ratio, reducescatter_cut_ratio, smallest_splitting_cut
+    from workbench.bounds.two_hop import two_hop_bound
 
     n = collective.num_ranks
-    result: dict[str, float | None] = {"splitting_cut": None, "gossip": None, "achievable": None}
+    result: dict[str, float | None] = {"splitting_cut": None, "gossip": None, "group_gossip": None,
+                                       "two_hop": None, "rs_ag_throughput": None}
     if collective.kind != "allreduce" or n != topology.num_npus or n < 2:
         return result
     size = collective.size_bytes(chunk_bytes)
     bandwidth, _, alpha = smallest_splitting_cut(topology)
     result["splitting_cut"] = size / bandwidth * (1 - 1e-12) + alpha + topology.min_overhead()
     result["gossip"] = gossip_bound(topology, collective, chunk_bytes)
+    result["group_gossip"] = group_gossip_bound(topology, collective, chunk_bytes)
+    result["two_hop"] = two_hop_bound(topology, collective, chunk_bytes)
     rs, ag = reducescatter_cut_ratio(topology), allgather_cut_ratio(topology)
-    result["achievable"] = size / n * (rs.seconds_per_byte + ag.seconds_per_byte) + rs.alpha + ag.alpha
+    result["rs_ag_throughput"] = size / n * (rs.seconds_per_byte + ag.seconds_per_byte) + rs.alpha + ag.alpha
     return result
 
 

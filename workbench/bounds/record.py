@@ -27,7 +27,11 @@ class Bounds:
     optimum: float | None = None
     splitting_cut: float | None = None
     gossip: float | None = None
-    achievable: float | None = None  # All-Reduce: RS* + AG*, reported beside the bounds, not one
+    group_gossip: float | None = None  # All-Reduce: the gossip bound with boxes as parties
+    two_hop: float | None = None  # All-Reduce: raw inputs through each in-link, or two deliveries
+    # All-Reduce: RS* + AG*, the two throughput optima in sequence; a throughput figure, not a bound
+    # and not a time a schedule is known to reach at this size
+    rs_ag_throughput: float | None = None
     alpha_beta: float | None = None  # latency and bandwidth together: workbench.bounds.alpha_beta
     optimum_exact: bool = False  # optimum / flow_lp is the proven throughput optimum
     notes: dict[str, str] = field(default_factory=dict)
@@ -41,12 +45,12 @@ class Bounds:
         """The largest bound that holds no path latency (all but ``latency`` and ``alpha_beta``): what
         a caller adds its own latency term to (TE-CCL's hop count); 0 where none is set."""
         return max((v for v in (self.injection, self.cut, self.flow_lp, self.optimum, self.splitting_cut,
-                                self.gossip) if v is not None), default=0.0)
+                                self.gossip, self.group_gossip) if v is not None), default=0.0)
 
     @property
     def best(self) -> float:
-        """The largest valid lower bound (``ideal`` and ``achievable`` are not bounds)."""
-        return max(v for v in (self.bandwidth_best, self.latency, self.alpha_beta) if v is not None)
+        """The largest valid lower bound (``ideal`` and ``rs_ag_throughput`` are not bounds)."""
+        return max(v for v in (self.bandwidth_best, self.latency, self.alpha_beta, self.two_hop) if v is not None)
 
     @property
     def above_schedule(self) -> bool:
@@ -91,6 +95,6 @@ class Bounds:
                                        f"bounds); not used to call the schedule optimal")
         return {"injection": self.injection, "latency": self.latency, "cut": self.cut,
                 "flow_lp": self.flow_lp, "optimum": self.optimum, "splitting_cut": self.splitting_cut,
-                "gossip": self.gossip, "alpha_beta": self.alpha_beta,
-                "best": self.best, "exact": self.exact, "label": self.label,
-                "achievable": self.achievable, "ideal": self.ideal, "notes": notes}
+                "gossip": self.gossip, "group_gossip": self.group_gossip, "two_hop": self.two_hop,
+                "alpha_beta": self.alpha_beta, "best": self.best, "exact": self.exact, "label": self.label,
+                "rs_ag_throughput": self.rs_ag_throughput, "ideal": self.ideal, "notes": notes}

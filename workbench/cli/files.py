@@ -154,10 +154,10 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
     bounds.schedule_time = result.collective_time
     summary = result.summary()
     summary.update(bound=bounds.best, bound_exact=bounds.exact, efficiency=bounds.efficiency(result.collective_time),
-                   achievable=bounds.achievable, ideal=bounds.ideal, claimed_time=algorithm.meta.get("claimed_time"))
+                   rs_ag_throughput=bounds.rs_ag_throughput, ideal=bounds.ideal, claimed_time=algorithm.meta.get("claimed_time"))
     if args.json:
         data = result.to_dict(per_transfer=args.per_transfer) if args.per_transfer or args.links else summary
-        data.update({k: summary[k] for k in ("bound", "bound_exact", "efficiency", "achievable", "ideal",
+        data.update({k: summary[k] for k in ("bound", "bound_exact", "efficiency", "rs_ag_throughput", "ideal",
                                               "claimed_time")})
         print(fastjson.text(data))  # standard JSON: a NaN efficiency (a zero time) or an infinity is null
         return 0
@@ -172,8 +172,6 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
     what = "optimum" if bounds.exact else "best lower bound"
     efficiency = _efficiency_text(summary["efficiency"], bounds.above_schedule)
     print(f"  {what:<16} {format_time(bounds.best)}  ({efficiency})")
-    if bounds.achievable is not None:
-        print(f"  RS* + AG*        {format_time(bounds.achievable)}  (best known achievable, not a bound)")
     print(f"  TACOS ideal      {format_time(bounds.ideal)}")
     print(f"  max link use     {summary['max_link_utilisation']:.1%}")
     print(f"  model            {options['link_model']}, {options['order']}, {options['switch_model']}")
@@ -242,17 +240,19 @@ def _cmd_bounds(args: argparse.Namespace) -> int:
                "cut": "enumerated or sweep cuts", "flow_lp": "multi-commodity flow LP",
                "optimum": "exact max-flow optimum + cut alpha", "splitting_cut": "M / weakest NPU-splitting cut",
                "gossip": "2(N-1)M / NPUs' in-link bandwidth",
+               "group_gossip": "2(g-1)M / bandwidth into g groups of NPUs",
+               "two_hop": "raw inputs through each NPU's in-links, or two deliveries in a row",
                "alpha_beta": "time-expanded flow: alphas and bandwidth together",
-               "achievable": "RS* + AG*: best known achievable, not a bound",
+               "rs_ag_throughput": "RS* + AG* throughput optima in sequence: not a bound",
                "ideal": "TACOS's Ideal metric, not a bound"}
     for key, value in bounds.to_dict().items():
         if key in ("exact", "label", "notes"):
             continue
         if key == "best":
-            print(f"{'best':<14} {format_time(value)}  ({bounds.label})")
+            print(f"{'best':<16} {format_time(value)}  ({bounds.label})")
             continue
         shown = format_time(value) if value is not None else "-"
-        print(f"{key:<14} {shown:<12} {explain.get(key, '')}")
+        print(f"{key:<16} {shown:<12} {explain.get(key, '')}")
     for key, note in bounds.notes.items():
         print(f"note: {key}: {note}")
     return 0

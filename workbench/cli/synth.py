@@ -312,8 +312,6 @@ def _report(fields: dict[str, Any], name: str, limit: float) -> int:
         print(f"collective time   {format_time(fields['collective_time'])} (simulated)" + _claim_note(fields))
         print(f"algbw / busbw     {fields['algbw']:.4g} / {fields['busbw']:.4g} GB/s")
         print(_efficiency_line(fields))
-        if fields.get("achievable") is not None:
-            print(f"RS* + AG*         {format_time(fields['achievable'])} (best known achievable, not a bound)")
     for path in fields.get("algorithm_files", []):
         print(f"wrote             {path}")
     message = fields.get("message")

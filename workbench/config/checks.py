@@ -22,7 +22,7 @@ from workbench.util.units import UnitError, parse_bandwidth, parse_size, parse_t
 __all__ = ["ConfigError", "Checker", "TABLE_VALUES", "EXTRA_COLUMNS", "DESIGN_METRICS", "ROW_METRICS"]
 
 EXTRA_COLUMNS = ("ideal", "bound", "ideal_efficiency", "efficiency", "ideal_dims", "ideal_dims_efficiency", "claimed",
-                 "achievable")
+                 "rs_ag_throughput")
 # every design row has these; a design formulation names its own statistics in ``metrics``
 DESIGN_METRICS = ("status", "bandwidth", "time", "cost", "synthesis_seconds")
 ROW_METRICS = ("status", "label", "optimality", "synthesis_seconds", "collective_time", "claimed_time", "algbw",

@@ -112,11 +112,14 @@ def _kind_notes(table: Any, grouped: Grouped, source: str | None, extras: list[s
         table.notes.append("The bound's bandwidth term is the exact throughput optimum (max-flow over all cuts), "
                            "plus its cut's alpha; what alpha and finite chunks add above it only a schedule shows")
     if any(p.get("splitting_cut") is not None or p.get("gossip") is not None for p in parts):
-        table.notes.append("All-Reduce bound: the weakest NPU-splitting cut, or 2(N-1)M over the bandwidth into the "
-                           "NPUs (one-way gossip; switches do not reduce); no exact All-Reduce optimum is known")
-    if "achievable" in extras:
-        table.notes.append("RS*+AG*: the exact Reduce-Scatter plus All-Gather optima, a time known to be "
-                           "achievable (pipelined tree packing), not a lower bound")
+        table.notes.append("All-Reduce bound: the weakest NPU-splitting cut, 2(N-1)M over the bandwidth into the "
+                           "NPUs or 2(g-1)M over the bandwidth into g groups of them (one-way gossip; switches do "
+                           "not reduce), or raw inputs through each NPU's in-links against two deliveries in a row; "
+                           "no exact All-Reduce optimum is known")
+    if "rs_ag_throughput" in extras:
+        table.notes.append("RS*+AG* throughput: the Reduce-Scatter and All-Gather throughput optima in sequence, "
+                           "each with its cut's alpha; neither a lower bound nor a time known to be reached (at "
+                           "small sizes it lies below the bound)")
 
 
 def model_notes(table: Any, grouped: Grouped) -> None:

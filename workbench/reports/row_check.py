@@ -17,7 +17,7 @@ __all__ = ["row_problem", "ROW_NUMBERS", "ROW_TEXTS"]
 
 # what the tables read of a row, by type: numbers (or null) they compute with, text they group by
 ROW_NUMBERS = ("size_bytes", "synthesis_seconds", "collective_time", "claimed_time", "algbw", "busbw", "efficiency",
-               "bound", "ideal", "ideal_dims", "achievable", "ideal_efficiency", "ideal_dims_efficiency",
+               "bound", "ideal", "ideal_dims", "rs_ag_throughput", "ideal_efficiency", "ideal_dims_efficiency",
                "design_time", "cost")
 ROW_TEXTS = {"schedule": ("formulation", "collective", "status"), "design": ("design", "status")}
 

@@ -40,7 +40,7 @@ CHUNK_BYTES = "chunk_bytes"
 # ---------------------------------------------------------------- the evaluation
 BOUND = "bound"
 BOUND_EXACT = "bound_exact"
-ACHIEVABLE = "achievable"
+RS_AG_THROUGHPUT = "rs_ag_throughput"
 IDEAL = "ideal"
 IDEAL_DIMS = "ideal_dims"
 BOUNDS = "bounds"

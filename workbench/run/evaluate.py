@@ -132,7 +132,7 @@ def evaluate_algorithms(algorithms: list, problem, evaluation: Evaluation,
     # still above after a fresh solve: a bug in the bounds, recorded in the row (``settle_status``)
     above = bound_above(bounds.best, fastest)
     fields: dict[str, Any] = {R.BOUND: bounds.best, R.BOUND_EXACT: bounds.exact and not above,
-                              R.ACHIEVABLE: bounds.achievable, R.IDEAL: bounds.ideal, R.IDEAL_DIMS: ideal_dims,
+                              R.RS_AG_THROUGHPUT: bounds.rs_ag_throughput, R.IDEAL: bounds.ideal, R.IDEAL_DIMS: ideal_dims,
                               R.BOUNDS: bounds.to_dict()}
     if best is None:
         return fields

@@ -6,7 +6,7 @@ recomputes, for every schedule row of the run's config, the problem's bounds
 (``workbench.bounds.problem_bounds``: they depend on the topology, collective and size only, so
 every bound of the row is recomputed, including those older rows took from a schedule's chunk
 size; each problem is solved once and the run's bounds cache, ``bounds/``, is rewritten with it).
-``bound``, ``bound_exact``, ``achievable``, ``efficiency`` and ``bounds`` are rewritten,
+``bound``, ``bound_exact``, ``rs_ag_throughput``, ``efficiency`` and ``bounds`` are rewritten,
 the status is decided again by ``workbench.bounds.yardstick`` (the formulation's kept as
 ``solver_status``), the rows file is replaced atomically and the report re-rendered, under the
 folder's lock (a live run's folder is refused, naming the run). Lines of rows.jsonl that are not
@@ -53,7 +53,7 @@ def _refreshed(row: dict[str, Any], cell, design_rows: dict[str, dict[str, Any]]
                                             refresh=True, **options)
     bounds = replace(solved[key], notes=dict(solved[key].notes))
     bounds.schedule_time = row.get(R.COLLECTIVE_TIME)  # the row's schedule meeting the bound proves it
-    update = {R.BOUND: bounds.best, R.BOUND_EXACT: bounds.exact, R.ACHIEVABLE: bounds.achievable,
+    update = {R.BOUND: bounds.best, R.BOUND_EXACT: bounds.exact, R.RS_AG_THROUGHPUT: bounds.rs_ag_throughput,
               R.BOUNDS: {**bounds.to_dict(), "refreshed": True}}
     if row.get(R.COLLECTIVE_TIME):
         update[R.EFFICIENCY] = bounds.efficiency(row[R.COLLECTIVE_TIME])
