@@ -20,10 +20,11 @@ flat form (proof: docs/bounds.md, "The group gossip bound").
 
 from __future__ import annotations
 
-from typing import Iterator
+from typing import Callable, Iterator
 
 from workbench.model.collective import Collective
-from workbench.topology import Topology
+from workbench.topology import Link, Topology
+from workbench.topology.structure import link_components
 
 __all__ = ["group_gossip_bound", "candidate_groups", "entering_links"]
 
@@ -54,20 +55,20 @@ def candidate_groups(topology: Topology) -> Iterator[list[int]]:
     """Partitions of the NPUs, each a group label per NPU (module docstring), without repeats."""
     seen: set[tuple[int, ...]] = set()
     for bandwidth in sorted({l.bandwidth for l in topology.links}, reverse=True):
-        labels = _components(topology, [l for l in topology.links if l.bandwidth >= bandwidth], set())
+        labels = _components(topology, lambda link, floor=bandwidth: link.bandwidth >= floor)
         if tuple(labels) not in seen:
             seen.add(tuple(labels))
             yield labels
     levels = _switch_levels(topology)
     for level in sorted(set(levels.values()), reverse=True):
         removed = {s for s, lv in levels.items() if lv >= level}
-        labels = _components(topology, topology.links, removed)
+        labels = _components(topology, lambda link, gone=removed: link.src not in gone and link.dst not in gone)
         if tuple(labels) not in seen:
             seen.add(tuple(labels))
             yield labels
 
 
-def entering_links(topology: Topology, groups: list[int]) -> list:
+def entering_links(topology: Topology, groups: list[int]) -> list[Link]:
     """The in-links of NPUs that a delivery from another group can end on (module docstring)."""
     reached_by = _groups_reaching_switches(topology, groups)
     entering = []
@@ -101,21 +102,11 @@ def _groups_reaching_switches(topology: Topology, groups: list[int]) -> dict[int
     return reached
 
 
-def _components(topology: Topology, links: list, removed: set[int]) -> list[int]:
-    """A group label per NPU: NPUs joined by ``links`` (either direction) not through ``removed`` nodes."""
-    parent = list(range(topology.num_nodes))
-
-    def root(x: int) -> int:
-        while parent[x] != x:
-            parent[x] = parent[parent[x]]
-            x = parent[x]
-        return x
-
-    for link in links:
-        if link.src not in removed and link.dst not in removed:
-            parent[root(link.src)] = root(link.dst)
+def _components(topology: Topology, keep: Callable[[Link], bool]) -> list[int]:
+    """A group label per NPU: NPUs joined by the kept links, either direction (``link_components``)."""
+    roots = link_components(topology, keep)
     labels: dict[int, int] = {}
-    return [labels.setdefault(root(v), len(labels)) for v in topology.npus]
+    return [labels.setdefault(roots[v], len(labels)) for v in topology.npus]
 
 
 def _switch_levels(topology: Topology) -> dict[int, int]:
