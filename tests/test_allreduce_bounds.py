@@ -72,7 +72,7 @@ def boxes_on_a_switch(draw) -> Topology:
     return Topology.create(n, links, 1, "boxes on a switch")
 
 
-SCHEDULES = ["ring", "direct", "rhd", "tacos", "bfs-trees"]
+SCHEDULES = ["ring", "direct", "rhd", "tacos", "bfs-trees", "oneshot", "rd"]
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])

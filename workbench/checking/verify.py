@@ -8,6 +8,11 @@ overlap (double counting). An algorithm is valid when
 2. replaying the default simulation's timeline (arrivals at an instant in file order, before any
    start at that instant) every transfer reads exactly what it read in the file-order replay.
 
+A transfer may read an earlier value of its source (``Transfer.read``): its input, or a snapshot
+of what it held right after a named earlier transfer into it arrived. Both replays keep those
+values beside the buffers; on the timeline a snapshot exists only once its transfer has arrived.
+Such algorithms are replayed in Python (the compiled replays do not model snapshots).
+
 A periodic schedule (``workbench.model.periodic``) is checked on one piece plus the repetition rule
 (see the section at the end).
 
@@ -22,6 +27,7 @@ from typing import Any
 
 from workbench.util.lazy import lazy_module
 from workbench.model.algorithm import Algorithm
+from workbench.model.transfer import READ_INPUT
 from workbench.compiled.engines import choose_engine
 from workbench.model.periodic import PeriodError, check_repetition, one_piece, piece_collective
 from workbench.checking.simulate import DEFAULT_MODEL, SimulationError, SimulationResult, simulate, simulate_with_arrays
@@ -97,13 +103,7 @@ def check_structure(algorithm: Algorithm) -> None:
             if not (0 <= d < t.id):
                 raise InvalidAlgorithm(f"transfer {t.id}: dependency {d} does not name an earlier transfer",
                                        transfer=t.id, kind="structure")
-        if len(set(t.chunks)) != len(t.chunks):
-            raise InvalidAlgorithm(f"transfer {t.id}: a chunk appears twice in one message", transfer=t.id,
-                                   kind="structure")
-        for c in t.chunks:
-            if not (0 <= c < num_chunks):
-                raise InvalidAlgorithm(f"transfer {t.id}: chunk {c} does not exist (chunks 0..{num_chunks - 1})",
-                                       transfer=t.id, chunk=c, kind="structure")
+        _check_chunks(t, num_chunks)
         if t.op == "reduce":
             if not combining or t.dst >= first_switch:
                 _bad_reduce(t, collective, first_switch)
@@ -111,7 +111,40 @@ def check_structure(algorithm: Algorithm) -> None:
             raise InvalidAlgorithm(f"transfer {t.id}: unknown op {t.op!r}", transfer=t.id, kind="structure")
         if (t.src, t.dst) not in connected:  # each pair's route looked up once
             _check_connected(topology, t, connected)
+        if t.read is not None:
+            _check_read(algorithm, t)
 
+
+def _check_chunks(t, num_chunks: int) -> None:
+    """Each chunk of ``t`` exists and appears once."""
+    if len(set(t.chunks)) != len(t.chunks):
+        raise InvalidAlgorithm(f"transfer {t.id}: a chunk appears twice in one message", transfer=t.id,
+                               kind="structure")
+    for c in t.chunks:
+        if not (0 <= c < num_chunks):
+            raise InvalidAlgorithm(f"transfer {t.id}: chunk {c} does not exist (chunks 0..{num_chunks - 1})",
+                                   transfer=t.id, chunk=c, kind="structure")
+
+
+def _check_read(algorithm: Algorithm, t) -> None:
+    """An earlier-value read: from an NPU; after transfer k only where k is an earlier transfer into
+    that NPU that carried every chunk read (the snapshot a runtime keeps is of what k delivered to)."""
+    if algorithm.period is not None:
+        raise InvalidAlgorithm(f"transfer {t.id}: a periodic schedule cannot read earlier values",
+                               transfer=t.id, kind="structure")
+    if algorithm.topology.is_switch(t.src):
+        raise InvalidAlgorithm(f"transfer {t.id}: switch {t.src} keeps no earlier values to read",
+                               transfer=t.id, kind="structure")
+    if t.read == READ_INPUT:
+        return
+    if not (0 <= t.read < t.id):
+        raise InvalidAlgorithm(f"transfer {t.id}: reads the value after transfer {t.read}, which is not an "
+                               f"earlier transfer", transfer=t.id, kind="structure")
+    after = algorithm.transfers[t.read]
+    if after.dst != t.src or not set(t.chunks) <= set(after.chunks):
+        raise InvalidAlgorithm(f"transfer {t.id}: reads node {t.src}'s chunks {list(t.chunks)} after transfer "
+                               f"{t.read}, which delivered chunks {list(after.chunks)} to node {after.dst}",
+                               transfer=t.id, kind="structure")
 
 def _check_connected(topology, t, connected: dict[tuple[int, int], bool]) -> None:
     """InvalidAlgorithm when no path leads from ``t``'s src to its dst; else the pair is noted."""
@@ -160,6 +193,7 @@ def _file_order_replay(algorithm: Algorithm) -> tuple[list, list, dict[int, int]
     buffer read (-1 = initial), plus the final state."""
     num_chunks = algorithm.collective.num_chunks
     state = _initial_state(algorithm)
+    earlier = _EarlierValues(algorithm, state)
     writer: dict[int, int] = {}
     reads: list = [None] * len(algorithm.transfers)
     read_from: list = [None] * len(algorithm.transfers)
@@ -169,11 +203,11 @@ def _file_order_replay(algorithm: Algorithm) -> tuple[list, list, dict[int, int]
         sources = []
         for c in t.chunks:
             key = src_base + c
-            value = state.get(key)
+            value = state.get(key) if t.read is None else earlier.value(t, key)
             if not value:
                 _fail_nothing(algorithm, t, c)
             values.append(value)
-            sources.append(writer.get(key, -1))
+            sources.append(writer.get(key, -1) if t.read is None else t.read)
         dst_base = t.dst * num_chunks
         for c, value in zip(t.chunks, values):
             target = dst_base + c
@@ -185,6 +219,7 @@ def _file_order_replay(algorithm: Algorithm) -> tuple[list, list, dict[int, int]
                     _fail_double(algorithm, t, c, old & value)
                 state[target] = old | value
             writer[target] = t.id
+        earlier.arrived(t, state)
         if len(values) == 1:  # the common single-chunk transfer keeps plain values (less memory)
             reads[t.id] = values[0]
             read_from[t.id] = sources[0]
@@ -192,6 +227,31 @@ def _file_order_replay(algorithm: Algorithm) -> tuple[list, list, dict[int, int]
             reads[t.id] = tuple(values)
             read_from[t.id] = tuple(sources)
     return reads, read_from, state
+
+
+class _EarlierValues:
+    """The earlier values a replay's transfers read (``Transfer.read``): the initial state, and a
+    snapshot of a node's chunks taken when a transfer that some later transfer reads after arrives."""
+
+    def __init__(self, algorithm: Algorithm, state: dict[int, int]) -> None:
+        self.num_chunks = algorithm.collective.num_chunks
+        self.initial = dict(state) if any(t.read is not None for t in algorithm.transfers) else {}
+        self.wanted = {t.read for t in algorithm.transfers if t.read is not None and t.read >= 0}
+        self.snapshots: dict[int, dict[int, int]] = {}
+
+    def arrived(self, t, state: dict[int, int]) -> None:
+        """Transfer ``t`` has been applied: keep what its destination now holds, if it is read later."""
+        if t.id in self.wanted:
+            base = t.dst * self.num_chunks
+            self.snapshots[t.id] = {base + c: state.get(base + c, 0) for c in t.chunks}
+
+    def value(self, t, key: int) -> int | None:
+        """What ``t`` reads at buffer ``key``: the input, or the snapshot after ``t.read`` (None:
+        that transfer has not arrived yet)."""
+        if t.read == READ_INPUT:
+            return self.initial.get(key)
+        snapshot = self.snapshots.get(t.read)
+        return None if snapshot is None else snapshot.get(key)
 
 
 def _fail_nothing(algorithm: Algorithm, t, chunk: int) -> None:
@@ -250,11 +310,15 @@ def _timeline_replay(algorithm: Algorithm, simulation: SimulationResult, reads: 
     event_kind = kinds[order].tolist()
     event_id = ids[order].tolist()
     state = _initial_state(algorithm)
+    earlier = _EarlierValues(algorithm, state)
     writer: dict[int, int] = {}
     carried: list = [None] * count
     transfers = algorithm.transfers
     for kind, tid in zip(event_kind, event_id):
         t = transfers[tid]
+        if kind == 1 and t.read is not None:  # start: read an earlier value
+            carried[tid] = _earlier_on_timeline(algorithm, simulation, earlier, t, reads[tid])
+            continue
         if kind == 1:  # start: read the source buffers
             base = t.src * num_chunks
             if len(t.chunks) == 1:
@@ -279,6 +343,25 @@ def _timeline_replay(algorithm: Algorithm, simulation: SimulationResult, reads: 
             else:
                 state[target] = state.get(target, 0) | value
             writer[target] = tid
+        earlier.arrived(t, state)
+
+
+def _earlier_on_timeline(algorithm: Algorithm, simulation: SimulationResult, earlier: _EarlierValues, t,
+                         planned) -> Any:
+    """The earlier value ``t`` reads at its start on the timeline, which must be what it read in
+    file order: after transfer k only once k has arrived (a snapshot is taken on arrival)."""
+    base = t.src * algorithm.collective.num_chunks
+    values = tuple(earlier.value(t, base + c) for c in t.chunks)
+    value = values[0] if len(t.chunks) == 1 else values
+    if value != planned:
+        when = simulation.start[t.id] * 1e6
+        why = ("before that transfer has arrived" if None in values else
+               "but writes into it arrived in another order than listed, so it holds other data than in file order")
+        raise InvalidAlgorithm(
+            f"race: transfer {t.id} reads node {t.src}'s value after transfer {t.read} at t={when:.6g} us in the "
+            f"default execution, {why}; add the missing dependency",
+            transfer=t.id, chunk=t.chunks[0], ranks=(t.src, t.dst), kind="race")
+    return value
 
 
 def _fail_race(algorithm: Algorithm, simulation: SimulationResult, t, chunk: int, planned: int, actual: int) -> None:
@@ -342,6 +425,8 @@ def _verify_compiled(algorithm: Algorithm, timeline: bool, simulation: Simulatio
     from workbench.compiled import verify as fast
     from workbench.compiled.arrays import transfer_arrays
 
+    if any(t.read is not None for t in algorithm.transfers):
+        return None  # earlier-value reads are replayed in Python (module docstring)
     arrays = transfer_arrays(algorithm.transfers)
     if arrays is None or not fast.fits(algorithm, arrays) or not fast.structure_ok(algorithm, arrays):
         return None

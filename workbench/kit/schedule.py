@@ -167,6 +167,8 @@ def order_by_start(algorithm: Algorithm, starts: Sequence[float] | None = None) 
             t.deps = (renumber(deps[0]),)
         elif deps:
             t.deps = tuple(sorted(map(renumber, deps)))
+        if t.read is not None and t.read >= 0:  # a snapshot after transfer k follows k's new id
+            t.read = renumber(t.read)
     listed = [transfers[i] for i in order.tolist()]
     for new_id, t in enumerate(listed):
         t.id = new_id
@@ -290,7 +292,7 @@ def claim_listing(algorithm: Algorithm, size_bytes: float | None = None,
             or (seconds_left is not None and count / SETTLE_RATE > seconds_left):
         return algorithm
     settled = settle_order(Algorithm(algorithm.topology, algorithm.collective, algorithm.chunk_bytes,
-                                     [Transfer(t.id, t.chunks, t.src, t.dst, t.op, t.deps, t.t_start, t.t_end)
+                                     [Transfer(t.id, t.chunks, t.src, t.dst, t.op, t.deps, t.t_start, t.t_end, read=t.read)
                                       for t in algorithm.transfers], dict(algorithm.meta)))
     if claim_in_model(settled) < planned:
         settled.meta["listing"] = "settled"

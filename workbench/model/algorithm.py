@@ -92,6 +92,8 @@ class Algorithm:
         same chunk on several links (a multicast) cannot be reversed.
         """
         self._plain("reverse()")
+        if any(t.read is not None for t in self.transfers):
+            raise ValueError("reverse() does not apply to transfers that read an earlier value")
         target_kind = {"allgather": "reducescatter", "broadcast": "reduce"}.get(self.collective.kind)
         if target_kind is None:
             raise ValueError(f"reverse() applies to allgather or broadcast, not {self.collective.kind}")
@@ -158,8 +160,9 @@ class Algorithm:
             for c in t.chunks:
                 deps.update(touched.get((t.src, c), ()))
                 deps.update(touched.get((t.dst, c), ()))
+            read = t.read + offset if t.read is not None and t.read >= 0 else t.read
             transfers.append(Transfer(t.id + offset, t.chunks, t.src, t.dst, t.op, tuple(sorted(deps)),
-                                      t.t_start, t.t_end))
+                                      t.t_start, t.t_end, read=read))
         phase_one_end = max((t.t_end for t in self.transfers if t.t_end is not None), default=None)
         if phase_one_end is not None:
             for t in transfers[offset:]:

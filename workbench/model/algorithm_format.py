@@ -1,8 +1,10 @@
-"""The algorithm file's document, ``workbench.algorithm/1``, ``/2`` and ``/3``: written from an algorithm, read back with every field checked.
+"""The algorithm file's document, ``workbench.algorithm/1`` to ``/4``: written from an algorithm, read back with every field checked.
 
 ``/1`` is the original format; ``/2`` is ``/1`` plus an ``overhead`` on the embedded topology's
-links, written only when one is non-zero; ``/3`` is ``/2`` plus a ``period`` and per-transfer
-``lag``, written only for a periodic algorithm (``workbench.model.periodic``). The format is a
+links; ``/3`` is ``/2`` plus a ``period`` and per-transfer ``lag`` (``workbench.model.periodic``);
+``/4`` is ``/3`` plus a per-transfer ``read`` (an earlier value of the source: its input, or what
+it held after a named earlier transfer). A writer uses the lowest version that holds the fields
+the algorithm uses (``lowest_format``). The format is a
 contract with outside tools: docs/algorithm-format.md. ``algorithm_document`` builds the
 document, ``read_document`` checks a decoded one into the fields of an ``Algorithm``
 (``AlgorithmFields``); the transfers are read on a fast path where they have the common shape.
@@ -16,11 +18,11 @@ from typing import Any, NamedTuple
 
 from workbench.model.collective import Collective, CollectiveError, collective_from_dict
 from workbench.model.periodic import Period, PeriodError, piece_collective, whole_collective
-from workbench.model.transfer import Transfer
+from workbench.model.transfer import READ_INPUT, Transfer
 from workbench.topology import Topology, TopologyError, topology_from_dict
 
-__all__ = ["FORMAT", "FORMAT_2", "FORMAT_3", "FORMATS", "AlgorithmFormatError", "AlgorithmFields",
-           "algorithm_document", "read_document"]
+__all__ = ["FORMAT", "FORMAT_2", "FORMAT_3", "FORMAT_4", "FORMATS", "AlgorithmFormatError", "AlgorithmFields",
+           "algorithm_document", "lowest_format", "read_document"]
 
 FORMAT = "workbench.algorithm/1"
 # /1 plus an optional ``overhead`` on the embedded topology's links; written only when one is
@@ -29,12 +31,14 @@ FORMAT_2 = "workbench.algorithm/2"
 # /2 plus a ``period`` (one period of transfers, its repeat count and chunk stride) and a per-transfer
 # ``lag``: written only for a periodic algorithm; every other algorithm is a /1 or /2 document
 FORMAT_3 = "workbench.algorithm/3"
-FORMATS = (FORMAT, FORMAT_2, FORMAT_3)
+# /3 plus a per-transfer ``read``: written only where some transfer reads an earlier value
+FORMAT_4 = "workbench.algorithm/4"
+FORMATS = (FORMAT, FORMAT_2, FORMAT_3, FORMAT_4)
 _INF = math.inf
 
 
 class AlgorithmFormatError(ValueError):
-    """A file that is not a well-formed ``workbench.algorithm/1``, ``/2`` or ``/3`` document (schema, types)."""
+    """A file that is not a well-formed ``workbench.algorithm/1`` to ``/4`` document (schema, types)."""
 
 
 class AlgorithmFields(NamedTuple):
@@ -48,17 +52,26 @@ class AlgorithmFields(NamedTuple):
     period: Period | None
 
 
+def lowest_format(algorithm: Any) -> str:
+    """The lowest version that holds every field ``algorithm`` uses: ``/4`` where a transfer reads
+    an earlier value, ``/3`` where it is periodic, ``/2`` where a link has an overhead, else ``/1``."""
+    if any(t.read is not None for t in algorithm.transfers):
+        return FORMAT_4
+    if algorithm.period is not None:
+        return FORMAT_3
+    return FORMAT_2 if algorithm.topology.has_overhead() else FORMAT
+
+
 def algorithm_document(algorithm: Any) -> dict[str, Any]:
-    """The file's document of ``algorithm`` (an ``Algorithm``): ``/3`` when periodic, else ``/2``
-    when some link has an overhead, else ``/1`` as always."""
+    """The file's document of ``algorithm`` (an ``Algorithm``) in its ``lowest_format``."""
     topology, chunk_bytes = algorithm.topology, algorithm.chunk_bytes
+    version = lowest_format(algorithm)
     if algorithm.period is None:
-        version = FORMAT_2 if topology.has_overhead() else FORMAT
         head = {"format": version, "topology": topology.to_dict(),
                 "collective": algorithm.collective.to_dict(algorithm.size_bytes), "chunk_bytes": chunk_bytes}
     else:  # a period writes the collective of one piece (workbench.model.periodic)
         piece = piece_collective(algorithm.collective, algorithm.period)
-        head = {"format": FORMAT_3, "topology": topology.to_dict(),
+        head = {"format": version, "topology": topology.to_dict(),
                 "collective": piece.to_dict(piece.size_bytes(chunk_bytes)), "chunk_bytes": chunk_bytes,
                 "period": algorithm.period.to_dict()}
     return {**head, "transfers": [t.to_dict() for t in algorithm.transfers], "meta": algorithm.meta}
@@ -84,7 +97,9 @@ def read_document(data: Any, source: str, transfers: list[Transfer] | None = Non
     if not isinstance(meta, dict):
         raise AlgorithmFormatError(f"{source}: meta must be an object")
     period = None
-    if data["format"] == FORMAT_3:
+    if data["format"] != FORMAT_4:
+        _no_reads(data, transfers, source)
+    if data["format"] == FORMAT_3 or (data["format"] == FORMAT_4 and "period" in data):
         period = _period(data, collective, transfers, source)
         collective = whole_collective(collective, period.repeat)
     else:
@@ -97,7 +112,7 @@ def _check_head(data: Any, source: str, transfers: list[Transfer] | None) -> Non
     if not isinstance(data, dict):
         raise AlgorithmFormatError(f"{source}: expected a JSON object")
     if data.get("format") not in FORMATS:
-        raise AlgorithmFormatError(f"{source}: format must be {FORMAT!r}, {FORMAT_2!r} or {FORMAT_3!r}, "
+        raise AlgorithmFormatError(f"{source}: format must be one of {', '.join(map(repr, FORMATS))}, "
                                    f"got {data.get('format')!r}")
     for key in ("topology", "collective", "chunk_bytes", "transfers"):
         if key not in data and not (key == "transfers" and transfers is not None):
@@ -150,6 +165,14 @@ def _period(data: dict, piece: Collective, transfers: list[Transfer], source: st
     return period
 
 
+def _no_reads(data: dict, transfers: list[Transfer], source: str) -> None:
+    """No ``read`` outside ``/4``."""
+    reading = next((t for t in transfers if t.read is not None), None)
+    if reading is not None:
+        raise AlgorithmFormatError(f"{source}: transfer {reading.id} reads an earlier value, which needs format "
+                                   f"{FORMAT_4!r}, the file says {data['format']!r}")
+
+
 def _no_period(data: dict, transfers: list[Transfer], source: str) -> None:
     """Neither a period nor a lag outside ``/3``."""
     if "period" in data:
@@ -177,7 +200,8 @@ def _parse_transfers(raw: list, source: str) -> list[Transfer]:
             op = entry.get("op", "copy")
             t_start, t_end = entry.get("t_start"), entry.get("t_end")
             if (type(ident) is int and type(src) is int and type(dst) is int and type(chunk) is int
-                    and "chunks" not in entry and "lag" not in entry and (op == "copy" or op == "reduce")
+                    and "chunks" not in entry and "lag" not in entry and "read" not in entry
+                    and (op == "copy" or op == "reduce")
                     and type(deps) is list
                     and all(type(d) is int for d in deps)
                     and (t_start is None or (type(t_start) is float and 0.0 <= t_start < _INF))
@@ -209,7 +233,20 @@ def _parse_transfer(entry: Any, index: int, source: str) -> Transfer:
     lag = entry.get("lag", 0)
     if not _is_int(lag) or lag < 0:
         raise AlgorithmFormatError(f"{where}.lag: expected an integer >= 0, got {lag!r}")
-    return Transfer(entry["id"], chunks, entry["src"], entry["dst"], op, tuple(deps), times[0], times[1], lag)
+    return Transfer(entry["id"], chunks, entry["src"], entry["dst"], op, tuple(deps), times[0], times[1], lag,
+                    _parse_read(entry, where))
+
+
+def _parse_read(entry: dict, where: str) -> int | None:
+    """``read``: absent (the source's current value), ``"input"`` or an earlier transfer's id."""
+    if "read" not in entry:
+        return None
+    value = entry["read"]
+    if value == "input":
+        return READ_INPUT
+    if not _is_int(value) or value < 0:
+        raise AlgorithmFormatError(f"{where}.read: expected 'input' or the id of an earlier transfer, got {value!r}")
+    return value
 
 
 def _parse_chunks(entry: dict, where: str) -> tuple[int, ...]:

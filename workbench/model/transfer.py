@@ -3,8 +3,10 @@
 A ``Transfer`` moves one chunk (or several contiguous chunks, paying alpha once) from ``src`` to
 ``dst`` as a ``copy`` or a ``reduce``, after the transfers named in ``deps`` have arrived;
 ``t_start`` and ``t_end`` are the times a formulation claims for it, and ``lag`` places a
-periodic schedule's copy (``workbench.model.periodic``). ``to_dict`` is its entry in an algorithm
-file (docs/algorithm-format.md).
+periodic schedule's copy (``workbench.model.periodic``). ``read`` names the value of the source it
+sends: its current one (None), its input (``READ_INPUT``), or what it held right after an earlier
+transfer ``k`` into it (``k``), a snapshot a runtime keeps in scratch (docs/verifier.md). ``to_dict``
+is its entry in an algorithm file (docs/algorithm-format.md).
 """
 
 from __future__ import annotations
@@ -12,7 +14,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["Transfer"]
+__all__ = ["Transfer", "READ_INPUT"]
+
+READ_INPUT = -1  # ``Transfer.read``: the source's input, as it was before any transfer
 
 
 @dataclass(slots=True)
@@ -26,6 +30,7 @@ class Transfer:
     t_start: float | None = None
     t_end: float | None = None
     lag: int = 0  # periodic schedules only: piece k's copy is listed in period k + lag (workbench.model.periodic)
+    read: int | None = None  # None: the source's current value; READ_INPUT: its input; k: its value after transfer k
 
     @property
     def chunk(self) -> int:
@@ -43,5 +48,7 @@ class Transfer:
                      t_start=self.t_start, t_end=self.t_end)
         if self.lag:
             entry["lag"] = self.lag
+        if self.read is not None:
+            entry["read"] = "input" if self.read == READ_INPUT else self.read
         return entry
 

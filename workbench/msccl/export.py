@@ -205,6 +205,10 @@ def _one_iteration(algorithm: Algorithm) -> Algorithm:
 
 def _check_gpu_ends(algorithm: Algorithm) -> None:
     topology = algorithm.topology
+    reading = next((t for t in algorithm.transfers if t.read is not None), None)
+    if reading is not None:  # its scratch copies and both aliasings are not lowered yet
+        raise MscclError(f"transfer {reading.id} reads an earlier value of rank {reading.src}; "
+                         "MSCCL export does not lower earlier-value reads yet")
     for t in algorithm.transfers:
         for end in (t.src, t.dst):
             if topology.is_switch(end):

@@ -222,6 +222,10 @@ def export_plan(algorithm: Algorithm, gpus_per_node: int | None = None, name: st
     the size guard has priced its expansion (``check_expansion``; ``source`` names the algorithm; over
     the budget it does not lower: ``MscclError``, as an expansion past ``MAX_EXPANDED_TRANSFERS``)."""
     algorithm = _written_out(algorithm, source)
+    reading = next((t for t in algorithm.transfers if t.read is not None), None)
+    if reading is not None:
+        raise MscclError(f"{source}: transfer {reading.id} reads an earlier value of rank {reading.src}; "
+                         "MSCCL++ export does not lower earlier-value reads yet")
     collective = algorithm.collective
     n = collective.num_ranks
     per_node = gpus_per_node or n

@@ -1,0 +1,128 @@
+"""Transfers that read an earlier value of their source (``Transfer.read``, ``workbench.algorithm/4``),
+and the one-pass All-Reduce rules written with them (``oneshot``, ``rd``)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from workbench.bounds import problem_bounds
+from workbench.checking.simulate import simulate
+from workbench.checking.verify import InvalidAlgorithm, verify
+from workbench.kit.schedule import order_by_start
+from workbench.model.algorithm import Algorithm, Transfer, load_algorithm
+from workbench.model.algorithm_format import FORMAT, FORMAT_4, AlgorithmFormatError, read_document
+from workbench.model.collective import make_collective
+from workbench.model.transfer import READ_INPUT
+from workbench.msccl.common import MscclError
+from workbench.msccl.export import export_xml
+from workbench.plugin import call
+from workbench.plugin.registry import Problem, get_formulation
+from workbench.topology import build
+
+
+def _oneshot_by_hand(spec: str = "switch:8", read: int | None = READ_INPUT) -> Algorithm:
+    topology = build(spec)
+    n = topology.num_npus
+    collective = make_collective("allreduce", n)
+    sends = [(u, (u + r) % n) for r in range(1, n) for u in range(n)]
+    transfers = [Transfer(i, tuple(range(n)), u, v, "reduce", (), read=read) for i, (u, v) in enumerate(sends)]
+    return Algorithm(topology, collective, collective.chunk_bytes(4096), transfers)
+
+
+def _synth(name: str, spec: str, size: float = 4096) -> Algorithm:
+    topology = build(spec)
+    collective = make_collective("allreduce", topology.num_npus)
+    result = call.synthesize(get_formulation(name), Problem(topology, collective, size), time_limit=30, seed=0)
+    assert result.status == "feasible", result.message
+    return result.algorithms[0]
+
+
+def test_reading_the_inputs_makes_a_one_shot_valid_and_without_them_it_double_counts():
+    verify(_oneshot_by_hand())
+    with pytest.raises(InvalidAlgorithm, match="double counts the contributions of ranks"):
+        verify(_oneshot_by_hand(read=None))
+
+
+def test_oneshot_on_a_switch_at_4kb_is_within_a_tenth_of_the_best_bound():
+    algorithm = _synth("oneshot", "switch:8")
+    verify(algorithm)
+    time = simulate(algorithm).collective_time
+    best = problem_bounds(algorithm.topology, algorithm.collective, 4096).best
+    assert best == pytest.approx(1.0e-6, rel=1e-9) and time <= 1.1 * best
+
+
+@settings(max_examples=12, deadline=None)
+@given(n=st.integers(2, 12), spec=st.sampled_from(["fc", "ring", "switch"]))
+def test_recursive_doubling_is_valid_for_every_rank_count(n, spec):
+    algorithm = _synth("rd", f"{spec}:{n}")
+    verify(algorithm)
+    p = 1 << (n.bit_length() - 1)
+    assert algorithm.meta["steps"] == (p.bit_length() - 1) + (2 if n > p else 0)
+
+
+def test_a_snapshot_read_before_its_transfer_arrives_is_a_race():
+    algorithm = _synth("rd", "fc:4")
+    stripped = [Transfer(t.id, t.chunks, t.src, t.dst, t.op, (), read=t.read) for t in algorithm.transfers]
+    with pytest.raises(InvalidAlgorithm, match="before that transfer has arrived; add the missing dependency"):
+        verify(Algorithm(algorithm.topology, algorithm.collective, algorithm.chunk_bytes, stripped))
+
+
+@pytest.mark.parametrize("change, why", [
+    (lambda t: Transfer(t.id, t.chunks, t.src, t.dst, t.op, t.deps, read=t.id), "is not an earlier transfer"),
+    (lambda t: Transfer(t.id, t.chunks, t.src, t.dst, t.op, t.deps, read=0), "which delivered chunks"),
+])
+def test_a_read_names_an_earlier_transfer_into_its_source(change, why):
+    algorithm = _synth("rd", "fc:4")
+    transfers = list(algorithm.transfers)
+    last = transfers[-1]
+    transfers[-1] = change(last)
+    with pytest.raises(InvalidAlgorithm, match=why):
+        verify(Algorithm(algorithm.topology, algorithm.collective, algorithm.chunk_bytes, transfers), timeline=False)
+
+
+def test_a_switch_keeps_no_earlier_values():
+    topology = build("switch:2")
+    collective = make_collective("allreduce", 2)
+    transfers = [Transfer(0, (0, 1), 0, 2, "copy"), Transfer(1, (0, 1), 2, 1, "reduce", (0,), read=READ_INPUT)]
+    with pytest.raises(InvalidAlgorithm, match="switch 2 keeps no earlier values"):
+        verify(Algorithm(topology, collective, 1e3, transfers), timeline=False)
+
+
+def test_the_file_is_version_4_only_where_a_transfer_reads_an_earlier_value(tmp_path):
+    algorithm = _synth("rd", "fc:6")
+    path = tmp_path / "rd.json"
+    algorithm.save(path)
+    data = json.loads(path.read_text())
+    assert data["format"] == FORMAT_4
+    assert {t.get("read") for t in data["transfers"]} >= {"input"}
+    again = load_algorithm(path)
+    assert [(t.read, t.deps) for t in again.transfers] == [(t.read, t.deps) for t in algorithm.transfers]
+    verify(again)
+    data["format"] = FORMAT
+    with pytest.raises(AlgorithmFormatError, match="reads an earlier value, which needs format"):
+        read_document(data, "rd.json")
+    ring = _synth("ring", "fc:6", 1e6)
+    ring.save(tmp_path / "ring.json")
+    assert json.loads((tmp_path / "ring.json").read_text())["format"] == FORMAT
+
+
+def test_relisting_renumbers_the_snapshots_it_reads():
+    algorithm = _synth("rd", "ring:6")
+    count = len(algorithm.transfers)
+    copy = Algorithm(algorithm.topology, algorithm.collective, algorithm.chunk_bytes,
+                     [Transfer(t.id, t.chunks, t.src, t.dst, t.op, t.deps, read=t.read) for t in algorithm.transfers])
+    relisted = order_by_start(copy, [float(count - i) for i in range(count)])  # latest first where deps allow
+    assert [t.src for t in relisted.transfers] != [t.src for t in algorithm.transfers]
+    for t in relisted.transfers:
+        if t.read is not None and t.read >= 0:
+            assert relisted.transfers[t.read].dst == t.src and t.read in t.deps
+    verify(relisted)
+
+
+def test_export_refuses_earlier_value_reads_in_one_line():
+    with pytest.raises(MscclError, match="does not lower earlier-value reads yet"):
+        export_xml(_synth("oneshot", "fc:4"))
