@@ -41,22 +41,13 @@ from workbench.plugin.formulation import Unsupported
 from workbench.model.collective import Collective
 from workbench.kit.duality import by_duality
 from workbench.util.graphs import Bfs, bfs
+from workbench.topology.structure import npu_neighbours
 from workbench.plugin.parameters import Options, option
 from workbench.plugin.registry import Problem
 from workbench.kit.schedule import DeliveryChain
 from workbench.topology import Topology
 
 __all__ = ["BfsTrees"]
-
-
-def npu_neighbours(topology: Topology) -> list[list[int]]:
-    """For each NPU, the NPUs reachable by a direct link or through switches only."""
-    successors = [topology.out_neighbors(v) for v in range(topology.num_nodes)]
-    result = []
-    for u in topology.npus:
-        reached = bfs(successors, (u,), expand=topology.is_switch).order[1:]  # on through switches only
-        result.append(sorted(v for v in reached if not topology.is_switch(v)))
-    return result
 
 
 def _gather_like(topology: Topology, collective: Collective, chunk_bytes: float, seed: int,

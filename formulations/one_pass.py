@@ -7,10 +7,14 @@ of the sender (``Transfer.read``, ``workbench.algorithm/4``): a runtime keeps it
 without it a rank that has already received would pass its partners' contributions back to them.
 Method note: ``docs/methods/baselines.md`` section 12.
 
-* ``oneshot``: every rank sends its input (``read`` = input) to every other rank, reduced there.
-  In rotation r = 1..N-1 rank u sends to u + r, so every in-link takes one message per rotation;
-  a pair with no direct link goes along the simulator's route. N - 1 messages of M bytes leave and
-  enter every rank: the two-hop bound's raw term (``workbench.bounds.two_hop``).
+* ``oneshot``: every rank's input reaches every other rank once, along a breadth-first tree from
+  it over the NPUs (direct links, or paths through switches only), and is added there. The first
+  hop reads the input (``read`` = input); a relay forwards what the hop before brought it
+  (``read_carried``), so it adds the input and passes it on unchanged. Hops go level by level, and
+  at a level rank u's send to u + r comes in rotation order r, so in-links share the load; where two
+  parents are equally near, trees from different origins pick different ones. On a switch every
+  tree is a star: N - 1 messages of M bytes into every rank, the two-hop bound's raw term
+  (``workbench.bounds.two_hop``); on a ring each input goes both ways, N/2 hops.
 * ``rd``: recursive doubling of whole vectors (R. Thakur, R. Rabenseifner, W. Gropp, "Optimization
   of Collective Communication Operations in MPICH", IJHPCA 19(1), 2005, section 4.4). With p the
   largest power of two <= N, rank r in 0..p-1 exchanges with r XOR d for d = 1, 2, ..., p/2,
@@ -25,10 +29,11 @@ time in the simulator's default model (``workbench.plugin.closed_form``).
 from __future__ import annotations
 
 from workbench.model.algorithm import Algorithm, Transfer
-from workbench.model.transfer import READ_INPUT
+from workbench.model.transfer import READ_INPUT, read_carried
 from workbench.plugin.closed_form import ClosedForm, require_kind
 from workbench.plugin.formulation import Unsupported
 from workbench.plugin.registry import Problem
+from workbench.topology.structure import npu_neighbours
 
 __all__ = ["OneShot", "RecursiveDoubling", "oneshot_schedule", "rd_schedule"]
 
@@ -43,11 +48,48 @@ def _whole_vector(problem: Problem, name: str) -> tuple[int, tuple[int, ...]]:
 
 
 def oneshot_schedule(problem: Problem) -> Algorithm:
-    """Every input to every other rank, in rotations (module docstring)."""
+    """Every input to every other rank along a breadth-first tree from it (module docstring)."""
     n, chunks = _whole_vector(problem, "oneshot")
-    sends = [(u, (u + r) % n) for r in range(1, n) for u in range(n)]
-    transfers = [Transfer(i, chunks, u, v, "reduce", (), read=READ_INPUT) for i, (u, v) in enumerate(sends)]
-    return Algorithm(problem.topology, problem.collective, problem.chunk_bytes, transfers, {"passes": 1})
+    neighbours = npu_neighbours(problem.topology)
+    hops: list[tuple[int, int, int, int, int]] = []  # (depth, position, origin, parent, child)
+    for origin in range(n):
+        parent, depth = _tree(neighbours, origin, n)
+        for child in range(n):
+            if child != origin:
+                hops.append((depth[child], (child - origin) % n, origin, parent[child], child))
+    transfers: list[Transfer] = []
+    into: dict[tuple[int, int], int] = {}  # (origin, rank) -> the transfer that brought it the origin's input
+    for _, _, origin, parent, child in sorted(hops):
+        if parent == origin:
+            read, deps = READ_INPUT, ()
+        else:
+            relay = into[(origin, parent)]
+            read, deps = read_carried(relay), (relay,)
+        into[(origin, child)] = len(transfers)
+        transfers.append(Transfer(len(transfers), chunks, parent, child, "reduce", deps, read=read))
+    return Algorithm(problem.topology, problem.collective, problem.chunk_bytes, transfers,
+                     {"passes": 1, "steps": max(h[0] for h in hops)})
+
+
+def _tree(neighbours: list[list[int]], origin: int, n: int) -> tuple[list[int], list[int]]:
+    """A breadth-first tree of the ranks from ``origin``: parent and depth per rank. Each rank's
+    neighbours are tried starting after ``origin`` (in id order, wrapping), so where two parents
+    are equally near, trees from different origins pick different ones and spread the load."""
+    parent, depth = [-1] * n, [-1] * n
+    depth[origin] = 0
+    frontier = [origin]
+    while frontier:
+        following = []
+        for node in frontier:
+            ordered = sorted((v for v in neighbours[node] if v < n), key=lambda v: (v - origin - 1) % n)
+            for v in ordered:
+                if depth[v] < 0:
+                    parent[v], depth[v] = node, depth[node] + 1
+                    following.append(v)
+        frontier = following
+    if min(depth) < 0:
+        raise Unsupported(f"oneshot: rank {depth.index(-1)} cannot be reached from rank {origin}")
+    return parent, depth
 
 
 def rd_schedule(problem: Problem) -> Algorithm:

@@ -27,7 +27,7 @@ from typing import Any
 
 from workbench.util.lazy import lazy_module
 from workbench.model.algorithm import Algorithm
-from workbench.model.transfer import READ_INPUT
+from workbench.model.transfer import READ_INPUT, read_target, reads_carried
 from workbench.compiled.engines import choose_engine
 from workbench.model.periodic import PeriodError, check_repetition, one_piece, piece_collective
 from workbench.checking.simulate import DEFAULT_MODEL, SimulationError, SimulationResult, simulate, simulate_with_arrays
@@ -127,8 +127,8 @@ def _check_chunks(t, num_chunks: int) -> None:
 
 
 def _check_read(algorithm: Algorithm, t) -> None:
-    """An earlier-value read: from an NPU; after transfer k only where k is an earlier transfer into
-    that NPU that carried every chunk read (the snapshot a runtime keeps is of what k delivered to)."""
+    """An earlier-value read: from an NPU; of transfer k (after it, or what it brought) only where
+    k is an earlier transfer into that NPU that carried every chunk read."""
     if algorithm.period is not None:
         raise InvalidAlgorithm(f"transfer {t.id}: a periodic schedule cannot read earlier values",
                                transfer=t.id, kind="structure")
@@ -137,14 +137,17 @@ def _check_read(algorithm: Algorithm, t) -> None:
                                transfer=t.id, kind="structure")
     if t.read == READ_INPUT:
         return
-    if not (0 <= t.read < t.id):
-        raise InvalidAlgorithm(f"transfer {t.id}: reads the value after transfer {t.read}, which is not an "
-                               f"earlier transfer", transfer=t.id, kind="structure")
-    after = algorithm.transfers[t.read]
-    if after.dst != t.src or not set(t.chunks) <= set(after.chunks):
-        raise InvalidAlgorithm(f"transfer {t.id}: reads node {t.src}'s chunks {list(t.chunks)} after transfer "
-                               f"{t.read}, which delivered chunks {list(after.chunks)} to node {after.dst}",
+    k = read_target(t.read)
+    what = "what transfer" if reads_carried(t.read) else "the value after transfer"
+    if not (0 <= k < t.id):
+        raise InvalidAlgorithm(f"transfer {t.id}: reads {what} {k}, which is not an earlier transfer",
                                transfer=t.id, kind="structure")
+    after = algorithm.transfers[k]
+    if after.dst != t.src or not set(t.chunks) <= set(after.chunks):
+        raise InvalidAlgorithm(f"transfer {t.id}: reads node {t.src}'s chunks {list(t.chunks)} of transfer {k}, "
+                               f"which delivered chunks {list(after.chunks)} to node {after.dst}",
+                               transfer=t.id, kind="structure")
+
 
 def _check_connected(topology, t, connected: dict[tuple[int, int], bool]) -> None:
     """InvalidAlgorithm when no path leads from ``t``'s src to its dst; else the pair is noted."""
@@ -207,7 +210,7 @@ def _file_order_replay(algorithm: Algorithm) -> tuple[list, list, dict[int, int]
             if not value:
                 _fail_nothing(algorithm, t, c)
             values.append(value)
-            sources.append(writer.get(key, -1) if t.read is None else t.read)
+            sources.append(writer.get(key, -1) if t.read is None else read_target(t.read))
         dst_base = t.dst * num_chunks
         for c, value in zip(t.chunks, values):
             target = dst_base + c
@@ -219,7 +222,7 @@ def _file_order_replay(algorithm: Algorithm) -> tuple[list, list, dict[int, int]
                     _fail_double(algorithm, t, c, old & value)
                 state[target] = old | value
             writer[target] = t.id
-        earlier.arrived(t, state)
+        earlier.arrived(t, state, values)
         if len(values) == 1:  # the common single-chunk transfer keeps plain values (less memory)
             reads[t.id] = values[0]
             read_from[t.id] = sources[0]
@@ -230,28 +233,32 @@ def _file_order_replay(algorithm: Algorithm) -> tuple[list, list, dict[int, int]
 
 
 class _EarlierValues:
-    """The earlier values a replay's transfers read (``Transfer.read``): the initial state, and a
-    snapshot of a node's chunks taken when a transfer that some later transfer reads after arrives."""
+    """The earlier values a replay's transfers read (``Transfer.read``): the initial state, and per
+    transfer k that a later one reads, its destination's chunks right after it arrived and what it
+    brought, both kept when k arrives."""
 
     def __init__(self, algorithm: Algorithm, state: dict[int, int]) -> None:
         self.num_chunks = algorithm.collective.num_chunks
         self.initial = dict(state) if any(t.read is not None for t in algorithm.transfers) else {}
-        self.wanted = {t.read for t in algorithm.transfers if t.read is not None and t.read >= 0}
+        self.wanted = {read_target(t.read) for t in algorithm.transfers} - {None}
         self.snapshots: dict[int, dict[int, int]] = {}
+        self.brought: dict[int, dict[int, int]] = {}
 
-    def arrived(self, t, state: dict[int, int]) -> None:
-        """Transfer ``t`` has been applied: keep what its destination now holds, if it is read later."""
+    def arrived(self, t, state: dict[int, int], values) -> None:
+        """Transfer ``t`` has been applied, bringing ``values`` (one per chunk): keep them and what
+        its destination now holds, if a later transfer reads them."""
         if t.id in self.wanted:
             base = t.dst * self.num_chunks
             self.snapshots[t.id] = {base + c: state.get(base + c, 0) for c in t.chunks}
+            self.brought[t.id] = {base + c: value for c, value in zip(t.chunks, values)}
 
     def value(self, t, key: int) -> int | None:
-        """What ``t`` reads at buffer ``key``: the input, or the snapshot after ``t.read`` (None:
-        that transfer has not arrived yet)."""
+        """What ``t`` reads at buffer ``key``: the input, the snapshot after transfer k, or what k
+        brought (None: k has not arrived yet)."""
         if t.read == READ_INPUT:
             return self.initial.get(key)
-        snapshot = self.snapshots.get(t.read)
-        return None if snapshot is None else snapshot.get(key)
+        kept = (self.brought if reads_carried(t.read) else self.snapshots).get(read_target(t.read))
+        return None if kept is None else kept.get(key)
 
 
 def _fail_nothing(algorithm: Algorithm, t, chunk: int) -> None:
@@ -343,7 +350,7 @@ def _timeline_replay(algorithm: Algorithm, simulation: SimulationResult, reads: 
             else:
                 state[target] = state.get(target, 0) | value
             writer[target] = tid
-        earlier.arrived(t, state)
+        earlier.arrived(t, state, values)
 
 
 def _earlier_on_timeline(algorithm: Algorithm, simulation: SimulationResult, earlier: _EarlierValues, t,
@@ -358,7 +365,7 @@ def _earlier_on_timeline(algorithm: Algorithm, simulation: SimulationResult, ear
         why = ("before that transfer has arrived" if None in values else
                "but writes into it arrived in another order than listed, so it holds other data than in file order")
         raise InvalidAlgorithm(
-            f"race: transfer {t.id} reads node {t.src}'s value after transfer {t.read} at t={when:.6g} us in the "
+            f"race: transfer {t.id} reads node {t.src}'s value of transfer {read_target(t.read)} at t={when:.6g} us in the "
             f"default execution, {why}; add the missing dependency",
             transfer=t.id, chunk=t.chunks[0], ranks=(t.src, t.dst), kind="race")
     return value

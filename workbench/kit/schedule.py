@@ -29,6 +29,7 @@ from itertools import chain
 from typing import Any, Iterable, Sequence
 
 from workbench.model.algorithm import Algorithm, Transfer
+from workbench.model.transfer import READ_INPUT, read_target, with_read_target
 from workbench.model.collective import Collective
 from workbench.util.lazy import lazy_module
 from workbench.topology import Topology
@@ -167,8 +168,8 @@ def order_by_start(algorithm: Algorithm, starts: Sequence[float] | None = None) 
             t.deps = (renumber(deps[0]),)
         elif deps:
             t.deps = tuple(sorted(map(renumber, deps)))
-        if t.read is not None and t.read >= 0:  # a snapshot after transfer k follows k's new id
-            t.read = renumber(t.read)
+        if t.read is not None and t.read != READ_INPUT:  # a read of transfer k follows k's new id
+            t.read = with_read_target(t.read, renumber(read_target(t.read)))
     listed = [transfers[i] for i in order.tolist()]
     for new_id, t in enumerate(listed):
         t.id = new_id

@@ -24,7 +24,7 @@ from workbench.model.algorithm_format import (FORMAT, FORMAT_2, FORMAT_3, FORMAT
 from workbench.model.algorithm_io import no_cyclic_gc, read_file, write_file
 from workbench.model.collective import Collective, make_collective
 from workbench.model.periodic import Period, expanded
-from workbench.model.transfer import Transfer
+from workbench.model.transfer import Transfer, read_target, with_read_target
 from workbench.topology import Topology
 
 __all__ = ["FORMAT", "FORMAT_2", "FORMAT_3", "FORMATS", "Transfer", "Algorithm", "AlgorithmFormatError", "load_algorithm",
@@ -160,7 +160,8 @@ class Algorithm:
             for c in t.chunks:
                 deps.update(touched.get((t.src, c), ()))
                 deps.update(touched.get((t.dst, c), ()))
-            read = t.read + offset if t.read is not None and t.read >= 0 else t.read
+            target = read_target(t.read)
+            read = t.read if target is None else with_read_target(t.read, target + offset)
             transfers.append(Transfer(t.id + offset, t.chunks, t.src, t.dst, t.op, tuple(sorted(deps)),
                                       t.t_start, t.t_end, read=read))
         phase_one_end = max((t.t_end for t in self.transfers if t.t_end is not None), default=None)

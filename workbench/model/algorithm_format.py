@@ -18,7 +18,7 @@ from typing import Any, NamedTuple
 
 from workbench.model.collective import Collective, CollectiveError, collective_from_dict
 from workbench.model.periodic import Period, PeriodError, piece_collective, whole_collective
-from workbench.model.transfer import READ_INPUT, Transfer
+from workbench.model.transfer import READ_INPUT, Transfer, read_carried
 from workbench.topology import Topology, TopologyError, topology_from_dict
 
 __all__ = ["FORMAT", "FORMAT_2", "FORMAT_3", "FORMAT_4", "FORMATS", "AlgorithmFormatError", "AlgorithmFields",
@@ -238,14 +238,18 @@ def _parse_transfer(entry: Any, index: int, source: str) -> Transfer:
 
 
 def _parse_read(entry: dict, where: str) -> int | None:
-    """``read``: absent (the source's current value), ``"input"`` or an earlier transfer's id."""
+    """``read``: absent (the source's current value), ``"input"``, an earlier transfer's id (the
+    value after it) or ``{"carried": id}`` (what that transfer brought)."""
     if "read" not in entry:
         return None
     value = entry["read"]
     if value == "input":
         return READ_INPUT
+    if isinstance(value, dict) and set(value) == {"carried"} and _is_int(value["carried"]) and value["carried"] >= 0:
+        return read_carried(value["carried"])
     if not _is_int(value) or value < 0:
-        raise AlgorithmFormatError(f"{where}.read: expected 'input' or the id of an earlier transfer, got {value!r}")
+        raise AlgorithmFormatError(f"{where}.read: expected 'input', the id of an earlier transfer or "
+                                   f"{{\"carried\": id}}, got {value!r}")
     return value
 
 

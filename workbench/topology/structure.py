@@ -28,8 +28,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from workbench.topology.graph import Topology
+from workbench.util.graphs import bfs
 
-__all__ = ["BoxesAndRails", "boxes_and_rails", "link_components", "recorded_dims"]
+__all__ = ["BoxesAndRails", "boxes_and_rails", "link_components", "npu_neighbours", "recorded_dims"]
 
 _SAME = 1e-9  # relative tolerance: bandwidths of one tier
 
@@ -184,3 +185,13 @@ def _npu_groups(component: dict[int, int], num_npus: int) -> list[list[int]]:
     for npu in range(num_npus):
         groups.setdefault(component[npu], []).append(npu)
     return sorted(groups.values(), key=lambda members: members[0])
+
+
+def npu_neighbours(topology: Topology) -> list[list[int]]:
+    """For each NPU, the NPUs it reaches by a direct link or through switches only, sorted."""
+    successors = [topology.out_neighbors(v) for v in range(topology.num_nodes)]
+    result = []
+    for u in topology.npus:
+        reached = bfs(successors, (u,), expand=topology.is_switch).order[1:]  # on through switches only
+        result.append(sorted(v for v in reached if not topology.is_switch(v)))
+    return result
