@@ -10,9 +10,10 @@ Method note: ``docs/methods/baselines.md`` section 12.
 * ``oneshot``: every rank's input reaches every other rank once, along a breadth-first tree from
   it over the NPUs (direct links, or paths through switches only), and is added there. The first
   hop reads the input (``read`` = input); a relay forwards what the hop before brought it
-  (``read_carried``), so it adds the input and passes it on unchanged. Hops go level by level, and
-  at a level rank u's send to u + r comes in rotation order r, so in-links share the load; where two
-  parents are equally near, trees from different origins pick different ones. On a switch every
+  (``read_carried``), so it adds the input and passes it on unchanged. A rank's parent is the
+  neighbour one level up whose route into it ends on the fastest link (on a rail fabric: along the
+  rail first, then inside the box, so the slow links carry each input once), ties taken in turn by
+  the trees of different origins. Hops go level by level, rank u to u + r in rotation order r. On a switch every
   tree is a star: N - 1 messages of M bytes into every rank, the two-hop bound's raw term
   (``workbench.bounds.two_hop``); on a ring each input goes both ways, N/2 hops.
 * ``rd``: recursive doubling of whole vectors (R. Thakur, R. Rabenseifner, W. Gropp, "Optimization
@@ -50,10 +51,11 @@ def _whole_vector(problem: Problem, name: str) -> tuple[int, tuple[int, ...]]:
 def oneshot_schedule(problem: Problem) -> Algorithm:
     """Every input to every other rank along a breadth-first tree from it (module docstring)."""
     n, chunks = _whole_vector(problem, "oneshot")
-    neighbours = npu_neighbours(problem.topology)
+    neighbours = [[v for v in near if v < n] for near in npu_neighbours(problem.topology)[:n]]
+    arrival = _last_hop_bandwidths(problem.topology, neighbours)
     hops: list[tuple[int, int, int, int, int]] = []  # (depth, position, origin, parent, child)
     for origin in range(n):
-        parent, depth = _tree(neighbours, origin, n)
+        parent, depth = _tree(neighbours, arrival, origin)
         for child in range(n):
             if child != origin:
                 hops.append((depth[child], (child - origin) % n, origin, parent[child], child))
@@ -71,24 +73,42 @@ def oneshot_schedule(problem: Problem) -> Algorithm:
                      {"passes": 1, "steps": max(h[0] for h in hops)})
 
 
-def _tree(neighbours: list[list[int]], origin: int, n: int) -> tuple[list[int], list[int]]:
-    """A breadth-first tree of the ranks from ``origin``: parent and depth per rank. Each rank's
-    neighbours are tried starting after ``origin`` (in id order, wrapping), so where two parents
-    are equally near, trees from different origins pick different ones and spread the load."""
-    parent, depth = [-1] * n, [-1] * n
+def _last_hop_bandwidths(topology, neighbours: list[list[int]]) -> dict[tuple[int, int], float]:
+    """For each NPU pair that are neighbours, the bandwidth of the link the route ends on."""
+    arrival = {}
+    for u, near in enumerate(neighbours):
+        for v in near:
+            route = topology.route(u, v)
+            arrival[(u, v)] = topology.link(route[-2], v).bandwidth
+    return arrival
+
+
+def _tree(neighbours: list[list[int]], arrival: dict[tuple[int, int], float],
+          origin: int) -> tuple[list[int], list[int]]:
+    """A breadth-first tree of the ranks from ``origin``: parent and depth per rank. A rank's parent
+    is, among its neighbours one level up, the one whose route into it ends on the fastest link
+    (on a rail fabric: along the rail first, then inside the box), then the first after ``origin``
+    in id order (wrapping), so trees from different origins spread over equally good parents."""
+    n = len(neighbours)
+    depth = [-1] * n
     depth[origin] = 0
     frontier = [origin]
     while frontier:
-        following = []
-        for node in frontier:
-            ordered = sorted((v for v in neighbours[node] if v < n), key=lambda v: (v - origin - 1) % n)
-            for v in ordered:
-                if depth[v] < 0:
-                    parent[v], depth[v] = node, depth[node] + 1
-                    following.append(v)
-        frontier = following
+        following = [v for node in frontier for v in neighbours[node] if depth[v] < 0]
+        for v in following:
+            depth[v] = depth[frontier[0]] + 1
+        frontier = sorted(set(following))
     if min(depth) < 0:
         raise Unsupported(f"oneshot: rank {depth.index(-1)} cannot be reached from rank {origin}")
+    parent = [-1] * n
+    incoming: list[list[int]] = [[] for _ in range(n)]
+    for u, near in enumerate(neighbours):
+        for v in near:
+            incoming[v].append(u)
+    for v in range(n):
+        if v != origin:
+            above = [u for u in incoming[v] if depth[u] == depth[v] - 1]
+            parent[v] = max(above, key=lambda u: (arrival[(u, v)], -((u - origin - 1) % n)))
     return parent, depth
 
 
