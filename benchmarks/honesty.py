@@ -3,7 +3,7 @@
 Fabrics no table or test uses (drawn from a seed: switchless graphs and switched ones with
 unequal alphas between 0.5 and 2.6 us, at most 32 NPUs) are run through ``workbench run`` with
 every registered schedule formulation but the solver ones named in ``SKIPPED`` (60 s a cell), at
-64 KB, 1 MB and 16 MB, for All-Gather, Reduce-Scatter, All-Reduce and All-to-All. Every row is then
+4 KB, 64 KB, 1 MB and 16 MB, for All-Gather, Reduce-Scatter, All-Reduce and All-to-All. Every row is then
 checked against three rules:
 
 * ``status``: no row says ``optimal`` while its simulated time (default model) is more than 1%
@@ -32,7 +32,7 @@ from workbench.topology import Link, Topology
 
 US = 1e-6
 GB = 1e9
-SIZES = ("64KB", "1MB", "16MB")
+SIZES = ("4KB", "64KB", "1MB", "16MB")
 COLLECTIVES = ("allgather", "reducescatter", "allreduce", "alltoall")
 SKIPPED = ("sccl", "taccl", "teccl")
 # beside every formulation at its defaults: the variants whose defaults keep committed tables as they are
