@@ -136,3 +136,16 @@ def test_relisting_renumbers_the_snapshots_it_reads():
 def test_export_refuses_earlier_value_reads_in_one_line():
     with pytest.raises(MscclError, match="does not lower earlier-value reads yet"):
         export_xml(_synth("oneshot", "fc:4"))
+
+
+def test_a_periodic_schedule_cannot_read_earlier_values(tmp_path):
+    from workbench.model.periodic import repeated
+
+    algorithm = _synth("rd", "fc:4")
+    periodic = repeated(algorithm, 2)
+    with pytest.raises(InvalidAlgorithm, match="a periodic schedule cannot read earlier values"):
+        verify(periodic)
+    data = json.loads(json.dumps(periodic.to_dict()))
+    assert data["format"] == FORMAT_4 and "period" in data
+    with pytest.raises(AlgorithmFormatError, match="which a periodic schedule cannot do"):
+        read_document(data, "p.json")

@@ -403,6 +403,10 @@ def verify(algorithm: Algorithm, timeline: bool = True, simulation: SimulationRe
     the Python verifier, so the messages are the same too.
     """
     if algorithm.period is not None:
+        reading = next((t for t in algorithm.transfers if t.read is not None), None)
+        if reading is not None:
+            raise InvalidAlgorithm(f"transfer {reading.id}: a periodic schedule cannot read earlier values",
+                                   transfer=reading.id, kind="structure")
         return _verify_periodic(algorithm, timeline, simulation, engine)
     if choose_engine(engine, len(algorithm.transfers), COMPILED_FROM, "verify", eager=False) == "compiled":
         report = _verify_compiled(algorithm, timeline, simulation)

@@ -100,6 +100,10 @@ def read_document(data: Any, source: str, transfers: list[Transfer] | None = Non
     if data["format"] != FORMAT_4:
         _no_reads(data, transfers, source)
     if data["format"] == FORMAT_3 or (data["format"] == FORMAT_4 and "period" in data):
+        reading = next((t for t in transfers if t.read is not None), None)
+        if reading is not None:
+            raise AlgorithmFormatError(f"{source}: transfer {reading.id} reads an earlier value, which a periodic "
+                                       f"schedule cannot do")
         period = _period(data, collective, transfers, source)
         collective = whole_collective(collective, period.repeat)
     else:
