@@ -48,9 +48,19 @@ def _whole_vector(problem: Problem, name: str) -> tuple[int, tuple[int, ...]]:
     return collective.num_ranks, tuple(range(collective.num_chunks))
 
 
+# chunk moves (messages x chunks) past which oneshot refuses: 256 ranks of one chunk each are
+# 16.7 million and take about 20 s to write, verify and simulate; 512 would take minutes
+ONESHOT_MOST_MOVES = 20_000_000
+
+
 def oneshot_schedule(problem: Problem) -> Algorithm:
     """Every input to every other rank along a breadth-first tree from it (module docstring)."""
     n, chunks = _whole_vector(problem, "oneshot")
+    moves = n * (n - 1) * len(chunks)
+    if moves > ONESHOT_MOST_MOVES:
+        raise Unsupported(f"oneshot: {n} ranks send {n * (n - 1):,} whole vectors of {len(chunks)} chunks "
+                          f"({moves:,} chunk moves, over {ONESHOT_MOST_MOVES:,}); one pass is for small "
+                          f"fabrics and sizes, a two-pass formulation fits this one")
     neighbours = [[v for v in near if v < n] for near in npu_neighbours(problem.topology)[:n]]
     arrival = _last_hop_bandwidths(problem.topology, neighbours)
     hops: list[tuple[int, int, int, int, int]] = []  # (depth, position, origin, parent, child)

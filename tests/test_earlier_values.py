@@ -149,3 +149,10 @@ def test_a_periodic_schedule_cannot_read_earlier_values(tmp_path):
     assert data["format"] == FORMAT_4 and "period" in data
     with pytest.raises(AlgorithmFormatError, match="which a periodic schedule cannot do"):
         read_document(data, "p.json")
+
+
+def test_oneshot_refuses_a_fabric_too_large_for_one_pass():
+    topology = build("rails:64x8")
+    collective = make_collective("allreduce", topology.num_npus)
+    result = call.synthesize(get_formulation("oneshot"), Problem(topology, collective, 4096), time_limit=30, seed=0)
+    assert result.status == "error" and "chunk moves" in result.message and result.message.startswith("oneshot: ")
