@@ -156,3 +156,27 @@ def test_oneshot_refuses_a_fabric_too_large_for_one_pass():
     collective = make_collective("allreduce", topology.num_npus)
     result = call.synthesize(get_formulation("oneshot"), Problem(topology, collective, 4096), time_limit=30, seed=0)
     assert result.status == "error" and "chunk moves" in result.message and result.message.startswith("oneshot: ")
+
+
+def test_writes_that_arrive_in_another_order_than_listed_are_a_race():
+    """Every read matches file order, but a stale copy listed first arrives last on the timeline."""
+    topology = build("fc:3")
+    collective = make_collective("allreduce", 3)
+    chunks = tuple(range(collective.num_chunks))
+    transfers = [Transfer(i, chunks, u, (u + r) % 3, "reduce", (), read=READ_INPUT)
+                 for i, (r, u) in enumerate((r, u) for r in (1, 2) for u in range(3))]
+    last_into = {t.dst: t.id for t in transfers}
+    count = len(transfers)
+    transfers.append(Transfer(count, chunks, 0, 1, "copy", tuple(range(count))))  # the full sum onto the full sum
+    transfers.append(Transfer(count + 1, chunks, 0, 2, "copy", (count,), read=READ_INPUT))  # rank 0's input alone
+    transfers.append(Transfer(count + 2, chunks, 1, 2, "copy", (last_into[1],), read=last_into[1]))  # the sum
+    algorithm = Algorithm(topology, collective, collective.chunk_bytes(4096), transfers)
+    verify(algorithm, timeline=False)  # in file order the sum is written last
+    with pytest.raises(InvalidAlgorithm, match="writes into it arrived in another order than listed"):
+        verify(algorithm)
+
+
+def test_concat_refuses_a_second_phase_that_reads_its_input():
+    first = _synth("rd", "fc:4")
+    with pytest.raises(ValueError, match="the second phase reads its input"):
+        first.concat(_synth("oneshot", "fc:4"), first.collective)

@@ -351,6 +351,18 @@ def _timeline_replay(algorithm: Algorithm, simulation: SimulationResult, reads: 
                 state[target] = state.get(target, 0) | value
             writer[target] = tid
         earlier.arrived(t, state, values)
+    _timeline_end(algorithm, state)
+
+
+def _timeline_end(algorithm: Algorithm, state: dict[int, int]) -> None:
+    """The timeline's final buffers meet the postconditions too: every read can match file order
+    while two writes into one buffer arrive in the other order (a late copy of a stale value)."""
+    try:
+        _check_post(algorithm, state)
+    except InvalidAlgorithm as exc:
+        raise InvalidAlgorithm(f"race: in the default execution, {exc}: writes into it arrived in another order "
+                               f"than listed; add the missing dependency", chunk=exc.chunk, ranks=exc.ranks,
+                               kind="race") from None
 
 
 def _earlier_on_timeline(algorithm: Algorithm, simulation: SimulationResult, earlier: _EarlierValues, t,

@@ -217,9 +217,13 @@ def replay(algorithm, arrays) -> tuple[np.ndarray, int] | None:
 
 
 def timeline_ok(algorithm, arrays, simulation, reads: np.ndarray) -> bool:
-    """The default timeline reads what the file order read (event order as ``verify._timeline_replay``).
-    False: it does not, or the Python replay must decide."""
-    return timeline_ok_with(algorithm, arrays, simulation, reads, None)
+    """The default timeline reads what the file order read and ends meeting every postcondition
+    (event order as ``verify._timeline_replay``). False: it does not, or the Python replay must decide."""
+    state = initial_state(algorithm)
+    if not timeline_ok_with(algorithm, arrays, simulation, reads, state):
+        return False
+    post_rows, want = postcondition_rows(algorithm)
+    return first_unmet_postcondition(state, post_rows, want) < 0
 
 
 def timeline_ok_with(algorithm, arrays, simulation, reads: np.ndarray, state: np.ndarray | None) -> bool:

@@ -6,7 +6,7 @@ alpha once) from ``src`` to ``dst`` as a ``copy`` or a ``reduce``, after the tra
 reduce-scatter) and concatenated (reduce-scatter then all-gather); a periodic one is one period
 repeated (``workbench.model.periodic``).
 
-Its file, ``workbench.algorithm/1`` (``/2``, ``/3``; docs/algorithm-format.md), is
+Its file, ``workbench.algorithm/1`` to ``/4`` (docs/algorithm-format.md), is
 ``workbench.model.algorithm_format`` (the document) and ``workbench.model.algorithm_io`` (reading
 and writing); this module offers their names beside the IR's.
 """
@@ -19,15 +19,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
-from workbench.model.algorithm_format import (FORMAT, FORMAT_2, FORMAT_3, FORMATS, AlgorithmFormatError,
+from workbench.model.algorithm_format import (FORMAT, FORMAT_2, FORMAT_3, FORMAT_4, FORMATS, AlgorithmFormatError,
                                               algorithm_document, read_document)
 from workbench.model.algorithm_io import no_cyclic_gc, read_file, write_file
 from workbench.model.collective import Collective, make_collective
 from workbench.model.periodic import Period, expanded
-from workbench.model.transfer import Transfer, read_target, with_read_target
+from workbench.model.transfer import READ_INPUT, Transfer, read_target, with_read_target
 from workbench.topology import Topology
 
-__all__ = ["FORMAT", "FORMAT_2", "FORMAT_3", "FORMATS", "Transfer", "Algorithm", "AlgorithmFormatError", "load_algorithm",
+__all__ = ["FORMAT", "FORMAT_2", "FORMAT_3", "FORMAT_4", "FORMATS", "Transfer", "Algorithm", "AlgorithmFormatError", "load_algorithm",
            "no_cyclic_gc"]
 
 
@@ -137,6 +137,9 @@ class Algorithm:
         """
         self._plain("concat()")
         second._plain("concat()")
+        if any(t.read == READ_INPUT for t in second.transfers):  # its input is the first phase's output
+            raise ValueError("concat: the second phase reads its input, which concatenation would make the "
+                             "first phase's input")
         if second.topology != self.topology:
             raise ValueError("concat: the two phases are on different topologies")
         if not math.isclose(second.chunk_bytes, self.chunk_bytes, rel_tol=1e-12):
@@ -177,8 +180,8 @@ class Algorithm:
 
     # ------------------------------------------------------------ the file (algorithm_format, algorithm_io)
     def to_dict(self) -> dict[str, Any]:
-        """The file's document: ``/3`` when periodic, else ``/2`` when some link has an overhead,
-        else ``/1`` as always."""
+        """The file's document, in the lowest version that holds its fields
+        (``algorithm_format.lowest_format``)."""
         return algorithm_document(self)
 
     def save(self, path: str | Path) -> None:
@@ -194,6 +197,6 @@ class Algorithm:
 
 
 def load_algorithm(path: str | Path) -> Algorithm:
-    """Read a ``workbench.algorithm/1``, ``/2`` or ``/3`` JSON file; ``AlgorithmFormatError`` names what is wrong."""
+    """Read a ``workbench.algorithm/1`` to ``/4`` JSON file; ``AlgorithmFormatError`` names what is wrong."""
     return Algorithm(*read_file(path))
 

@@ -48,7 +48,7 @@ def write_file(algorithm: Any, path: str | Path) -> None:
 
 
 def read_file(path: str | Path) -> AlgorithmFields:
-    """The algorithm of a ``workbench.algorithm/1``, ``/2`` or ``/3`` JSON file, as its fields;
+    """The algorithm of a ``workbench.algorithm/1`` to ``/4`` JSON file, as its fields;
     ``AlgorithmFormatError`` names what is wrong."""
     with no_cyclic_gc():
         return _load(Path(path))

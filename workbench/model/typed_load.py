@@ -1,5 +1,5 @@
 """Reading a well-formed ``workbench.algorithm/1`` or ``/2`` file fast (a periodic ``/3`` file is
-one period, small, and goes the usual way): msgspec decodes the JSON
+one period, small, and a ``/4`` file's earlier-value reads are checked one by one: both go the usual way): msgspec decodes the JSON
 straight into typed transfer records, in C, without building a dict per transfer. The two formats
 differ only in the embedded topology (``/2`` may give links an ``overhead``), which is left untyped
 here: ``workbench.model.algorithm_format`` checks the format and reads the topology for both readers alike.
