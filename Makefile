@@ -9,12 +9,18 @@ STAMP  := $(VENV)/.installed
 
 venv: $(STAMP)
 
-$(STAMP): pyproject.toml
+# $(call make_venv,FOLDER,EXTRAS): a virtual environment in FOLDER with the package and EXTRAS
+# installed editable, stamped FOLDER/.installed once everything is in
+define make_venv
 	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "error: $(PYTHON) not found (Python >= 3.11 is required)"; exit 2; }
-	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[all]'
-	@touch $(STAMP)
+	$(PYTHON) -m venv $(1)
+	$(1)/bin/python -m pip install --quiet --upgrade pip
+	$(1)/bin/python -m pip install --quiet -e '.[$(2)]'
+	@touch $(1)/.installed
+endef
+
+$(STAMP): pyproject.toml
+	$(call make_venv,$(VENV),all)
 
 # the suite on TEST_WORKERS processes (pytest-xdist), a module's tests on one worker so its fixtures run once
 TEST_WORKERS ?= 2
@@ -37,11 +43,7 @@ PLAIN_PY    := $(PLAIN_VENV)/bin/python
 PLAIN_STAMP := $(PLAIN_VENV)/.installed
 
 $(PLAIN_STAMP): pyproject.toml
-	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "error: $(PYTHON) not found (Python >= 3.11 is required)"; exit 2; }
-	$(PYTHON) -m venv $(PLAIN_VENV)
-	$(PLAIN_PY) -m pip install --quiet --upgrade pip
-	$(PLAIN_PY) -m pip install --quiet -e '.[dev]'
-	@touch $(PLAIN_STAMP)
+	$(call make_venv,$(PLAIN_VENV),dev)
 
 test-plain: $(PLAIN_STAMP)
 	@$(PLAIN_PY) -c "import importlib.util, sys; sys.exit(importlib.util.find_spec('ortools') is not None)" \

@@ -35,6 +35,7 @@ from workbench.plugin.closed_form import ClosedForm, require_kind
 from workbench.plugin.formulation import Unsupported
 from workbench.plugin.registry import Problem
 from workbench.topology.structure import npu_neighbours
+from workbench.util.graphs import hop_distances
 
 __all__ = ["OneShot", "RecursiveDoubling", "oneshot_schedule", "rd_schedule"]
 
@@ -100,14 +101,7 @@ def _tree(neighbours: list[list[int]], arrival: dict[tuple[int, int], float],
     (on a rail fabric: along the rail first, then inside the box), then the first after ``origin``
     in id order (wrapping), so trees from different origins spread over equally good parents."""
     n = len(neighbours)
-    depth = [-1] * n
-    depth[origin] = 0
-    frontier = [origin]
-    while frontier:
-        following = [v for node in frontier for v in neighbours[node] if depth[v] < 0]
-        for v in following:
-            depth[v] = depth[frontier[0]] + 1
-        frontier = sorted(set(following))
+    depth = hop_distances(neighbours, (origin,))
     if min(depth) < 0:
         raise Unsupported(f"oneshot: rank {depth.index(-1)} cannot be reached from rank {origin}")
     parent = [-1] * n

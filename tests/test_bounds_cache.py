@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from guards import TINY_CELL
+
 from workbench.bounds import problem_bounds
 from workbench.cli import main
 from workbench.model.collective import make_collective
@@ -115,16 +117,9 @@ def test_a_folder_that_cannot_be_written_still_gives_the_bounds(tmp_path):
     assert bounds.to_dict() == problem_bounds(topology, collective, 1e6, **OPTIONS).to_dict()
 
 
-SHARED = """
-name: shared
-time_limit: 30s
-seeds: [0]
-grid:
-  topologies: ["ring:4"]
-  collectives: [allgather]
-  sizes: [1MB]
-  formulations: [{name: ring}, {name: direct}, {name: bfs-trees}]
-"""
+# the tiny one-cell experiment with three formulations on its one problem
+SHARED = TINY_CELL.replace("name: tiny", "name: shared").replace(
+    "formulations: [{name: ring}]", "formulations: [{name: ring}, {name: direct}, {name: bfs-trees}]")
 
 
 def test_the_cells_of_one_problem_share_one_entry(tmp_path):

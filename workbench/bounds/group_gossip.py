@@ -25,6 +25,7 @@ from typing import Callable, Iterator
 from workbench.model.collective import Collective
 from workbench.topology import Link, Topology
 from workbench.topology.structure import link_components
+from workbench.util.graphs import hop_distances
 
 __all__ = ["group_gossip_bound", "candidate_groups", "entering_links"]
 
@@ -111,16 +112,6 @@ def _components(topology: Topology, keep: Callable[[Link], bool]) -> list[int]:
 
 def _switch_levels(topology: Topology) -> dict[int, int]:
     """Each switch's hop distance from the nearest NPU (1: a switch an NPU links to)."""
-    levels: dict[int, int] = {}
-    frontier = [v for v in topology.npus]
-    depth = 0
-    while frontier:
-        depth += 1
-        following = []
-        for node in frontier:
-            for link in topology.out_links(node):
-                if topology.is_switch(link.dst) and link.dst not in levels:
-                    levels[link.dst] = depth
-                    following.append(link.dst)
-        frontier = following
-    return levels
+    successors = [topology.out_neighbors(v) for v in range(topology.num_nodes)]
+    hops = hop_distances(successors, topology.npus)
+    return {s: hops[s] for s in topology.switches if hops[s] > 0}

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from workbench.model.algorithm import Algorithm
-from workbench.msccl.common import COLL_NAMES, LIMITS, MscclError
+from workbench.msccl.common import COLL_NAMES, LIMITS, MscclError, refuse_earlier_reads
 from workbench.msccl.layout import contiguous_runs, refine, working_slots
 
 __all__ = ["export_xml"]
@@ -205,10 +205,6 @@ def _one_iteration(algorithm: Algorithm) -> Algorithm:
 
 def _check_gpu_ends(algorithm: Algorithm) -> None:
     topology = algorithm.topology
-    reading = next((t for t in algorithm.transfers if t.read is not None), None)
-    if reading is not None:  # its scratch copies and both aliasings are not lowered yet
-        raise MscclError(f"transfer {reading.id} reads an earlier value of rank {reading.src}; "
-                         "MSCCL export does not lower earlier-value reads yet")
     for t in algorithm.transfers:
         for end in (t.src, t.dst):
             if topology.is_switch(end):
@@ -227,6 +223,7 @@ def export_xml(algorithm: Algorithm, proto: str = "Simple", instances: int = 1, 
     c = algorithm.collective  # every transfer and chunk again per instance: sized before refine() builds them
     size_guard.check_declared(f"--instances {instances}", [("", size_guard.instances_bytes(
         c.kind, c.num_ranks, c.chunks_per_rank, len(algorithm.transfers), instances))])
+    refuse_earlier_reads(algorithm.transfers, "MSCCL")
     _check_gpu_ends(algorithm)
     base_count = len(algorithm.transfers)
     algorithm = refine(algorithm, instances)

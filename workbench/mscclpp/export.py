@@ -29,7 +29,7 @@ from __future__ import annotations
 from typing import Any
 
 from workbench.model.algorithm import Algorithm
-from workbench.msccl.common import MscclError
+from workbench.msccl.common import MscclError, refuse_earlier_reads
 from workbench.msccl.layout import contiguous_runs, working_slots
 
 __all__ = ["export_plan", "check_expansion", "PLAN_SCHEMA"]
@@ -222,10 +222,7 @@ def export_plan(algorithm: Algorithm, gpus_per_node: int | None = None, name: st
     the size guard has priced its expansion (``check_expansion``; ``source`` names the algorithm; over
     the budget it does not lower: ``MscclError``, as an expansion past ``MAX_EXPANDED_TRANSFERS``)."""
     algorithm = _written_out(algorithm, source)
-    reading = next((t for t in algorithm.transfers if t.read is not None), None)
-    if reading is not None:
-        raise MscclError(f"{source}: transfer {reading.id} reads an earlier value of rank {reading.src}; "
-                         "MSCCL++ export does not lower earlier-value reads yet")
+    refuse_earlier_reads(algorithm.transfers, "MSCCL++", f"{source}: ")
     collective = algorithm.collective
     n = collective.num_ranks
     per_node = gpus_per_node or n
