@@ -17,8 +17,6 @@ from workbench.model.algorithm import Algorithm, Transfer, load_algorithm
 from workbench.model.algorithm_format import FORMAT, FORMAT_4, AlgorithmFormatError, read_document
 from workbench.model.collective import make_collective
 from workbench.model.transfer import READ_INPUT
-from workbench.msccl.common import MscclError
-from workbench.msccl.export import export_xml
 from workbench.plugin import call
 from workbench.plugin.registry import Problem, get_formulation
 from workbench.topology import build
@@ -131,11 +129,6 @@ def test_relisting_renumbers_the_snapshots_it_reads():
         if t.read is not None and t.read >= 0:
             assert relisted.transfers[t.read].dst == t.src and t.read in t.deps
     verify(relisted)
-
-
-def test_export_refuses_earlier_value_reads_in_one_line():
-    with pytest.raises(MscclError, match="does not lower earlier-value reads yet"):
-        export_xml(_synth("oneshot", "fc:4"))
 
 
 def test_a_periodic_schedule_cannot_read_earlier_values(tmp_path):

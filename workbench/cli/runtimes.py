@@ -25,6 +25,9 @@ def cmd_export(args: argparse.Namespace) -> int:
         check_output_file(args.output, (".json",), "MSCCL++ plan")
     else:
         check_output_file(args.output, (".xml",), "MSCCL XML file")
+        if args.in_place:
+            raise UsageError("--in-place applies to mscclpp plans; an MSCCL XML is written for both aliasings "
+                             '(inplace="1" outofplace="1")')
     from workbench.model.algorithm import load_algorithm
     from workbench.checking.verify import InvalidAlgorithm, verify
 
@@ -53,7 +56,7 @@ def cmd_export(args: argparse.Namespace) -> int:
         raise UsageError(f"cannot export {args.file}: {exc}") from None
     write_output(Path(args.output), text)
     print(f"wrote {args.output}: {report['ranks']} ranks, {report['transfers']} sends; the interpreter found no race "
-          f"and every postcondition holds")
+          f"and every postcondition holds, {' and '.join(report['aliasings'])}")
     return 0
 
 
@@ -67,19 +70,27 @@ def _export_mscclpp(args: argparse.Namespace, algorithm) -> int:
 
     if args.instances != 1 or args.max_bytes or args.no_fuse:
         raise UsageError("--instances, --max-bytes and --no-fuse apply to msccl-xml, not to mscclpp plans")
+    in_place = args.in_place
+    # one-sided puts of other GPUs into the one buffer would need a signal that the piece there has left
+    both = algorithm.collective.kind != "alltoall"
+    if in_place and not both:
+        raise UsageError("--in-place: an MSCCL++ All-to-All plan is written for out-of-place calls only")
     if args.gpus_per_node is not None and args.gpus_per_node < 1:
         raise UsageError(f"--gpus-per-node must be at least 1, got {args.gpus_per_node}")
     try:
         plan = export_plan(algorithm, gpus_per_node=args.gpus_per_node,
-                           protocol="Simple" if args.proto == "Simple" else args.proto, source=args.file)
+                           protocol="Simple" if args.proto == "Simple" else args.proto, source=args.file,
+                           in_place=in_place)
         text = fastjson.text(plan, indent=1) + "\n"
-        report = interpret_plan(text, args.output, root=algorithm.collective.root)
+        report = interpret_plan(text, args.output, root=algorithm.collective.root,
+                                aliasings=[False, True] if both else [False])
     except MscclError as exc:
         raise UsageError(f"cannot export {args.file}: {exc}") from None
     write_output(Path(args.output), text)
     nodes = "one node" if args.gpus_per_node is None else f"{args.gpus_per_node} GPUs per node"
     print(f"wrote {args.output}: MSCCL++ execution plan, {report['ranks']} ranks ({nodes}), {report['transfers']} "
-          f"puts; the interpreter found no race and every postcondition holds")
+          f"puts ({'in' if in_place else 'out-of'}-place field); the interpreter found no race and every "
+          f"postcondition holds, {' and '.join(report['aliasings'])}")
     return 0
 
 
@@ -147,6 +158,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--max-bytes", help="the size range's upper end for the executor (default 0 = unbounded)")
     p.add_argument("--no-fuse", action="store_true",
                    help="keep receives and forwarding sends as separate steps (import then reproduces the timing)")
+    p.add_argument("--in-place", action="store_true",
+                   help="mscclpp: mark the plan for in-place calls (it is valid for both; the executor "
+                        "matches calls by this field)")
     p.add_argument("-o", "--output", required=True, help="file to write: .xml (msccl-xml) or .json (mscclpp)")
     p.set_defaults(func=cmd_export)
 

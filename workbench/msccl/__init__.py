@@ -35,12 +35,16 @@ Lowering (``export_xml``):
   done, so the network transfers keep the plan's timing without a read-modify-write race;
 * each send/receive step carries ``wbid`` (the transfer id), which the runtimes ignore and import
   uses to restore the plan order;
+* one file for in-place and out-of-place calls (``inplace="1" outofplace="1"``): the hazards above
+  key a slot as it is in both aliasings (``layout.in_place_slot``), and a value a send needs after
+  its slot may change is kept in scratch (``kept``: the input, the value after a transfer, what a
+  reduction brought), as is an input an in-place call would overwrite first (All-to-All);
 * the runtimes' limits (steps per threadblock, threadblocks per gpu and per channel, ``cnt``) are
   checked and named when an algorithm cannot be lowered as is.
 
 ``interpret`` first reads what the file declares (``validate``: the size guard on ``ngpus``,
 ``nchunksperloop``, buffer sizes and steps; every rank, channel, threadblock, step and buffer slot it
-names must exist, and the buffers must have the collective's sizes), then analyses every
+names must exist, and the buffers must have the collective's sizes), then, for each aliasing the file declares, analyses every
 interleaving at once (``races``: happens-before from program
 order, dependencies and message order; two unordered accesses to one slot, one a write, are a race
 named by both steps), then executes the XML over contribution sets: every threadblock runs its steps
@@ -48,7 +52,7 @@ in order, a FIFO per (sender, receiver, channel) carries messages, a step waits 
 it reports a deadlock, a send/receive mismatch, peer fields that disagree or a missing postcondition
 with rank, threadblock and step. ``schedules=N`` adds N runs in random interleavings.
 ``import_xml`` runs the interpreter while tracking which chunk each buffer slot holds and turns every
-matched send/receive into a transfer.
+matched send/receive into a transfer (a send of a kept value into one that reads an earlier value).
 """
 
 from workbench.msccl.common import LIMITS, MscclError

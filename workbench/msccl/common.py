@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Callable
 
-__all__ = ["MscclError", "MscclFormatError", "raise_race", "refuse_earlier_reads", "LIMITS", "COLL_NAMES", "REDUCING", "RECEIVING",
+__all__ = ["MscclError", "MscclFormatError", "raise_race", "LIMITS", "COLL_NAMES", "REDUCING", "RECEIVING",
            "SENDING", "KNOWN_STEPS"]
 
 LIMITS = {
@@ -40,12 +40,3 @@ def raise_race(search: Callable[[], str | None], source: str) -> None:
         raise MscclError(f"{source}: {exc}") from None
     if race is not None:
         raise MscclError(f"{source}: {race}")
-
-
-def refuse_earlier_reads(transfers, runtime: str, where: str = "") -> None:
-    """``MscclError`` for the first transfer that reads an earlier value (``Transfer.read``): its
-    scratch copies and both buffer aliasings are not lowered yet. ``where`` leads the message."""
-    reading = next((t for t in transfers if t.read is not None), None)
-    if reading is not None:
-        raise MscclError(f"{where}transfer {reading.id} reads an earlier value of rank {reading.src}; "
-                         f"{runtime} export does not lower earlier-value reads yet")

@@ -7,8 +7,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from workbench.model.algorithm import Algorithm
-from workbench.msccl.common import COLL_NAMES, LIMITS, MscclError, refuse_earlier_reads
-from workbench.msccl.layout import contiguous_runs, refine, working_slots
+from workbench.model.transfer import READ_INPUT, read_target, reads_carried
+from workbench.msccl.common import COLL_NAMES, LIMITS, MscclError
+from workbench.msccl.kept import kept_values, overwritten_inputs
+from workbench.msccl.layout import contiguous_runs, in_place_slot, refine, working_slots
 
 __all__ = ["export_xml"]
 
@@ -37,7 +39,8 @@ class _Tb:
 
 
 class _Hazards:
-    """Per (rank, chunk) slot, the last step that wrote it and the steps that read it since.
+    """Per buffer slot, the last step that wrote it and the steps that read it since. A slot is keyed
+    as it is out of place and as it is in place (``layout.in_place_slot``), so the order holds in both.
 
     Threadblocks run concurrently on a GPU, so two steps of different threadblocks that touch one
     slot, one writing, must be ordered by a dependency: two reductions into one slot (two
@@ -47,16 +50,16 @@ class _Hazards:
     """
 
     def __init__(self) -> None:
-        self.last_write: dict[tuple[int, int], _Step] = {}
-        self.reads: dict[tuple[int, int], list[_Step]] = {}
+        self.last_write: dict[tuple, _Step] = {}
+        self.reads: dict[tuple, list[_Step]] = {}
 
-    def before_read(self, slots: list[tuple[int, int]]) -> list[_Step]:
+    def before_read(self, slots: list[tuple]) -> list[_Step]:
         return [self.last_write[s] for s in slots if s in self.last_write]
 
-    def before_write(self, slots: list[tuple[int, int]]) -> list[_Step]:
+    def before_write(self, slots: list[tuple]) -> list[_Step]:
         return self.before_read(slots) + [r for s in slots for r in self.reads.get(s, [])]
 
-    def concurrent_reduction(self, slots: list[tuple[int, int]], block: "_Tb", waits: list[_Step]) -> bool:
+    def concurrent_reduction(self, slots: list[tuple], block: "_Tb", waits: list[_Step]) -> bool:
         """Whether a reduction into ``slots`` may overlap one received by another threadblock: the last
         write of a slot is a network receive elsewhere that the plan does not directly wait for."""
         for s in slots:
@@ -66,11 +69,11 @@ class _Hazards:
                 return True
         return False
 
-    def read(self, slots: list[tuple[int, int]], step: _Step) -> None:
+    def read(self, slots: list[tuple], step: _Step) -> None:
         for s in slots:
             self.reads.setdefault(s, []).append(step)
 
-    def write(self, slots: list[tuple[int, int]], step: _Step) -> None:
+    def write(self, slots: list[tuple], step: _Step) -> None:
         for s in slots:
             self.last_write[s] = step
             self.reads[s] = []
@@ -84,8 +87,9 @@ def _place(block: _Tb, step: _Step, waits: list[_Step]) -> _Step:
 
 
 class _Lowering:
-    """The threadblocks of every rank being built from a refined algorithm: the local copies in, one
-    send and one receive per contiguous run of each transfer, the local copies out."""
+    """The threadblocks of every rank being built from a refined algorithm: the local copies in (and
+    the kept inputs, ``kept``), one send and one receive per contiguous run of each transfer (and the
+    values kept after it), the local copies out."""
 
     def __init__(self, algorithm: Algorithm, base_count: int) -> None:
         self.algorithm = algorithm
@@ -96,10 +100,27 @@ class _Lowering:
         self.tbs: list[dict[Any, _Tb]] = [{} for _ in range(n)]
         self.copy_step: dict[tuple[int, int], _Step] = {}
         self.hazards = _Hazards()
-        self.scratch_top = [s_chunks] * n  # next free scratch slot per rank for partial sums landed apart
+        self.scratch_top = [s_chunks] * n  # next free scratch slot per rank (landings, kept values)
         self.send_at: dict[int, list[_Step]] = {}
         self.recv_at: dict[int, list[_Step]] = {}
         self.writes_into: dict[tuple[int, int], list[_Step]] = {}
+        self.kept = kept_values(algorithm)
+        self.kept_at: dict[tuple, tuple[str, int]] = {}  # ("input", rank, c) / ("after" | "carried", k, c)
+        for key in sorted(overwritten_inputs(algorithm, self.location, self.outputs)):
+            self.location[key] = ("s", self.scratch(key[0]))
+            self.copies_in.append(key)
+
+    def scratch(self, rank: int, count: int = 1) -> int:
+        first = self.scratch_top[rank]
+        self.scratch_top[rank] += count
+        return first
+
+    def keys(self, rank: int, place: tuple[str, int]) -> list[tuple]:
+        """The slot ``place`` of ``rank`` as the hazards know it: out of place and in place."""
+        c = self.algorithm.collective
+        aliased = (rank, *in_place_slot(c.kind, c.chunks_per_rank, rank, *place))
+        own = (rank, *place)
+        return [own] if aliased == own else [own, aliased]
 
     def tb(self, rank: int, key) -> _Tb:
         if key not in self.tbs[rank]:
@@ -108,12 +129,54 @@ class _Lowering:
                                       chan=chan)
         return self.tbs[rank][key]
 
+    def local_copy(self, rank: int, block: _Tb, source: tuple[str, int], target: tuple[str, int],
+                   order: tuple, waits: list[_Step], count: int = 1) -> _Step:
+        """A ``cpy`` of ``count`` slots, ordered after the slots' earlier accesses."""
+        hazards = self.hazards
+        reads = [key for i in range(count) for key in self.keys(rank, (source[0], source[1] + i))]
+        writes = [key for i in range(count) for key in self.keys(rank, (target[0], target[1] + i))]
+        step = _place(block, _Step("cpy", *source, *target, count, order=order),
+                      waits + hazards.before_read(reads) + hazards.before_write(writes))
+        hazards.read(reads, step)
+        hazards.write(writes, step)
+        return step
+
+    def keep(self, rank: int, block: _Tb, sources: list[tuple[int, tuple[str, int]]], tag: tuple,
+             order: tuple) -> None:
+        """Copy (chunk, place) pairs into fresh contiguous scratch (one ``cpy`` per contiguous run) and
+        note where each chunk is kept, under ``tag + (chunk,)``."""
+        first = self.scratch(rank, len(sources))
+        places = [place for _, place in sources]
+        kept = [("s", first + i) for i in range(len(sources))]
+        for run, (start, count) in enumerate(contiguous_runs(places, kept)):
+            self.local_copy(rank, block, places[start], kept[start], order + (run,), [], count)
+        for (chunk, _), place in zip(sources, kept):
+            self.kept_at[tag + (chunk,)] = place
+
     def copy_inputs(self) -> None:
+        local = self.tb
         for rank, chunk in self.copies_in:
-            buf, off = self.location[(rank, chunk)]
-            self.copy_step[(rank, chunk)] = _place(self.tb(rank, ("local", -1, 0)), _Step(
-                "cpy", "i", self.inputs[(rank, chunk)], buf, off, order=(-1, chunk)), [])
-            self.hazards.write([(rank, chunk)], self.copy_step[(rank, chunk)])
+            self.copy_step[(rank, chunk)] = self.local_copy(
+                rank, local(rank, ("local", -1, 0)), ("i", self.inputs[(rank, chunk)]), self.location[(rank, chunk)],
+                (-1, chunk), [])
+        by_rank: dict[int, list[int]] = {}
+        for rank, chunk in sorted(self.kept.input_copies):  # kept before anything can overwrite them
+            by_rank.setdefault(rank, []).append(chunk)
+        for rank, chunks in by_rank.items():
+            sources = sorted(((c, ("i", self.inputs[(rank, c)])) for c in chunks), key=lambda p: p[1])
+            self.keep(rank, local(rank, ("local", -1, 0)), sources, ("input", rank), (-1, -1))
+
+    def read_place(self, t, chunk: int) -> tuple[str, int]:
+        """Where the send of ``t`` reads ``chunk``: a kept earlier value, or where the chunk works."""
+        read = t.read
+        if read == READ_INPUT:
+            return self.kept_at.get(("input", t.src, chunk), self.location[(t.src, chunk)])
+        if read is not None:
+            k = read_target(read)
+            if reads_carried(read) and ("carried", k, chunk) in self.kept_at:
+                return self.kept_at[("carried", k, chunk)]
+            return self.kept_at.get(("after", k, chunk), self.location[(t.src, chunk)])
+        return self.location[(t.src, chunk)]
 
     def add_dependency_waits(self, t, send_waits: list[_Step], recv_waits: list[_Step]) -> None:
         """Each dependency of ``t`` becomes a wait of its send (on the source rank) or its receive."""
@@ -130,7 +193,7 @@ class _Lowering:
 
     def lower(self, t) -> None:
         chan = t.id // self.base_count  # the instance
-        src_places = [self.location[(t.src, c)] for c in t.chunks]
+        src_places = [self.read_place(t, c) for c in t.chunks]
         dst_places = [self.location[(t.dst, c)] for c in t.chunks]
         send_waits = [self.copy_step[(t.src, c)] for c in t.chunks if (t.src, c) in self.copy_step]
         recv_waits = [self.copy_step[(t.dst, c)] for c in t.chunks if (t.dst, c) in self.copy_step]
@@ -139,31 +202,39 @@ class _Lowering:
         recv_tb = self.tb(t.dst, ("recv", t.src, chan))
         self.send_at[t.id], self.recv_at[t.id] = [], []
         for run, (first, count) in enumerate(contiguous_runs(src_places, dst_places)):  # one message per contiguous run
-            self.lower_run(t, run, first, count, src_places[first], dst_places[first],
-                           (send_tb, recv_tb), (send_waits, recv_waits))
+            self.lower_run(t, run, (first, count), (src_places, dst_places), (send_tb, recv_tb),
+                           (send_waits, recv_waits))
         for c in t.chunks:
             self.writes_into.setdefault((t.dst, c), []).extend(self.recv_at[t.id])
+        if t.id in self.kept.after:  # what a later send reads as "after t"
+            sources = sorted(((c, self.location[(t.dst, c)]) for c in self.kept.after[t.id]), key=lambda p: p[1])
+            self.keep(t.dst, recv_tb, sources, ("after", t.id), (t.id, len(t.chunks)))
 
-    def lower_run(self, t, run: int, first: int, count: int, src_place, dst_place, blocks, waits) -> None:
-        (sbuf, soff), (dbuf, doff) = src_place, dst_place
+    def lower_run(self, t, run: int, span: tuple[int, int], places, blocks, waits) -> None:
+        first, count = span
+        (sbuf, soff), (dbuf, doff) = places[0][first], places[1][first]
         send_tb, recv_tb = blocks
         send_waits, recv_waits = waits
-        hazards = self.hazards
-        reads = [(t.src, c) for c in t.chunks[first:first + count]]
-        writes = [(t.dst, c) for c in t.chunks[first:first + count]]
+        hazards, keys = self.hazards, self.keys
+        reads = [key for place in places[0][first:first + count] for key in keys(t.src, place)]
+        writes = [key for place in places[1][first:first + count] for key in keys(t.dst, place)]
         # peer fields as msccl-tools fills them: a send names the receiver's slot, a receive the sender's
         send = _place(send_tb, _Step("s", sbuf, soff, dbuf, doff, count, wbid=t.id, order=(t.id, run)),
                       send_waits + hazards.before_read(reads))
         self.send_at[t.id].append(send)
         hazards.read(reads, send)
-        if t.op == "reduce" and hazards.concurrent_reduction(writes, recv_tb, recv_waits):
-            # another receive threadblock may still be adding into these slots: land the partial sum
-            # in fresh scratch and add it locally once that one is done (no read-modify-write race,
-            # and the network transfer keeps the plan's timing)
-            landing = self.scratch_top[t.dst]
-            self.scratch_top[t.dst] += count
+        if t.op == "reduce" and (t.id in self.kept.landing_apart
+                                 or hazards.concurrent_reduction(writes, recv_tb, recv_waits)):
+            # another receive threadblock may still be adding into these slots (or a later send reads
+            # what arrived): land the partial sum in fresh scratch and add it locally once that one is
+            # done (no read-modify-write race, and the network transfer keeps the plan's timing)
+            landing = self.scratch(t.dst, count)
             send.dstbuf, send.dstoff = "s", landing
-            _place(recv_tb, _Step("r", sbuf, soff, "s", landing, count, wbid=t.id, order=(t.id, run)), recv_waits)
+            landed = _place(recv_tb, _Step("r", sbuf, soff, "s", landing, count, wbid=t.id, order=(t.id, run)),
+                            recv_waits)
+            hazards.write([key for i in range(count) for key in keys(t.dst, ("s", landing + i))], landed)
+            for i, c in enumerate(t.chunks[first:first + count]):
+                self.kept_at[("carried", t.id, c)] = ("s", landing + i)
             receive = _Step("re", "s", landing, dbuf, doff, count, order=(t.id, run, 1))
             self.recv_at[t.id].append(_place(recv_tb, receive, hazards.before_write(writes)))
         else:
@@ -177,11 +248,10 @@ class _Lowering:
     def copy_outputs(self) -> None:
         copy_step = self.copy_step
         for rank, chunk in self.copies_out:  # a reduction's result into its output slot, after every write
-            buf, off = self.location[(rank, chunk)]
             waits = self.writes_into.get((rank, chunk), []) + (
                 [copy_step[(rank, chunk)]] if (rank, chunk) in copy_step else [])
-            _place(self.tb(rank, ("local", -1, 0)), _Step("cpy", buf, off, "o", self.outputs[(rank, chunk)],
-                                                          order=(len(self.algorithm.transfers), chunk)), waits)
+            self.local_copy(rank, self.tb(rank, ("local", -1, 0)), self.location[(rank, chunk)],
+                            ("o", self.outputs[(rank, chunk)]), (len(self.algorithm.transfers), chunk), waits)
 
 
 def _check_options(proto: str, instances: int) -> None:
@@ -223,7 +293,6 @@ def export_xml(algorithm: Algorithm, proto: str = "Simple", instances: int = 1, 
     c = algorithm.collective  # every transfer and chunk again per instance: sized before refine() builds them
     size_guard.check_declared(f"--instances {instances}", [("", size_guard.instances_bytes(
         c.kind, c.num_ranks, c.chunks_per_rank, len(algorithm.transfers), instances))])
-    refuse_earlier_reads(algorithm.transfers, "MSCCL")
     _check_gpu_ends(algorithm)
     base_count = len(algorithm.transfers)
     algorithm = refine(algorithm, instances)
@@ -245,7 +314,7 @@ def export_xml(algorithm: Algorithm, proto: str = "Simple", instances: int = 1, 
     root = ET.Element("algo", {
         "name": (name or f"{algorithm.meta.get('formulation', 'workbench')}_{collective.kind}_{n}")[:63],
         "proto": proto, "nchannels": str(channels), "nchunksperloop": str(nchunks), "ngpus": str(n),
-        "coll": COLL_NAMES.get(collective.kind, "custom"), "inplace": "0", "outofplace": "1",
+        "coll": COLL_NAMES.get(collective.kind, "custom"), "inplace": "1", "outofplace": "1",
         "minBytes": str(int(min_bytes)) if min_bytes else "0", "maxBytes": str(int(max_bytes)) if max_bytes else "0", "redop": "sum"})
     for rank in range(n):
         gpu = ET.SubElement(root, "gpu", {"id": str(rank), "i_chunks": str(i_chunks), "o_chunks": str(o_chunks),

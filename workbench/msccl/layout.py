@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from workbench.model.algorithm import Algorithm, Transfer
 from workbench.model.collective import Collective, make_collective
+from workbench.model.transfer import read_target, with_read_target
 from workbench.msccl.common import MscclError
 
-__all__ = ["buffer_index", "buffer_layout", "buffer_sizes", "refine", "working_slots", "contiguous_runs"]
+__all__ = ["buffer_index", "buffer_layout", "buffer_sizes", "refine", "working_slots", "contiguous_runs",
+           "in_place_slot"]
 
 
 def buffer_index(collective: Collective, chunk: int) -> int:
@@ -56,6 +58,19 @@ def buffer_layout(collective: Collective) -> tuple[dict, dict, int, int]:
     return inputs, outputs, i_chunks, o_chunks
 
 
+def in_place_slot(kind: str, chunks_per_rank: int, rank: int, buf: str, off: int) -> tuple[str, int]:
+    """The slot ``buf[off]`` is when a call passes one buffer as input and output (NCCL's in-place
+    calls): All-Reduce, All-to-All, broadcast and reduce use it whole (o[x] is i[x]); All-Gather's and
+    gather's input is the rank's block of the output (i[j] is o[r*k + j]); Reduce-Scatter's and
+    scatter's output is the rank's block of the input (o[j] is i[r*k + j]); scratch is its own."""
+    k = max(chunks_per_rank, 1)
+    if kind in ("allgather", "gather"):
+        return ("o", rank * k + off) if buf == "i" else (buf, off)
+    if kind in ("reducescatter", "reduce_scatter", "scatter"):
+        return ("i", rank * k + off) if buf == "o" else (buf, off)
+    return ("i", off) if buf == "o" else (buf, off)
+
+
 def buffer_sizes(kind: str, ranks: int, chunks_per_rank: int) -> tuple[int, int]:
     """(i_chunks, o_chunks) of every rank for a standard collective, from its numbers alone (nothing
     built): k or n*k each, as ``buffer_layout`` places the chunks."""
@@ -89,7 +104,10 @@ def refine(algorithm: Algorithm, parts: int) -> Algorithm:
         for t in algorithm.transfers:
             tid = i * len(algorithm.transfers) + t.id
             deps = tuple(i * len(algorithm.transfers) + d for d in t.deps)
-            transfers.append(Transfer(tid, tuple(split(ch, i) for ch in t.chunks), t.src, t.dst, t.op, deps))
+            target = read_target(t.read)
+            read = t.read if target is None else with_read_target(t.read, i * len(algorithm.transfers) + target)
+            transfers.append(Transfer(tid, tuple(split(ch, i) for ch in t.chunks), t.src, t.dst, t.op, deps,
+                                      read=read))
     meta = dict(algorithm.meta, instances=parts)
     return Algorithm(algorithm.topology, finer, algorithm.chunk_bytes / parts, transfers, meta)
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Callable
 
 from workbench.model.collective import Collective, make_collective
@@ -172,9 +172,12 @@ class _Run:
         """The steps that touch only the rank's own slots: nop (passes its dependencies on), cpy, re."""
         if step.type == "nop":
             self.pending_deps.setdefault((rank, tb.id), []).extend(inherited)
-        elif step.type == "cpy":
+        elif step.type == "cpy":  # the copy keeps what wrote its source (a kept value depends on them)
+            writers = [self.writers.get(self.key(rank, step.srcbuf, step.srcoff + i), []) for i in range(step.cnt)]
             self.write(rank, step.dstbuf, step.dstoff, self.read(rank, step.srcbuf, step.srcoff, step.cnt, where),
                        False, where, -1)
+            for i in range(step.cnt):
+                self.writers[self.key(rank, step.dstbuf, step.dstoff + i)] = list(writers[i])
         elif step.type == "re":
             self.local_reduce(rank, step, where)
         elif step.type not in KNOWN_STEPS:
@@ -230,7 +233,7 @@ class _Run:
         transfer = len(self.transfers)
         wbid = step.wbid_send if step.wbid_send is not None else step.wbid
         self.transfers.append({"src": rank, "dst": tb.send, "chunks": [v[0] for v in values],
-                               "wbid": wbid, "deps": deps, "op": "copy"})
+                               "bits": [v[1] for v in values], "wbid": wbid, "deps": deps, "op": "copy"})
         self.step_transfer[(rank, tb.id, step.index)] = transfer
         self.fifos.setdefault((rank, tb.send, tb.chan), []).append(
             _Message(values, rank, tb.id, step.index, wbid, transfer, (buf, off),
@@ -325,17 +328,33 @@ def interpret(text: str, source: str = "xml", root: int | None = None, schedules
     """Run the XML as the runtime would and check it; MscclError on failure.
 
     Checks, in order: what the file declares (``validate``: sizes against the memory budget, with
-    ``schedules`` x steps under the size guard's cap, and every index it names), a happens-before
-    analysis over all interleavings (``races``), one run in a
-    fixed order (deadlocks, send/receive mismatches, reads of empty slots), the peer fields of every
-    matched send and receive (when filled, they must name each other's slots), the postconditions;
-    then ``schedules`` more runs in random interleavings (seeds ``seed``, ``seed + 1``, ...).
+    ``schedules`` x steps under the size guard's cap, and every index it names), then for each
+    aliasing the file declares (``XmlAlgo.aliasings``: out of place, in place, or both for a file with
+    ``inplace="1" outofplace="1"``): a happens-before analysis over all interleavings (``races``), one
+    run in a fixed order (deadlocks, send/receive mismatches, reads of empty slots), the peer fields
+    of every matched send and receive (when filled, they must name each other's slots), the
+    postconditions; then ``schedules`` more runs in random interleavings (seeds ``seed``, ``seed + 1``, ...).
     """
     from workbench.util import size_guard
 
     algo = parse_xml(text, source)
-    size_guard.check_runs(source, schedules, sum(len(tb.steps) for r in algo.tbs for tb in algo.tbs[r].values()))
+    aliasings = algo.aliasings()
+    size_guard.check_runs(source, schedules,  # each run once per aliasing
+                          len(aliasings) * sum(len(tb.steps) for r in algo.tbs for tb in algo.tbs[r].values()))
     collective = collective_of(algo, root)
+    transfers = 0
+    for in_place in aliasings:
+        checked = replace(algo, checked_in_place=in_place)
+        where = f"{source} (in place)" if in_place and len(aliasings) > 1 else source
+        transfers = _check_one_aliasing(checked, collective, where, schedules, seed)
+    return {"ranks": algo.ngpus, "transfers": transfers, "collective": collective.kind,
+            "schedules": schedules, "in_place": algo.in_place,
+            "aliasings": ["in place" if a else "out of place" for a in aliasings]}
+
+
+def _check_one_aliasing(algo: XmlAlgo, collective: Collective, source: str, schedules: int, seed: int) -> int:
+    """Races, the fixed-order run, peer fields, postconditions and the random runs of ``interpret``
+    for the aliasing ``algo`` is set to; the number of matched transfers."""
     check_races(algo, source)
     result = run_xml(algo, initial_buffers(collective), source)
     if result.peer_mismatches:
@@ -350,5 +369,4 @@ def interpret(text: str, source: str = "xml", root: int | None = None, schedules
         except MscclError as exc:
             raise MscclError(f"{label}{exc}") from None
         _check_outputs(algo, other, collective, source, label)
-    return {"ranks": algo.ngpus, "transfers": len(result.transfers), "collective": collective.kind,
-            "schedules": schedules, "in_place": algo.in_place}
+    return len(result.transfers)

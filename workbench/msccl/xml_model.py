@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from workbench.msccl.layout import in_place_slot
+
 __all__ = ["XmlStep", "XmlTb", "XmlAlgo"]
 
 
@@ -43,27 +45,30 @@ class XmlAlgo:
     buffers: dict[int, dict[str, int]]
     tbs: dict[int, dict[int, XmlTb]]
     nchannels: int | None = None  # when the file declares it: every tb's chan is below it
+    checked_in_place: bool | None = None  # the aliasing being checked (``aliasings``); None: the declared one
+
+    def aliasings(self) -> list[bool]:
+        """The aliasings the file declares itself valid for, out of place (False) first: in place with
+        ``inplace="1"``, out of place with ``outofplace="1"`` or when it does not say in place (the
+        research runtime's in-place files omit ``outofplace``); a file with both is checked in both."""
+        in_place = self.attrs.get("inplace") == "1"
+        out_of_place = self.attrs.get("outofplace") == "1" or not in_place
+        return [aliased for aliased, declared in ((False, out_of_place), (True, in_place)) if declared]
 
     @property
     def in_place(self) -> bool:
-        """Checked as in-place only when the file says it is for in-place calls alone (``inplace="1"``
-        and not ``outofplace="1"``); a file valid for both is checked out of place."""
-        return self.attrs.get("inplace") == "1" and self.attrs.get("outofplace") != "1"
+        """Whether input and output are one buffer in the run being checked: ``checked_in_place`` when
+        set, else in place only for a file valid for in-place calls alone."""
+        if self.checked_in_place is not None:
+            return self.checked_in_place
+        return self.aliasings() == [True]
 
     def slot(self, rank: int, buf: str, off: int) -> tuple[str, int]:
-        """The buffer slot a (buf, off) names. In place, NCCL passes one buffer as both: All-Reduce,
-        All-to-All, broadcast and reduce use it whole (o[x] is i[x]); All-Gather's input is the rank's
-        block of the output (i[j] is o[r*k + j]); Reduce-Scatter's output is the rank's block of the
-        input (o[j] is i[r*k + j])."""
+        """The buffer slot a (buf, off) names: itself out of place; in place, where NCCL's one buffer
+        puts it (``layout.in_place_slot``)."""
         if not self.in_place:
             return buf, off
-        kind = {"reduce_scatter": "reducescatter"}.get(self.coll, self.coll)
-        k = max(self.nchunksperloop // max(self.ngpus, 1), 1)
-        if kind in ("allgather", "gather"):
-            return ("o", rank * k + off) if buf == "i" else (buf, off)
-        if kind in ("reducescatter", "scatter"):
-            return ("i", rank * k + off) if buf == "o" else (buf, off)
-        return ("i", off) if buf == "o" else (buf, off)
+        return in_place_slot(self.coll, max(self.nchunksperloop // max(self.ngpus, 1), 1), rank, buf, off)
 
     def limit(self, rank: int, buf: str) -> int:
         """Chunks in the buffer a slot of ``slot`` lives in (an aliased buffer's extent included)."""

@@ -29,7 +29,9 @@ from __future__ import annotations
 from typing import Any
 
 from workbench.model.algorithm import Algorithm
-from workbench.msccl.common import MscclError, refuse_earlier_reads
+from workbench.model.transfer import READ_INPUT, read_target, reads_carried
+from workbench.msccl.common import MscclError
+from workbench.msccl.kept import kept_values, overwritten_inputs
 from workbench.msccl.layout import contiguous_runs, working_slots
 
 __all__ = ["export_plan", "check_expansion", "PLAN_SCHEMA"]
@@ -120,6 +122,38 @@ class _PlanWriter:
         self.scratch_top = [s_chunks] * n
         self.pending: list[list[tuple[int, list[dict[str, Any]]]]] = [[] for _ in range(n)]
         self.writer: dict[tuple[int, int], int] = {}  # (rank, chunk) -> index of the last transfer writing it
+        self.kept = kept_values(algorithm)
+        self.kept_at: dict[tuple, tuple[str, int]] = {}  # ("input", rank, c) / ("after" | "carried", k, c)
+        for key in sorted(overwritten_inputs(algorithm, self.location, self.outputs)):
+            self.location[key] = ("s", self.scratch(key[0]))
+            self.copies_in.append(key)
+
+    def scratch(self, rank: int, count: int = 1) -> int:
+        first = self.scratch_top[rank]
+        self.scratch_top[rank] += count
+        return first
+
+    def keep(self, rank: int, sources: list[tuple[int, tuple[str, int]]], tag: tuple) -> list[dict[str, Any]]:
+        """``copy`` operations of (chunk, place) pairs into fresh contiguous scratch, one per contiguous
+        run; each chunk's kept place noted under ``tag + (chunk,)``."""
+        first = self.scratch(rank, len(sources))
+        places = [place for _, place in sources]
+        kept = [("s", first + i) for i in range(len(sources))]
+        for (chunk, _), place in zip(sources, kept):
+            self.kept_at[tag + (chunk,)] = place
+        return [{"name": "copy", "src_buff": [_buffer(*places[start], count)],
+                 "dst_buff": [_buffer(*kept[start], count)]} for start, count in contiguous_runs(places, kept)]
+
+    def read_place(self, t, chunk: int) -> tuple[str, int]:
+        """Where the put of ``t`` reads ``chunk``: a kept earlier value, or where the chunk works."""
+        if t.read is None:
+            return self.location[(t.src, chunk)]
+        if t.read == READ_INPUT:
+            return self.kept_at.get(("input", t.src, chunk), self.location[(t.src, chunk)])
+        k = read_target(t.read)
+        if reads_carried(t.read) and ("carried", k, chunk) in self.kept_at:
+            return self.kept_at[("carried", k, chunk)]
+        return self.kept_at.get(("after", k, chunk), self.location[(t.src, chunk)])
 
     def kind_of(self, a: int, b: int) -> str:
         return "memory" if a // self.per_node == b // self.per_node else "port"
@@ -141,6 +175,12 @@ class _PlanWriter:
             buf, off = self.location[(rank, chunk)]
             self.ops[rank].append({"name": "copy", "src_buff": [_buffer("i", self.inputs[(rank, chunk)], 1)],
                                    "dst_buff": [_buffer(buf, off, 1)]})
+        by_rank: dict[int, list[int]] = {}
+        for rank, chunk in sorted(self.kept.input_copies):  # kept before anything can overwrite them
+            by_rank.setdefault(rank, []).append(chunk)
+        for rank, chunks in by_rank.items():
+            sources = sorted(((c, ("i", self.inputs[(rank, c)])) for c in chunks), key=lambda p: p[1])
+            self.ops[rank].extend(self.keep(rank, sources, ("input", rank)))
 
     def needed_before_send(self, t) -> int:
         """The last transfer the sender must have waited for: a dependency arriving at it, or the last
@@ -154,7 +194,8 @@ class _PlanWriter:
             elif s not in (before.src, before.dst) and d not in (before.src, before.dst):
                 raise MscclError(f"transfer {t.id}: its dependency on transfer {dep} ({before.src} -> {before.dst}) "
                                  f"involves neither rank {s} nor rank {d}; a GPU can only wait for its own channels")
-        return max([needed] + [self.writer.get((s, c), -1) for c in t.chunks])
+        target = read_target(t.read)  # a kept value: there once that transfer has landed
+        return max([needed, -1 if target is None else target] + [self.writer.get((s, c), -1) for c in t.chunks])
 
     def lower(self, i: int, t) -> None:
         s, d = t.src, t.dst
@@ -162,15 +203,16 @@ class _PlanWriter:
         self.flush(d, max([-1] + [self.writer.get((d, c), -1) for c in t.chunks]))
         channel = self.kind_of(s, d)
         peers, ops = self.peers, self.ops
-        src_places = [self.location[(s, c)] for c in t.chunks]
+        src_places = [self.read_place(t, c) for c in t.chunks]
         dst_places = [self.location[(d, c)] for c in t.chunks]
         arrival: list[dict[str, Any]] = [{"name": "wait", "channel_type": channel,
                                           "channel_ids": [peers[d][channel].index(s)]}]
         for first, count in contiguous_runs(src_places, dst_places):
             (sbuf, soff), (dbuf, doff) = src_places[first], dst_places[first]
             if t.op == "reduce":  # the partial sum lands apart; d adds it once it has waited
-                target = ("s", self.scratch_top[d])
-                self.scratch_top[d] += count
+                target = ("s", self.scratch(d, count))
+                for j, c in enumerate(t.chunks[first:first + count]):  # what t brought, kept where it landed
+                    self.kept_at[("carried", t.id, c)] = ("s", target[1] + j)
                 arrival.append({"name": "re", "src_buff": [_buffer(dbuf, doff, count), _buffer(*target, count)],
                                 "dst_buff": [_buffer(dbuf, doff, count)]})
             else:
@@ -182,6 +224,9 @@ class _PlanWriter:
         ops[s].append({"name": "signal", "channel_type": channel, "channel_ids": [peers[s][channel].index(d)]})
         if channel == "port":
             ops[s].append({"name": "flush", "channel_type": channel, "channel_ids": [peers[s][channel].index(d)]})
+        if t.id in self.kept.after:  # what a later put reads as "after t", once t has been added
+            arrival.extend(self.keep(d, sorted(((c, self.location[(d, c)]) for c in self.kept.after[t.id]),
+                                               key=lambda p: p[1]), ("after", t.id)))
         self.pending[d].append((i, arrival))
         for c in t.chunks:
             self.writer[(d, c)] = i
@@ -215,14 +260,15 @@ class _PlanWriter:
 
 def export_plan(algorithm: Algorithm, gpus_per_node: int | None = None, name: str | None = None,
                 protocol: str = "Simple", min_message_size: int = 0,
-                max_message_size: int = 2**64 - 1, source: str = "algorithm") -> dict[str, Any]:
+                max_message_size: int = 2**64 - 1, source: str = "algorithm", in_place: bool = False) -> dict[str, Any]:
     """The execution plan of the module docstring (a JSON-ready dict), for messages of
     ``min_message_size..max_message_size`` bytes (both inclusive; default every size). A periodic
     schedule is written out in full (a plan lists every operation; it has no loop of its own), once
     the size guard has priced its expansion (``check_expansion``; ``source`` names the algorithm; over
-    the budget it does not lower: ``MscclError``, as an expansion past ``MAX_EXPANDED_TRANSFERS``)."""
+    the budget it does not lower: ``MscclError``, as an expansion past ``MAX_EXPANDED_TRANSFERS``).
+    The plan is valid in place and out of place alike (kept values and overwritten inputs in scratch,
+    ``workbench.msccl.kept``); ``in_place`` sets the ``inplace`` field the executor matches calls by."""
     algorithm = _written_out(algorithm, source)
-    refuse_earlier_reads(algorithm.transfers, "MSCCL++", f"{source}: ")
     collective = algorithm.collective
     n = collective.num_ranks
     per_node = gpus_per_node or n
@@ -237,7 +283,7 @@ def export_plan(algorithm: Algorithm, gpus_per_node: int | None = None, name: st
     gpus = [writer.gpu(rank) for rank in range(n)]
     return {
         "name": (name or f"{algorithm.meta.get('formulation', 'workbench')}_{collective.kind}_{n}"),
-        "collective": _COLLECTIVES[collective.kind], "protocol": protocol, "inplace": False,
+        "collective": _COLLECTIVES[collective.kind], "protocol": protocol, "inplace": in_place,
         "reuse_resources": False, "gpus": gpus, "num_threads_per_block": 1024,
         "use_double_scratch_buffer": False, "buffer_alignment": 16, "min_message_size": int(min_message_size),
         "max_message_size": int(max_message_size),

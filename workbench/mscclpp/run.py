@@ -12,6 +12,7 @@ operations; then the plan is executed and every postcondition of the collective 
 
 from __future__ import annotations
 
+import copy
 import itertools
 import random
 from typing import Any
@@ -19,6 +20,7 @@ from typing import Any
 from workbench.model.collective import Collective, make_collective
 from workbench.checking.happens_before import first_race
 from workbench.msccl.common import MscclError, MscclFormatError, raise_race
+from workbench.msccl.layout import in_place_slot
 from workbench.msccl.run import check_outputs, initial_buffers
 
 __all__ = ["interpret_plan", "parse_plan"]
@@ -223,14 +225,21 @@ class _Execution:
     """One run of a plan over contribution sets: the slot values, the buffer sizes, the signals sent
     and consumed per channel, and how far each threadblock has got."""
 
-    def __init__(self, plan: dict, program: list[list[list[_Op]]], collective: Collective, source: str) -> None:
+    def __init__(self, plan: dict, program: list[list[list[_Op]]], collective: Collective, source: str,
+                 in_place: bool = False) -> None:
         self.source = source
-        self.values: dict[tuple[int, str, int], tuple[int, int]] = dict(initial_buffers(collective))
+        kind, k = collective.kind, collective.chunks_per_rank
+        self.values: dict[tuple[int, str, int], tuple[int, int]] = {
+            (rank, *(in_place_slot(kind, k, rank, buf, off) if in_place else (buf, off))): value
+            for (rank, buf, off), value in initial_buffers(collective).items()}
         self.limits = {}
         for rank, gpu in enumerate(plan["gpus"]):
             self.limits[(rank, "i")] = gpu.get("input_chunks", 0)
             self.limits[(rank, "o")] = gpu.get("output_chunks", 0)
             self.limits[(rank, "s")] = gpu.get("scratch_chunks", 0)
+            if in_place:  # one buffer: the larger of the two
+                self.limits[(rank, "i")] = self.limits[(rank, "o")] = max(self.limits[(rank, "i")],
+                                                                          self.limits[(rank, "o")])
         self.signalled: dict[tuple[str, int, int], int] = {}
         self.consumed: dict[tuple[str, int, int], int] = {}
         self.blocks = [(rank, b, block) for rank, gpu_blocks in enumerate(program)
@@ -322,34 +331,65 @@ class _Execution:
 
 
 def _run(plan: dict, program: list[list[list[_Op]]], collective: Collective, source: str,
-         rng: random.Random | None) -> dict[tuple[int, str, int], tuple[int, int]]:
-    return _Execution(plan, program, collective, source).run(rng)
+         rng: random.Random | None, in_place: bool = False) -> dict[tuple[int, str, int], tuple[int, int]]:
+    return _Execution(plan, program, collective, source, in_place).run(rng)
+
+
+def _in_place(program: list[list[list[_Op]]], collective: Collective) -> list[list[list[_Op]]]:
+    """The program with every buffer reference as an in-place call sees it (``layout.in_place_slot``:
+    NCCL's one buffer for input and output); each mapping shifts a whole range, so sizes stay."""
+    kind, k = collective.kind, collective.chunks_per_rank
+
+    def moved(ref: tuple[int, str, int, int]) -> tuple[int, str, int, int]:
+        rank, buf, start, size = ref
+        return (rank, *in_place_slot(kind, k, rank, buf, start), size)
+
+    def op_in_place(op: _Op) -> _Op:
+        new = copy.copy(op)
+        new.reads, new.writes = [moved(r) for r in op.reads], [moved(w) for w in op.writes]
+        return new
+
+    return [[[op_in_place(op) for op in block] for block in blocks] for blocks in program]
 
 
 def interpret_plan(text: str, source: str = "plan", root: int | None = None, schedules: int = 0,
-                   seed: int = 0) -> dict[str, Any]:
+                   seed: int = 0, aliasings: list[bool] | None = None) -> dict[str, Any]:
     """What the plan declares (``validate.check_plan``: the size guard, every index, the buffer
-    sizes), races, one run in a fixed order, the postconditions, then ``schedules`` random
-    interleavings."""
+    sizes), then for each aliasing (``aliasings``: False out of place, True in place; default the
+    plan's ``inplace``): races, one run in a fixed order, the postconditions, then ``schedules``
+    random interleavings."""
     from workbench.util import size_guard
     from workbench.mscclpp.validate import check_plan
 
     size_guard.check(source, size_guard.BYTES_PER_TEXT * len(text))  # the parse and the run grow with the text
     plan, program = parse_plan(text, source)
-    if plan.get("inplace"):
-        raise MscclError(f"{source}: in-place plans are not checked yet (export writes out-of-place plans)")
-    check_plan(plan, program, source, schedules)
+    aliasings = [bool(plan.get("inplace"))] if aliasings is None else aliasings
+    check_plan(plan, program, source, schedules * len(aliasings))
     collective = _collective(plan, source, root)
+    for in_place in aliasings:
+        where = f"{source} (in place)" if in_place and len(aliasings) > 1 else source
+        _check_aliasing(plan, _in_place(program, collective) if in_place else program, collective, where,
+                        (schedules, seed), in_place)
+    puts = sum(1 for blocks in program for block in blocks for op in block if op.name == "put")
+    return {"ranks": len(plan["gpus"]), "transfers": puts, "collective": collective.kind, "schedules": schedules,
+            "in_place": bool(plan.get("inplace")),
+            "aliasings": ["in place" if a else "out of place" for a in aliasings]}
+
+
+def _check_aliasing(plan: dict, program: list[list[list[_Op]]], collective: Collective, source: str,
+                    schedules: tuple[int, int], in_place: bool) -> None:
+    """Races, the fixed-order run, the postconditions and the random runs, for one aliasing."""
+    count, seed = schedules
+    k = collective.chunks_per_rank
     raise_race(lambda: _races(program), source)
     # one generator made and dropped per run: many schedules take no more memory than one
-    runs = itertools.chain([None], (random.Random(seed + i) for i in range(schedules)))
+    runs = itertools.chain([None], (random.Random(seed + i) for i in range(count)))
     for i, rng in enumerate(runs):
         label = "" if rng is None else f"random schedule {i} (seed {seed + i - 1}): "
         try:
-            values = _run(plan, program, collective, source, rng)
+            values = _run(plan, program, collective, source, rng, in_place)
         except MscclError as exc:
             raise MscclError(f"{label}{exc}") from None
-        check_outputs(collective, lambda rank, off: values.get((rank, "o", off)), source, label, who="gpu")
-    puts = sum(1 for blocks in program for block in blocks for op in block if op.name == "put")
-    return {"ranks": len(plan["gpus"]), "transfers": puts, "collective": collective.kind, "schedules": schedules,
-            "in_place": bool(plan.get("inplace"))}
+        check_outputs(collective, lambda rank, off: values.get(
+            (rank, *(in_place_slot(collective.kind, k, rank, "o", off) if in_place else ("o", off)))),
+            source, label, who="gpu")
