@@ -53,6 +53,22 @@ def test_two_hops_or_seven_raw_inputs_on_a_switch():
     assert two_hop_bound(topology, collective, chunk) == pytest.approx(7 * 1024 / 50e9 + 0.5e-6, rel=1e-9)
 
 
+def test_a_remote_rank_inside_a_sum_needs_a_detour_through_a_third_npu():
+    """Two leaves of two NPUs under one spine, 1 us per link, 50 GB/s. A leaf mate reaches v in 2 us
+    and inside a sum in 4 us (a(u) + d(u, v)); a rank on the other leaf in 4 us, inside a sum in
+    6 us (2 + 4: summed at its own leaf mate, at v's, or at itself after a receipt). At 1 MB sending
+    both remote inputs raw costs 2 x 21 us, so 6 us; at 64 KB it costs 2 x 1.31 us + a(v) = 4.62 us,
+    above the 4 us a leaf mate's sum takes. The first form gave 4 us at both sizes."""
+    leaf, spine = {0: 4, 1: 4, 2: 5, 3: 5}, 6
+    links = [link for npu, sw in leaf.items() for link in (Link(npu, sw, 1e-6, 50e9), Link(sw, npu, 1e-6, 50e9))]
+    links += [link for sw in (4, 5) for link in (Link(sw, spine, 1e-6, 50e9), Link(spine, sw, 1e-6, 50e9))]
+    topology = Topology.create(4, links, 3, "two leaves")
+    collective, chunk = _allreduce(topology, 2**20)
+    assert two_hop_bound(topology, collective, chunk) == pytest.approx(6e-6, rel=1e-9)
+    collective, chunk = _allreduce(topology, 65536)
+    assert two_hop_bound(topology, collective, chunk) == pytest.approx(2 * 65536 / 50e9 + 2e-6, rel=1e-9)
+
+
 def test_neither_applies_to_another_collective():
     topology = build("rails:2x4")
     collective = make_collective("allgather", 8)

@@ -36,9 +36,9 @@ says the assumption it rests on:
   ``group_gossip``: the same with groups of NPUs (boxes, leaf groups, found from the links) as the
   parties: ``2(g-1) M`` over the bandwidth of the links entering the groups' NPUs from outside
   (``group_gossip``).
-  ``two_hop``: until a delivery into some NPU has ended, NPUs send only their raw inputs, so an NPU
-  v either takes the other N-1 raw inputs through its own in-links or waits for two deliveries in a
-  row: ``max_v min(two(v), (N-1) M / B_in(v) + D(v))`` (``two_hop``).
+  ``two_hop``: each rank u's contribution reaches an NPU v raw (M bytes through v's in-links) or
+  inside a sum, which needs two deliveries in a row (no sooner than ``c_u(v)``): with ``c`` sorted
+  decreasing, ``max_v min_j max(c_{j+1}(v), j M / B_in(v) + a(v))`` (``two_hop``).
   ``rs_ag_throughput`` = RS* + AG* (the two throughput optima in sequence) is reported beside
   them: a throughput figure, *not* a bound and not a time known to be reached (at small sizes it
   lies below the bounds).
