@@ -256,10 +256,11 @@ def test_a_custom_collective_repeats_too(tmp_path):
     assert back.collective == periodic.collective and back.collective.num_chunks == 12
 
 
-def test_plain_only_transforms_say_so():
+def test_transforms_keep_the_period():
+    """reverse() and concat() work on the period (tests/test_periodic_transforms.py: equal to their
+    expansions); a plain phase does not join a periodic one."""
     periodic = repeated(_ring(4), 2)
-    with pytest.raises(ValueError, match="expand the periodic one first"):
-        periodic.reverse()
-    with pytest.raises(ValueError, match="expand the periodic one first"):
-        periodic.concat(periodic)
-    assert verify(periodic.expanded().reverse()).delivered_pairs  # the written-out schedule reverses
+    reduction = periodic.reverse()
+    assert reduction.period == periodic.period and verify(reduction).delivered_pairs
+    with pytest.raises(ValueError, match="same period"):
+        reduction.concat(periodic.expanded())

@@ -23,7 +23,7 @@ from workbench.model.algorithm_format import (FORMAT, FORMAT_2, FORMAT_3, FORMAT
                                               algorithm_document, read_document)
 from workbench.model.algorithm_io import no_cyclic_gc, read_file, write_file
 from workbench.model.collective import Collective, make_collective
-from workbench.model.periodic import Period, expanded
+from workbench.model.periodic import Period, expanded, reversed_lags, second_phase_shift
 from workbench.model.transfer import READ_INPUT, Transfer, read_target, with_read_target
 from workbench.topology import Topology
 
@@ -58,11 +58,6 @@ class Algorithm:
         """A periodic algorithm written out transfer by transfer (itself when not periodic)."""
         return expanded(self)
 
-    def _plain(self, operation: str) -> None:
-        if self.period is not None:
-            raise ValueError(f"{operation} applies to a plain algorithm; expand the periodic one first "
-                             f"(Algorithm.expanded) or build it per period")
-
     # ------------------------------------------------------------ building helpers
     @classmethod
     def from_steps(
@@ -90,14 +85,33 @@ class Algorithm:
         waited for ``t`` becomes one that ``t`` waits for. Writes into an NPU become ``reduce``;
         writes into a switch stay ``copy`` (a switch only forwards), so a switch that sent the
         same chunk on several links (a multicast) cannot be reversed.
+
+        A periodic algorithm is reversed without being expanded: its template as above, each lag
+        ``l`` turned into ``L - l`` (``periodic.reversed_lags``). Its expansion is then the reversed
+        expansion with piece ``k`` renamed ``R - 1 - k`` (``periodic.mirrored``; the exact statement
+        is in the module docstring of ``workbench.model.periodic``): the same plan for the simulator
+        and the verifier. A template's claimed times are dropped (they are piece 0's; reversed,
+        piece 0 runs where the last piece ran).
         """
-        self._plain("reverse()")
         if any(t.read is not None for t in self.transfers):
             raise ValueError("reverse() does not apply to transfers that read an earlier value")
         target_kind = {"allgather": "reducescatter", "broadcast": "reduce"}.get(self.collective.kind)
         if target_kind is None:
             raise ValueError(f"reverse() applies to allgather or broadcast, not {self.collective.kind}")
         topology = reversed_topology or self.topology.reversed()
+        self._refuse_switch_multicast()  # pieces move disjoint chunks: the template's check is every piece's
+        transfers = _reversed_transfers(self.transfers, topology, keep_times=self.period is None)
+        if self.period is not None:
+            for t, lag in zip(transfers, reversed_lags([t.lag for t in self.transfers])):
+                t.lag = lag
+        c = self.collective
+        collective = make_collective(target_kind, c.num_ranks, c.chunks_per_rank, c.root)
+        meta = dict(self.meta)
+        meta["reversed_from"] = c.kind
+        return Algorithm(topology, collective, self.chunk_bytes, transfers, meta, self.period)
+
+    def _refuse_switch_multicast(self) -> None:
+        """ValueError naming a switch that sends one chunk twice (reversed, it would have to add)."""
         sent: dict[tuple[int, int], int] = {}
         for t in self.transfers:
             if self.topology.is_switch(t.src):
@@ -108,25 +122,6 @@ class Algorithm:
                             f"{sent[(t.src, c)]}); a switch cannot reduce, so this cannot be reversed"
                         )
                     sent[(t.src, c)] = t.id
-        count = len(self.transfers)
-        dependants: list[list[int]] = [[] for _ in range(count)]
-        for t in self.transfers:
-            for d in t.deps:
-                dependants[d].append(t.id)
-        horizon = max((t.t_end for t in self.transfers if t.t_end is not None), default=None)
-        transfers = []
-        for new_id in range(count):
-            old = self.transfers[count - 1 - new_id]
-            op = "copy" if topology.is_switch(old.src) else "reduce"
-            deps = tuple(sorted(count - 1 - s for s in dependants[old.id]))
-            t_start = horizon - old.t_end if (horizon is not None and old.t_end is not None) else None
-            t_end = horizon - old.t_start if (horizon is not None and old.t_start is not None) else None
-            transfers.append(Transfer(new_id, old.chunks, old.dst, old.src, op, deps, t_start, t_end))
-        c = self.collective
-        collective = make_collective(target_kind, c.num_ranks, c.chunks_per_rank, c.root)
-        meta = dict(self.meta)
-        meta["reversed_from"] = c.kind
-        return Algorithm(topology, collective, self.chunk_bytes, transfers, meta)
 
     def concat(self, second: "Algorithm", collective: Collective | None = None) -> "Algorithm":
         """Run ``second`` after ``self`` on the same topology (reduce-scatter then all-gather = all-reduce).
@@ -134,16 +129,17 @@ class Algorithm:
         Every phase-2 transfer waits for the phase-1 transfers that touch the buffers it reads or
         writes, so no phase-2 send starts before its data is final and no phase-2 write overtakes
         a phase-1 access.
+
+        Two periodic algorithms with the same period are joined piece by piece, without being
+        expanded: the template is ``self``'s followed by ``second``'s, the dependencies are the
+        rule above within a piece (pieces move disjoint chunks, so no other piece is touched), and
+        ``second``'s lags grow by the least shift that keeps each dependency earlier in the
+        expansion (``periodic.second_phase_shift``): piece ``k`` of phase 2 follows piece ``k`` of
+        phase 1, not the whole of it. The expansion has exactly the transfers and dependencies of
+        the plain concatenation of the two expansions, listed interleaved instead of one phase after
+        the other (``workbench.model.periodic``).
         """
-        self._plain("concat()")
-        second._plain("concat()")
-        if any(t.read == READ_INPUT for t in second.transfers):  # its input is the first phase's output
-            raise ValueError("concat: the second phase reads its input, which concatenation would make the "
-                             "first phase's input")
-        if second.topology != self.topology:
-            raise ValueError("concat: the two phases are on different topologies")
-        if not math.isclose(second.chunk_bytes, self.chunk_bytes, rel_tol=1e-12):
-            raise ValueError("concat: the two phases use different chunk sizes")
+        self._check_concat(second)
         if collective is None:
             a, b = self.collective, second.collective
             if (a.kind, b.kind) == ("reducescatter", "allgather") and (a.num_ranks, a.chunks_per_rank) == (
@@ -166,17 +162,33 @@ class Algorithm:
             target = read_target(t.read)
             read = t.read if target is None else with_read_target(t.read, target + offset)
             transfers.append(Transfer(t.id + offset, t.chunks, t.src, t.dst, t.op, tuple(sorted(deps)),
-                                      t.t_start, t.t_end, read=read))
-        phase_one_end = max((t.t_end for t in self.transfers if t.t_end is not None), default=None)
-        if phase_one_end is not None:
+                                      t.t_start, t.t_end, t.lag, read=read))
+        if self.period is not None:
+            shift = second_phase_shift(transfers, offset)
             for t in transfers[offset:]:
-                t.t_start = None if t.t_start is None else t.t_start + phase_one_end
-                t.t_end = None if t.t_end is None else t.t_end + phase_one_end
+                t.lag += shift
+        else:
+            _after_phase_one(transfers, offset)
         meta = {"phases": [self.meta, second.meta]}
         for key in ("formulation", "params", "seed"):
             if key in self.meta:
                 meta[key] = self.meta[key]
-        return Algorithm(self.topology, collective, self.chunk_bytes, transfers, meta)
+        return Algorithm(self.topology, collective, self.chunk_bytes, transfers, meta, self.period)
+
+    def _check_concat(self, second: "Algorithm") -> None:
+        """ValueError unless ``second`` can run after ``self`` (``concat``)."""
+        if self.period != second.period:
+            raise ValueError(f"concat: both phases must be plain or periodic with the same period, got "
+                             f"{self.period} and {second.period}")
+        if self.period is not None and any(t.read is not None for t in self.transfers + second.transfers):
+            raise ValueError("concat: a periodic schedule cannot read earlier values")
+        if any(t.read == READ_INPUT for t in second.transfers):  # its input is the first phase's output
+            raise ValueError("concat: the second phase reads its input, which concatenation would make the "
+                             "first phase's input")
+        if second.topology != self.topology:
+            raise ValueError("concat: the two phases are on different topologies")
+        if not math.isclose(second.chunk_bytes, self.chunk_bytes, rel_tol=1e-12):
+            raise ValueError("concat: the two phases use different chunk sizes")
 
     # ------------------------------------------------------------ the file (algorithm_format, algorithm_io)
     def to_dict(self) -> dict[str, Any]:
@@ -200,3 +212,33 @@ def load_algorithm(path: str | Path) -> Algorithm:
     """Read a ``workbench.algorithm/1`` to ``/4`` JSON file; ``AlgorithmFormatError`` names what is wrong."""
     return Algorithm(*read_file(path))
 
+
+
+def _reversed_transfers(transfers: list[Transfer], topology: Topology, keep_times: bool = True) -> list[Transfer]:
+    """``Algorithm.reverse``'s list: transfer ``count-1-i`` turned around at position ``i``, waiting
+    for the reverses of the transfers that waited for it; claimed times mirrored in the last
+    arrival (``keep_times``) or dropped."""
+    count = len(transfers)
+    dependants: list[list[int]] = [[] for _ in range(count)]
+    for t in transfers:
+        for d in t.deps:
+            dependants[d].append(t.id)
+    horizon = max((t.t_end for t in transfers if t.t_end is not None), default=None) if keep_times else None
+    out = []
+    for new_id in range(count):
+        old = transfers[count - 1 - new_id]
+        op = "copy" if topology.is_switch(old.src) else "reduce"
+        deps = tuple(sorted(count - 1 - s for s in dependants[old.id]))
+        t_start = horizon - old.t_end if (horizon is not None and old.t_end is not None) else None
+        t_end = horizon - old.t_start if (horizon is not None and old.t_start is not None) else None
+        out.append(Transfer(new_id, old.chunks, old.dst, old.src, op, deps, t_start, t_end))
+    return out
+
+
+def _after_phase_one(transfers: list[Transfer], offset: int) -> None:
+    """Shift the claimed times of a plain concatenation's second phase (from ``offset``) past the first's end."""
+    phase_one_end = max((t.t_end for t in transfers[:offset] if t.t_end is not None), default=None)
+    if phase_one_end is not None:
+        for t in transfers[offset:]:
+            t.t_start = None if t.t_start is None else t.t_start + phase_one_end
+            t.t_end = None if t.t_end is None else t.t_end + phase_one_end

@@ -23,6 +23,28 @@ piece by piece, so a standard collective with R times the chunks per rank is R p
 That is what lets the verifier check one piece for all (``check_repetition``), what a ``/3``
 file writes as its collective (one piece), and what a runtime loop iteration runs (``loop_body``).
 The file format is in docs/algorithm-format.md.
+
+Reversal and concatenation (``Algorithm.reverse``, ``Algorithm.concat``) work on the period, so a
+pipelined All-Gather gives a pipelined Reduce-Scatter and All-Reduce of the same size, and each
+equals its expansion in this precise sense:
+
+* **reverse.** The template is listed back to front (template transfer ``i`` of ``m`` becomes
+  ``m-1-i``), turned around as a plain reversal does, and lag ``l`` becomes ``L - l`` (``L`` the
+  largest lag, ``reversed_lags``). The reversed expansion lists piece ``R-1`` first, so with piece
+  ``k`` renamed piece ``R-1-k``: ``p.reverse().expanded()`` is ``mirrored(p.expanded().reverse(),
+  p.period)`` transfer for transfer (id, chunks, src, dst, op, deps), since instance ``(k, i)`` is
+  listed by ``(k + lag_i, i)`` and its reverse by ``(R-1-k + L - lag_i, m-1-i)``, the same order
+  read backwards. Every piece has the same holders before and after (the repetition rule), and
+  neither the simulator nor the verifier looks at which piece a transfer belongs to beyond that,
+  so both give the two lists the same times (arrays permuted) and verdicts.
+* **concat.** Two periodic phases with one period (Reduce-Scatter, then All-Gather) share it: the
+  template is the first's followed by the second's, the second's transfers wait for the first's
+  that touch their buffers in the same piece (the plain rule; pieces move disjoint chunks), and
+  the second's lags grow by the least shift keeping those dependencies earlier in the expansion
+  (``second_phase_shift``). The expansion has exactly the transfers and dependency graph of
+  ``p1.expanded().concat(p2.expanded())``, listed otherwise: piece ``k``'s All-Gather right after
+  piece ``k``'s Reduce-Scatter instead of after every piece's, so the two pipelines overlap (the
+  plain concatenation of the expansions may be slower, never invalid where this is valid).
 """
 
 from __future__ import annotations
@@ -31,8 +53,8 @@ from dataclasses import dataclass, replace
 from typing import Any, Iterator
 
 __all__ = ["Period", "PeriodError", "expansion_order", "check_template_order", "check_repetition", "expanded",
-           "one_piece", "repeated", "loop_body", "piece_collective", "whole_collective", "MAX_EXPANDED_TRANSFERS",
-           "MAX_PIECES"]
+           "one_piece", "repeated", "loop_body", "piece_collective", "whole_collective", "reversed_lags",
+           "second_phase_shift", "mirrored", "MAX_EXPANDED_TRANSFERS", "MAX_PIECES"]
 
 # an expansion that would be written out (``expanded``) is refused beyond this many transfers
 MAX_EXPANDED_TRANSFERS = 20_000_000
@@ -233,3 +255,39 @@ def loop_body(algorithm):
     piece.collective = piece_collective(algorithm.collective, period)
     piece.meta["loop"] = period.to_dict()
     return piece
+
+
+def reversed_lags(lags: list[int]) -> list[int]:
+    """The lags of a reversed template (``Algorithm.reverse``), listed back to front: ``L - lag``
+    with ``L`` the largest, so the piece that ran last runs first (module docstring)."""
+    last = max(lags, default=0)
+    return [last - lag for lag in reversed(lags)]
+
+
+def second_phase_shift(transfers: list, offset: int) -> int:
+    """How much ``Algorithm.concat`` adds to the second phase's lags (its template from ``offset``):
+    the least shift that keeps every lag >= 0 and lists each first-phase dependency earlier in the
+    expansion, ``lag_d <= lag_i + shift`` (the same period suffices, the first phase's ids being
+    smaller). Dependencies inside the second phase keep their order under any common shift."""
+    second = transfers[offset:]
+    shift = -min((t.lag for t in second), default=0)
+    for t in second:
+        for d in t.deps:
+            if d < offset:
+                shift = max(shift, transfers[d].lag - t.lag)
+    return shift
+
+
+def mirrored(algorithm, period: Period):
+    """A plain algorithm with piece ``k``'s chunks renamed piece ``R-1-k``'s (chunk ``c + k S``
+    becomes ``c + (R-1-k) S``): how the reverse of an expansion reads as the expansion of a
+    reversed period (module docstring). Every piece has the same holders, so the collective is
+    unchanged."""
+    stride, last = period.chunk_stride, period.repeat - 1
+
+    def rename(c: int) -> int:
+        k, offset = divmod(c, stride)
+        return offset + (last - k) * stride
+
+    transfers = [replace(t, chunks=tuple(rename(c) for c in t.chunks)) for t in algorithm.transfers]
+    return replace(algorithm, transfers=transfers, meta=dict(algorithm.meta))
