@@ -96,6 +96,7 @@ REFUSED = {
     "hierarchical": ("dgx1", "allgather", {}),
     "multipath": ("ring:4", "allgather", {}),
     "oneshot": ("ring:4", "allgather", {}),
+    "oneshot-hier": ("ring:4", "allgather", {}),
     "rd": ("ring:4", "reducescatter", {}),
     "pat": ("ring:4", "alltoall", {}),
     "rhd": ("ring:4", "alltoall", {}),

@@ -11,23 +11,21 @@ entering links' bandwidths, plus the smallest alpha among them. A partition neve
 argument (merging two groups only gives their members free exchanges), so the bound holds for
 every partition and the largest over the candidates is kept.
 
-The candidates come from the links alone, no recorded dimensions: the groups of NPUs joined by the
-links of at least each bandwidth present (on a rail fabric, the boxes: the scale-up links are the
-fast ones), and the groups of NPUs joined once the switches at least ``k`` hops from every NPU are
-taken away (on a leaf-spine fabric, the leaf groups). Valid while switches do not reduce, as the
+The candidates come from the links alone, no recorded dimensions
+(``workbench.topology.structure.candidate_groups``): the groups of NPUs joined by the links of at
+least each bandwidth present (on a rail fabric, the boxes: the scale-up links are the fast ones),
+and the groups of NPUs joined once the switches at least ``k`` hops from every NPU are taken away
+(on a leaf-spine fabric, the leaf groups). Valid while switches do not reduce, as the
 flat form (proof: docs/bounds.md, "The group gossip bound").
 """
 
 from __future__ import annotations
 
-from typing import Callable, Iterator
-
 from workbench.model.collective import Collective
 from workbench.topology import Link, Topology
-from workbench.topology.structure import link_components
-from workbench.util.graphs import hop_distances
+from workbench.topology.structure import candidate_groups
 
-__all__ = ["group_gossip_bound", "candidate_groups", "entering_links"]
+__all__ = ["group_gossip_bound", "candidate_groups", "entering_links"]  # candidate_groups: topology.structure
 
 
 def group_gossip_bound(topology: Topology, collective: Collective, chunk_bytes: float) -> float | None:
@@ -50,23 +48,6 @@ def group_gossip_bound(topology: Topology, collective: Collective, chunk_bytes: 
                  + topology.min_overhead())
         best = value if best is None else max(best, value)
     return best
-
-
-def candidate_groups(topology: Topology) -> Iterator[list[int]]:
-    """Partitions of the NPUs, each a group label per NPU (module docstring), without repeats."""
-    seen: set[tuple[int, ...]] = set()
-    for bandwidth in sorted({l.bandwidth for l in topology.links}, reverse=True):
-        labels = _components(topology, lambda link, floor=bandwidth: link.bandwidth >= floor)
-        if tuple(labels) not in seen:
-            seen.add(tuple(labels))
-            yield labels
-    levels = _switch_levels(topology)
-    for level in sorted(set(levels.values()), reverse=True):
-        removed = {s for s, lv in levels.items() if lv >= level}
-        labels = _components(topology, lambda link, gone=removed: link.src not in gone and link.dst not in gone)
-        if tuple(labels) not in seen:
-            seen.add(tuple(labels))
-            yield labels
 
 
 def entering_links(topology: Topology, groups: list[int]) -> list[Link]:
@@ -101,17 +82,3 @@ def _groups_reaching_switches(topology: Topology, groups: list[int]) -> dict[int
         held.add(group)
         frontier.extend((l.dst, group) for l in topology.out_links(switch) if topology.is_switch(l.dst))
     return reached
-
-
-def _components(topology: Topology, keep: Callable[[Link], bool]) -> list[int]:
-    """A group label per NPU: NPUs joined by the kept links, either direction (``link_components``)."""
-    roots = link_components(topology, keep)
-    labels: dict[int, int] = {}
-    return [labels.setdefault(roots[v], len(labels)) for v in topology.npus]
-
-
-def _switch_levels(topology: Topology) -> dict[int, int]:
-    """Each switch's hop distance from the nearest NPU (1: a switch an NPU links to)."""
-    successors = [topology.out_neighbors(v) for v in range(topology.num_nodes)]
-    hops = hop_distances(successors, topology.npus)
-    return {s: hops[s] for s in topology.switches if hops[s] > 0}

@@ -21,16 +21,24 @@ position, so dimension-wise algorithms (hierarchical rings, per-dimension bounds
 exactly as on the builder's twin. A builder that recorded ``meta["dims"]`` of a box tier and a
 rail tier (``rails:``) is taken at its word after the same checks. Nothing here claims symmetry:
 the structure only says which NPUs belong together.
+
+``candidate_groups`` asks less: partitions of the NPUs into groups, of any sizes, read from the
+links alone. For each bandwidth present, the NPUs joined by links at least that fast (on a rail
+fabric, the boxes); for each switch tier, the NPUs still joined once the switches at least that many
+hops from every NPU are taken away (on a leaf-spine fabric, the leaf groups). The group gossip
+bound (``workbench.bounds.group_gossip``) takes every one; a hierarchical schedule picks one.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable, Iterator
 
-from workbench.topology.graph import Topology
-from workbench.util.graphs import bfs
+from workbench.topology.graph import Link, Topology
+from workbench.util.graphs import bfs, hop_distances
 
-__all__ = ["BoxesAndRails", "boxes_and_rails", "link_components", "npu_neighbours", "recorded_dims"]
+__all__ = ["BoxesAndRails", "boxes_and_rails", "candidate_groups", "link_components", "npu_neighbours",
+           "recorded_dims", "switch_levels"]
 
 _SAME = 1e-9  # relative tolerance: bandwidths of one tier
 
@@ -195,3 +203,36 @@ def npu_neighbours(topology: Topology) -> list[list[int]]:
         reached = bfs(successors, (u,), expand=topology.is_switch).order[1:]  # on through switches only
         result.append(sorted(v for v in reached if not topology.is_switch(v)))
     return result
+
+
+def candidate_groups(topology: Topology) -> Iterator[list[int]]:
+    """Partitions of the NPUs, each a group label per NPU (module docstring), without repeats: by
+    bandwidth threshold, fastest first, then by switch tier, the farthest switches removed first."""
+    seen: set[tuple[int, ...]] = set()
+    for bandwidth in sorted({l.bandwidth for l in topology.links}, reverse=True):
+        labels = _group_labels(topology, lambda link, floor=bandwidth: link.bandwidth >= floor)
+        if tuple(labels) not in seen:
+            seen.add(tuple(labels))
+            yield labels
+    levels = switch_levels(topology)
+    for level in sorted(set(levels.values()), reverse=True):
+        removed = {s for s, lv in levels.items() if lv >= level}
+        labels = _group_labels(topology, lambda link, gone=removed: link.src not in gone and link.dst not in gone)
+        if tuple(labels) not in seen:
+            seen.add(tuple(labels))
+            yield labels
+
+
+def _group_labels(topology: Topology, keep: Callable[[Link], bool]) -> list[int]:
+    """A group label per NPU: NPUs joined by the kept links, either direction (``link_components``),
+    labels numbered in order of each group's smallest NPU."""
+    roots = link_components(topology, keep)
+    labels: dict[int, int] = {}
+    return [labels.setdefault(roots[v], len(labels)) for v in topology.npus]
+
+
+def switch_levels(topology: Topology) -> dict[int, int]:
+    """Each switch's hop distance from the nearest NPU (1: a switch an NPU links to)."""
+    successors = [topology.out_neighbors(v) for v in range(topology.num_nodes)]
+    hops = hop_distances(successors, topology.npus)
+    return {s: hops[s] for s in topology.switches if hops[s] > 0}
