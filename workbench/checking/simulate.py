@@ -31,7 +31,7 @@ from workbench.topology import Topology
 
 np = lazy_module("numpy")  # imported on first use (workbench.util.lazy)
 
-__all__ = ["SimulationResult", "SimulationError", "simulate", "route_segments", "LINK_MODELS", "ORDERS", "SWITCH_MODELS",
+__all__ = ["SimulationResult", "SimulationError", "simulate", "route_segments", "named_route", "LINK_MODELS", "ORDERS", "SWITCH_MODELS",
            "DEFAULT_MODEL", "DEFAULT_MODEL_NAME", "model_name", "parse_model"]
 
 LINK_MODELS = ("pipelined", "blocking")
@@ -124,10 +124,12 @@ class SimulationResult:
         return data
 
 
-def route_segments(topology: Topology, src: int, dst: int, switch_model: str = "cut-through") -> list[Segment]:
+def route_segments(topology: Topology, src: int, dst: int, switch_model: str = "cut-through",
+                   via: tuple[int, ...] | None = None) -> list[Segment]:
     """The segments a transfer ``src -> dst`` occupies, in order, each as (link indices, alpha sum,
-    bottleneck bandwidth, overhead); SimulationError when unroutable."""
-    path = topology.route(src, dst)
+    bottleneck bandwidth, overhead), over the switches ``via`` names or else the topology's route;
+    SimulationError when unroutable."""
+    path = topology.route(src, dst) if via is None else named_route(topology, src, dst, via)
     if path is None:
         raise SimulationError(f"no path from node {src} to node {dst} in topology {topology.name!r}")
     segments: list[Segment] = []
@@ -175,17 +177,30 @@ def parse_model(name: str) -> dict[str, str] | None:
     return options
 
 
+def named_route(topology: Topology, src: int, dst: int, via: tuple[int, ...]) -> list[int]:
+    """The path ``src, *via, dst``; SimulationError unless every node of ``via`` is a switch and each
+    step is a link."""
+    path = [src, *via, dst]
+    for node in via:
+        if not (0 <= node < topology.num_nodes and topology.is_switch(node)):
+            raise SimulationError(f"its route names node {node}, which is not a switch")
+    for u, v in zip(path, path[1:]):
+        if not topology.has_link(u, v):
+            raise SimulationError(f"its route steps from node {u} to node {v}, which no link joins")
+    return path
+
+
 def _segment_table(algorithm: Algorithm, switch_model: str) -> list[list[Segment]]:
-    """Per transfer, its segments (routes are cached per (src, dst) pair)."""
+    """Per transfer, its segments (routes are cached per (src, dst, via))."""
     topology = algorithm.topology
-    cache: dict[tuple[int, int], list[Segment]] = {}
+    cache: dict[tuple, list[Segment]] = {}
     table = []
     for t in algorithm.transfers:
-        key = (t.src, t.dst)
+        key = (t.src, t.dst, t.via)
         segments = cache.get(key)
         if segments is None:
             try:
-                segments = cache[key] = route_segments(topology, t.src, t.dst, switch_model)
+                segments = cache[key] = route_segments(topology, t.src, t.dst, switch_model, t.via)
             except SimulationError as exc:
                 raise SimulationError(f"transfer {t.id}: {exc}") from None
             except (IndexError, KeyError):

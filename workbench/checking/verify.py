@@ -111,6 +111,8 @@ def check_structure(algorithm: Algorithm) -> None:
             raise InvalidAlgorithm(f"transfer {t.id}: unknown op {t.op!r}", transfer=t.id, kind="structure")
         if (t.src, t.dst) not in connected:  # each pair's route looked up once
             _check_connected(topology, t, connected)
+        if t.via is not None:
+            _check_named_route(topology, t)
         if t.read is not None:
             _check_read(algorithm, t)
 
@@ -155,6 +157,16 @@ def _check_connected(topology, t, connected: dict[tuple[int, int], bool]) -> Non
         raise InvalidAlgorithm(f"transfer {t.id}: no path from node {t.src} to node {t.dst}",
                                transfer=t.id, kind="structure")
     connected[(t.src, t.dst)] = True
+
+
+def _check_named_route(topology, t) -> None:
+    """InvalidAlgorithm when ``t.via`` is not a walk of links through switches from src to dst."""
+    from workbench.checking.simulate import SimulationError, named_route
+
+    try:
+        named_route(topology, t.src, t.dst, t.via)
+    except SimulationError as exc:
+        raise InvalidAlgorithm(f"transfer {t.id}: {exc}", transfer=t.id, kind="structure") from None
 
 
 def _missing_node(t, num_nodes: int) -> None:

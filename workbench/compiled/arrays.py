@@ -28,6 +28,7 @@ class TransferArrays:
     chunks: np.ndarray  # int64
     dep_start: np.ndarray  # int64, len(transfers) + 1
     deps: np.ndarray  # int64
+    vias: list | None = None  # each transfer's ``via`` where some transfer names its route, else None
 
     def __len__(self) -> int:
         return len(self.src)
@@ -100,6 +101,8 @@ def _arrays(transfers: list[Transfer]) -> TransferArrays | None:
         return None
     ids, src, dst, chunks, deps = columns
     op_codes = np.fromiter(map(_OP_CODES.get, ops, repeat(2)), dtype=np.int8, count=len(ops))
+    vias = [t.via for t in transfers]
     return TransferArrays(ids=ids, src=src, dst=dst, reduce=op_codes == 1, known_op=op_codes < 2,
                           chunk_start=_offsets(list(map(len, chunk_lists))), chunks=chunks,
-                          dep_start=_offsets(list(map(len, dep_lists))), deps=deps)
+                          dep_start=_offsets(list(map(len, dep_lists))), deps=deps,
+                          vias=vias if any(v is not None for v in vias) else None)

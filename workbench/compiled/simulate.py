@@ -84,6 +84,17 @@ def _in_order_periodic(route_of, chunk_counts, dep_start, deps, lags, repeat, ro
 _in_order_periodic = locked_first_call(_in_order_periodic, "in_order_periodic", __file__)
 
 
+def _distinct_routes(arrays: TransferArrays, num_nodes: int):
+    """The distinct (src, dst, via) routes and each transfer's index among them."""
+    if arrays.vias is None:
+        pairs, route_of = np.unique(arrays.src * num_nodes + arrays.dst, return_inverse=True)
+        return [(pair // num_nodes, pair % num_nodes, None) for pair in pairs.tolist()], route_of
+    index: dict[tuple, int] = {}
+    keys = zip(arrays.src.tolist(), arrays.dst.tolist(), arrays.vias)
+    route_of = np.fromiter((index.setdefault(key, len(index)) for key in keys), dtype=np.int64, count=len(arrays))
+    return list(index), route_of
+
+
 def timing(algorithm, arrays: TransferArrays, blocking: bool, switch_model: str, route_segments):
     """``_run_in_order``'s five results, or None where the Python simulator must run (it then
     raises for a bad transfer, or handles what the arrays cannot express)."""
@@ -105,12 +116,12 @@ def timing(algorithm, arrays: TransferArrays, blocking: bool, switch_model: str,
         return None
     if not (arrays.ids_are_positions() and arrays.nodes_within(num_nodes)):
         return None
-    pairs, route_of = np.unique(arrays.src * num_nodes + arrays.dst, return_inverse=True)
+    routes, route_of = _distinct_routes(arrays, num_nodes)
     route_seg_start, seg_link_start, seg_links, seg_alpha, seg_bandwidth, route_links = [0], [0], [], [], [], []
     seg_overhead: list[float] = []
-    for pair in pairs.tolist():
+    for src, dst, via in routes:
         try:
-            segments = route_segments(topology, pair // num_nodes, pair % num_nodes, switch_model)
+            segments = route_segments(topology, src, dst, switch_model, via)
         except Exception:  # whatever it is, the Python simulator meets it too, at the transfer it names
             return None
         for links, alpha_sum, bandwidth, overhead in segments:

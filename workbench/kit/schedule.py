@@ -177,15 +177,15 @@ def order_by_start(algorithm: Algorithm, starts: Sequence[float] | None = None) 
 
 
 def _route_segments_of(algorithm: Algorithm) -> list[list]:
-    """Each transfer's route segments (``route_segments``), computed once per (src, dst)."""
+    """Each transfer's route segments (``route_segments``), computed once per (src, dst, via)."""
     from workbench.checking.simulate import route_segments
 
     topology = algorithm.topology
-    routes: dict[tuple[int, int], list] = {}
+    routes: dict[tuple, list] = {}
     for t in algorithm.transfers:
-        if (t.src, t.dst) not in routes:
-            routes[(t.src, t.dst)] = route_segments(topology, t.src, t.dst)
-    return [routes[(t.src, t.dst)] for t in algorithm.transfers]
+        if (t.src, t.dst, t.via) not in routes:
+            routes[(t.src, t.dst, t.via)] = route_segments(topology, t.src, t.dst, via=t.via)
+    return [routes[(t.src, t.dst, t.via)] for t in algorithm.transfers]
 
 
 def _dependants(transfers: list) -> tuple[list[int], list[list[int]]]:
@@ -284,16 +284,19 @@ def claim_listing(algorithm: Algorithm, size_bytes: float | None = None,
     which. Where ``adapts_to_size`` is false at ``size_bytes`` (256 MB and up, no per-message
     overhead), past ``SETTLE_MOST`` transfers, or where ``seconds_left`` would not cover it at
     ``SETTLE_RATE``, the planned listing is kept and claimed as it is: results at large sizes stay
-    what they were. The planned listing's transfers are left as they were (a copy is settled).
+    what they were. A periodic algorithm keeps its listing too (a relisting of its template would
+    not be one of its expansion). The planned listing's transfers are left as they were (a copy is
+    settled).
     ``claimed``: the caller has just claimed the planned listing in the default model
     (``claim_in_model``), so its ``meta.claimed_time`` is taken as it is, not simulated again."""
     planned = algorithm.meta["claimed_time"] if claimed else claim_in_model(algorithm)
     count = len(algorithm.transfers)
-    if count > SETTLE_MOST or (size_bytes is not None and not adapts_to_size(algorithm.topology, size_bytes)) \
+    if algorithm.period is not None or count > SETTLE_MOST \
+            or (size_bytes is not None and not adapts_to_size(algorithm.topology, size_bytes)) \
             or (seconds_left is not None and count / SETTLE_RATE > seconds_left):
         return algorithm
     settled = settle_order(Algorithm(algorithm.topology, algorithm.collective, algorithm.chunk_bytes,
-                                     [Transfer(t.id, t.chunks, t.src, t.dst, t.op, t.deps, t.t_start, t.t_end, read=t.read)
+                                     [Transfer(t.id, t.chunks, t.src, t.dst, t.op, t.deps, t.t_start, t.t_end, read=t.read, via=t.via)
                                       for t in algorithm.transfers], dict(algorithm.meta)))
     if claim_in_model(settled) < planned:
         settled.meta["listing"] = "settled"

@@ -1,9 +1,10 @@
-"""The algorithm file's document, ``workbench.algorithm/1`` to ``/4``: written from an algorithm, read back with every field checked.
+"""The algorithm file's document, ``workbench.algorithm/1`` to ``/5``: written from an algorithm, read back with every field checked.
 
 ``/1`` is the original format; ``/2`` is ``/1`` plus an ``overhead`` on the embedded topology's
 links; ``/3`` is ``/2`` plus a ``period`` and per-transfer ``lag`` (``workbench.model.periodic``);
 ``/4`` is ``/3`` plus a per-transfer ``read`` (an earlier value of the source: its input, or what
-it held after a named earlier transfer). A writer uses the lowest version that holds the fields
+it held after a named earlier transfer); ``/5`` is ``/4`` plus a per-transfer ``via`` (the switches
+it crosses, in order). A writer uses the lowest version that holds the fields
 the algorithm uses (``lowest_format``). The format is a
 contract with outside tools: docs/algorithm-format.md. ``algorithm_document`` builds the
 document, ``read_document`` checks a decoded one into the fields of an ``Algorithm``
@@ -21,7 +22,7 @@ from workbench.model.periodic import Period, PeriodError, piece_collective, whol
 from workbench.model.transfer import READ_INPUT, Transfer, read_carried
 from workbench.topology import Topology, TopologyError, topology_from_dict
 
-__all__ = ["FORMAT", "FORMAT_2", "FORMAT_3", "FORMAT_4", "FORMATS", "AlgorithmFormatError", "AlgorithmFields",
+__all__ = ["FORMAT", "FORMAT_2", "FORMAT_3", "FORMAT_4", "FORMAT_5", "FORMATS", "AlgorithmFormatError", "AlgorithmFields",
            "algorithm_document", "lowest_format", "read_document"]
 
 FORMAT = "workbench.algorithm/1"
@@ -33,12 +34,15 @@ FORMAT_2 = "workbench.algorithm/2"
 FORMAT_3 = "workbench.algorithm/3"
 # /3 plus a per-transfer ``read``: written only where some transfer reads an earlier value
 FORMAT_4 = "workbench.algorithm/4"
-FORMATS = (FORMAT, FORMAT_2, FORMAT_3, FORMAT_4)
+# /4 plus a per-transfer ``via`` (its route through switches): written only where some transfer names one
+FORMAT_5 = "workbench.algorithm/5"
+FORMATS = (FORMAT, FORMAT_2, FORMAT_3, FORMAT_4, FORMAT_5)
+_READS = (FORMAT_4, FORMAT_5)  # the versions that may hold ``read``
 _INF = math.inf
 
 
 class AlgorithmFormatError(ValueError):
-    """A file that is not a well-formed ``workbench.algorithm/1`` to ``/4`` document (schema, types)."""
+    """A file that is not a well-formed ``workbench.algorithm/1`` to ``/5`` document (schema, types)."""
 
 
 class AlgorithmFields(NamedTuple):
@@ -53,8 +57,11 @@ class AlgorithmFields(NamedTuple):
 
 
 def lowest_format(algorithm: Any) -> str:
-    """The lowest version that holds every field ``algorithm`` uses: ``/4`` where a transfer reads
-    an earlier value, ``/3`` where it is periodic, ``/2`` where a link has an overhead, else ``/1``."""
+    """The lowest version that holds every field ``algorithm`` uses: ``/5`` where a transfer names
+    its route, ``/4`` where one reads an earlier value, ``/3`` where it is periodic, ``/2`` where a
+    link has an overhead, else ``/1``."""
+    if any(t.via is not None for t in algorithm.transfers):
+        return FORMAT_5
     if any(t.read is not None for t in algorithm.transfers):
         return FORMAT_4
     if algorithm.period is not None:
@@ -97,9 +104,11 @@ def read_document(data: Any, source: str, transfers: list[Transfer] | None = Non
     if not isinstance(meta, dict):
         raise AlgorithmFormatError(f"{source}: meta must be an object")
     period = None
-    if data["format"] != FORMAT_4:
+    if data["format"] not in _READS:
         _no_reads(data, transfers, source)
-    if data["format"] == FORMAT_3 or (data["format"] == FORMAT_4 and "period" in data):
+    if data["format"] != FORMAT_5:
+        _no_routes(data, transfers, source)
+    if data["format"] == FORMAT_3 or (data["format"] in _READS and "period" in data):
         reading = next((t for t in transfers if t.read is not None), None)
         if reading is not None:
             raise AlgorithmFormatError(f"{source}: transfer {reading.id} reads an earlier value, which a periodic "
@@ -177,6 +186,14 @@ def _no_reads(data: dict, transfers: list[Transfer], source: str) -> None:
                                    f"{FORMAT_4!r}, the file says {data['format']!r}")
 
 
+def _no_routes(data: dict, transfers: list[Transfer], source: str) -> None:
+    """No ``via`` outside ``/5``."""
+    routed = next((t for t in transfers if t.via is not None), None)
+    if routed is not None:
+        raise AlgorithmFormatError(f"{source}: transfer {routed.id} names its route ('via'), which needs format "
+                                   f"{FORMAT_5!r}, the file says {data['format']!r}")
+
+
 def _no_period(data: dict, transfers: list[Transfer], source: str) -> None:
     """Neither a period nor a lag outside ``/3``."""
     if "period" in data:
@@ -204,7 +221,7 @@ def _parse_transfers(raw: list, source: str) -> list[Transfer]:
             op = entry.get("op", "copy")
             t_start, t_end = entry.get("t_start"), entry.get("t_end")
             if (type(ident) is int and type(src) is int and type(dst) is int and type(chunk) is int
-                    and "chunks" not in entry and "lag" not in entry and "read" not in entry
+                    and "chunks" not in entry and "lag" not in entry and "read" not in entry and "via" not in entry
                     and (op == "copy" or op == "reduce")
                     and type(deps) is list
                     and all(type(d) is int for d in deps)
@@ -238,7 +255,17 @@ def _parse_transfer(entry: Any, index: int, source: str) -> Transfer:
     if not _is_int(lag) or lag < 0:
         raise AlgorithmFormatError(f"{where}.lag: expected an integer >= 0, got {lag!r}")
     return Transfer(entry["id"], chunks, entry["src"], entry["dst"], op, tuple(deps), times[0], times[1], lag,
-                    _parse_read(entry, where))
+                    _parse_read(entry, where), _parse_via(entry, where))
+
+
+def _parse_via(entry: dict, where: str) -> tuple[int, ...] | None:
+    """``via``: absent (the topology's route) or a non-empty list of node ids (the switches crossed)."""
+    if "via" not in entry:
+        return None
+    value = entry["via"]
+    if not (isinstance(value, list) and value and all(_is_int(v) and v >= 0 for v in value)):
+        raise AlgorithmFormatError(f"{where}.via: expected a non-empty list of switch ids, got {value!r}"[:300])
+    return tuple(value)
 
 
 def _parse_read(entry: dict, where: str) -> int | None:

@@ -6,8 +6,10 @@ A ``Transfer`` moves one chunk (or several contiguous chunks, paying alpha once)
 periodic schedule's copy (``workbench.model.periodic``). ``read`` names the value of the source it
 sends: its current one (None), its input (``READ_INPUT``), what it held right after an earlier
 transfer ``k`` into it (``k``), or what transfer ``k`` brought it (``read_carried(k)``): values a
-runtime keeps in scratch (docs/verifier.md). ``to_dict`` is its entry in an algorithm file
-(docs/algorithm-format.md).
+runtime keeps in scratch (docs/verifier.md). ``via`` names the switches it crosses, in order, where
+the topology's own route (the breadth-first one, ties to low ids) is not the one meant: a fabric
+with several spines spreads its traffic over them (docs/cost-model.md, "Routes"). ``to_dict`` is its
+entry in an algorithm file (docs/algorithm-format.md).
 """
 
 from __future__ import annotations
@@ -59,6 +61,8 @@ class Transfer:
     # None: the source's current value; READ_INPUT: its input; k >= 0: its value after transfer k;
     # read_carried(k): what transfer k brought it
     read: int | None = None
+    # the switches the transfer crosses, in order (src -> via... -> dst); None: the topology's route
+    via: tuple[int, ...] | None = None
 
     @property
     def chunk(self) -> int:
@@ -79,5 +83,7 @@ class Transfer:
         if self.read is not None:
             entry["read"] = ("input" if self.read == READ_INPUT else
                              {"carried": read_target(self.read)} if reads_carried(self.read) else self.read)
+        if self.via is not None:
+            entry["via"] = list(self.via)
         return entry
 

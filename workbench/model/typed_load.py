@@ -45,6 +45,7 @@ class _TransferRecord(msgspec.Struct, gc=False):
     t_end: _Time | None = None
     lag: Any = 0  # read only to send a periodic template (or a stray lag) the usual way
     read: Any = msgspec.UNSET  # likewise: a transfer that reads an earlier value (/4) is read the usual way
+    via: Any = msgspec.UNSET  # and one that names its route (/5)
 
 
 class _Document(msgspec.Struct):
@@ -72,8 +73,9 @@ def decode(text: bytes) -> tuple[dict[str, Any], list[tuple]] | None:
         document = _DECODER.decode(text)
     except (msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError, RecursionError):
         return None
-    if document.period is not msgspec.UNSET or any(r.lag != 0 or r.read is not msgspec.UNSET for r in document.transfers):
-        return None  # a periodic schedule (/3) is one period, and /4 reads: read the usual way with their checks
+    if document.period is not msgspec.UNSET or any(r.lag != 0 or r.read is not msgspec.UNSET or r.via is not msgspec.UNSET
+                                                   for r in document.transfers):
+        return None  # a periodic schedule (/3) is one period, /4 reads and /5 routes: read the usual way with their checks
     untyped = [document.format, document.topology, document.collective, document.chunk_bytes, document.meta]
     if not _integers_exact(untyped):
         return None
