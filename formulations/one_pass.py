@@ -23,13 +23,17 @@ Method note: ``docs/methods/baselines.md`` section 12.
   adding what it gets: log2 p steps of M bytes. The N - p extra ranks first add their inputs into
   ranks 0..N-p-1 and at the end receive the sum back from them (the paper's non-power-of-two fix).
 
-A rule writes the whole vector as one message of all its chunks. Claimed time: the schedule's own
-time in the simulator's default model (``workbench.plugin.closed_form``).
+A rule writes the whole vector as one message of all its chunks, and where equally short routes
+through switches join two ranks (the spines of a leaf-spine fabric), each message names the one its
+busiest link would load least (``workbench.kit.spread_routes``; ``meta.routes_named`` counts them).
+Claimed time: the schedule's own time in the simulator's default model
+(``workbench.plugin.closed_form``).
 """
 
 from __future__ import annotations
 
 from workbench.model.algorithm import Algorithm, Transfer
+from workbench.kit.spread_routes import spread_routes
 from workbench.model.transfer import READ_INPUT, read_carried
 from workbench.plugin.closed_form import ClosedForm, require_kind
 from workbench.plugin.formulation import Unsupported
@@ -80,8 +84,9 @@ def oneshot_schedule(problem: Problem) -> Algorithm:
             read, deps = read_carried(relay), (relay,)
         into[(origin, child)] = len(transfers)
         transfers.append(Transfer(len(transfers), chunks, parent, child, "reduce", deps, read=read))
+    routed = spread_routes(problem.topology, transfers, problem.chunk_bytes)
     return Algorithm(problem.topology, problem.collective, problem.chunk_bytes, transfers,
-                     {"passes": 1, "steps": max(h[0] for h in hops)})
+                     {"passes": 1, "steps": max(h[0] for h in hops), "routes_named": routed})
 
 
 def _last_hop_bandwidths(topology, neighbours: list[list[int]]) -> dict[tuple[int, int], float]:
@@ -142,8 +147,9 @@ def rd_schedule(problem: Problem) -> Algorithm:
         distance *= 2
     for extra in range(p, n):  # the sum back to the extras, over their inputs
         send(extra - p, extra, "copy", last.get(extra - p, READ_INPUT))
+    routed = spread_routes(problem.topology, transfers, problem.chunk_bytes)
     return Algorithm(problem.topology, problem.collective, problem.chunk_bytes, transfers,
-                     {"passes": 1, "steps": (n > p) * 2 + (p.bit_length() - 1)})
+                     {"passes": 1, "steps": (n > p) * 2 + (p.bit_length() - 1), "routes_named": routed})
 
 
 class OneShot(ClosedForm):

@@ -38,7 +38,9 @@ A send of S_b waits for every box-stage transfer into its sender and its receive
 either moves across the value read). The value after k_r is what the sender holds once *all* its
 box-stage transfers have arrived only if k_r, the last listed, also arrives last: ``_bind_reads``
 checks that on the simulated timeline and, where another arrives later, makes k_r wait for it
-(``meta.snapshot_waits``). The planned listing and, below ``SETTLE_MOST`` transfers and 256 MB, its
+(``meta.snapshot_waits``). Messages between ranks joined by equally short routes through switches
+name the one their busiest link loads least (``workbench.kit.spread_routes``, ``meta.routes_named``).
+The planned listing and, below ``SETTLE_MOST`` transfers and 256 MB, its
 list-scheduled one (``workbench.kit.schedule.settle_order``), each made consistent so, are both
 timed and the faster is kept (``meta.listing``). Claimed time: the schedule's own time in the
 simulator's default model.
@@ -52,6 +54,7 @@ from typing import Callable
 
 from workbench.checking.simulate import simulate
 from workbench.kit.schedule import adapts_to_size, claim_in_model, settle_order
+from workbench.kit.spread_routes import spread_routes
 from workbench.model.algorithm import Algorithm, Transfer
 from workbench.model.transfer import READ_INPUT, read_carried
 from workbench.plugin.closed_form import require_kind
@@ -330,7 +333,8 @@ def _written(problem: Problem, layout: BoxLayout, across: str, settle: bool) -> 
         if len(layout.boxes) > 1:
             _whole_across(plan, problem.topology, layout, chunks)
     meta = {"boxes": len(layout.boxes), "box_sizes": sorted({len(box) for box in layout.boxes}),
-            "boxes_from": layout.source, "across": across if len(layout.boxes) > 1 else "none", "steps": plan.steps}
+            "boxes_from": layout.source, "across": across if len(layout.boxes) > 1 else "none", "steps": plan.steps,
+            "routes_named": spread_routes(problem.topology, plan.transfers, problem.chunk_bytes)}
     algorithm = Algorithm(problem.topology, problem.collective, problem.chunk_bytes, plan.transfers, meta)
     if settle:
         algorithm = settle_order(algorithm)
