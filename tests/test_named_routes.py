@@ -101,3 +101,14 @@ def test_both_engines_time_and_check_named_routes_alike(spread):
             verify(bad, engine=engine)
         messages.append(str(caught.value))
     assert messages[0] == messages[1]
+
+
+def test_reversal_takes_the_same_switches_the_other_way_and_concatenation_keeps_them():
+    gather = _gather(True)
+    scatter = gather.reverse()
+    verify(scatter)
+    assert [t.via for t in scatter.transfers] == [None if t.via is None else tuple(reversed(t.via))
+                                                  for t in reversed(gather.transfers)]
+    both = scatter.concat(gather)
+    verify(both)
+    assert [t.via for t in both.transfers] == [t.via for t in scatter.transfers + gather.transfers]

@@ -162,7 +162,7 @@ class Algorithm:
             target = read_target(t.read)
             read = t.read if target is None else with_read_target(t.read, target + offset)
             transfers.append(Transfer(t.id + offset, t.chunks, t.src, t.dst, t.op, tuple(sorted(deps)),
-                                      t.t_start, t.t_end, t.lag, read=read))
+                                      t.t_start, t.t_end, t.lag, read=read, via=t.via))
         if self.period is not None:
             shift = second_phase_shift(transfers, offset)
             for t in transfers[offset:]:
@@ -209,7 +209,7 @@ class Algorithm:
 
 
 def load_algorithm(path: str | Path) -> Algorithm:
-    """Read a ``workbench.algorithm/1`` to ``/4`` JSON file; ``AlgorithmFormatError`` names what is wrong."""
+    """Read a ``workbench.algorithm/1`` to ``/5`` JSON file; ``AlgorithmFormatError`` names what is wrong."""
     return Algorithm(*read_file(path))
 
 
@@ -231,7 +231,8 @@ def _reversed_transfers(transfers: list[Transfer], topology: Topology, keep_time
         deps = tuple(sorted(count - 1 - s for s in dependants[old.id]))
         t_start = horizon - old.t_end if (horizon is not None and old.t_end is not None) else None
         t_end = horizon - old.t_start if (horizon is not None and old.t_start is not None) else None
-        out.append(Transfer(new_id, old.chunks, old.dst, old.src, op, deps, t_start, t_end))
+        via = None if old.via is None else tuple(reversed(old.via))  # the same switches, the other way
+        out.append(Transfer(new_id, old.chunks, old.dst, old.src, op, deps, t_start, t_end, via=via))
     return out
 
 
