@@ -19,12 +19,10 @@ would move to smaller sizes. ``python -m benchmarks.allreduce_crossover [--out D
 from __future__ import annotations
 
 import argparse
-import json
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
+from benchmarks.common import experiment_rows
 from workbench.util.units import format_size, format_time
 
 CONFIG = Path("experiments/allreduce_crossover.yaml")
@@ -111,14 +109,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--report-only", action="store_true", help="write report.md from the rows already there")
     args = parser.parse_args(argv)
-    if not args.report_only:
-        subprocess.run([sys.executable, "-m", "workbench", "run", str(args.config), "--out", str(args.out),
-                        "--jobs", str(args.jobs)], check=False)
-    rows_file = args.out / "rows.jsonl"
-    if not rows_file.is_file():
-        print(f"{rows_file}: no rows (run without --report-only first)", file=sys.stderr)
+    rows = experiment_rows(args.config, args.out, args.jobs, args.report_only)
+    if rows is None:
         return 2
-    table = best_by_pass([json.loads(line) for line in rows_file.read_text().splitlines() if line.strip()])
+    table = best_by_pass(rows)
     figure(table, args.out / "crossover.png")
     (args.out / "report.md").write_text(report(table))
     print((args.out / "report.md").read_text())

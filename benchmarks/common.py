@@ -50,3 +50,20 @@ def write(name: str, text: str) -> Path:
     path = write_atomic(RESULTS / name, text)
     print(f"wrote {path}")
     return path
+
+
+def experiment_rows(config: Path, out: Path, jobs: int, report_only: bool) -> list[dict] | None:
+    """Run (or, with ``report_only``, only read) an experiment's folder through ``workbench run`` and
+    return its rows; None, with a line on stderr, when the folder has none."""
+    import json
+    import sys
+
+    if not report_only:
+        subprocess.run([sys.executable, "-m", "workbench", "run", str(config), "--out", str(out),
+                        "--jobs", str(jobs)], check=False)
+    rows_file = out / "rows.jsonl"
+    if not rows_file.is_file():
+        print(f"{rows_file}: no rows (run without --report-only first)", file=sys.stderr)
+        return None
+    return [json.loads(line) for line in rows_file.read_text().splitlines() if line.strip()]
+

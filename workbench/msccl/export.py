@@ -9,7 +9,7 @@ from typing import Any
 from workbench.model.algorithm import Algorithm
 from workbench.model.transfer import READ_INPUT, read_target, reads_carried
 from workbench.msccl.common import COLL_NAMES, LIMITS, MscclError
-from workbench.msccl.kept import kept_values, overwritten_inputs
+from workbench.msccl.kept import kept_values, overwritten_inputs, scratch_copies
 from workbench.msccl.layout import contiguous_runs, in_place_slot, refine, working_slots
 
 __all__ = ["export_xml"]
@@ -143,15 +143,12 @@ class _Lowering:
 
     def keep(self, rank: int, block: _Tb, sources: list[tuple[int, tuple[str, int]]], tag: tuple,
              order: tuple) -> None:
-        """Copy (chunk, place) pairs into fresh contiguous scratch (one ``cpy`` per contiguous run) and
-        note where each chunk is kept, under ``tag + (chunk,)``."""
-        first = self.scratch(rank, len(sources))
-        places = [place for _, place in sources]
-        kept = [("s", first + i) for i in range(len(sources))]
-        for run, (start, count) in enumerate(contiguous_runs(places, kept)):
-            self.local_copy(rank, block, places[start], kept[start], order + (run,), [], count)
-        for (chunk, _), place in zip(sources, kept):
-            self.kept_at[tag + (chunk,)] = place
+        """Copy (chunk, place) pairs into fresh contiguous scratch (``kept.scratch_copies``) and note
+        where each chunk is kept, under ``tag + (chunk,)``."""
+        kept, copies = scratch_copies(sources, self.scratch(rank, len(sources)))
+        for run, (source, target, count) in enumerate(copies):
+            self.local_copy(rank, block, source, target, order + (run,), [], count)
+        self.kept_at.update((tag + (chunk,), place) for chunk, place in kept.items())
 
     def copy_inputs(self) -> None:
         local = self.tb

@@ -25,9 +25,9 @@ from dataclasses import dataclass, field
 
 from workbench.model.algorithm import Algorithm
 from workbench.model.transfer import READ_INPUT, read_target, reads_carried
-from workbench.msccl.layout import in_place_slot
+from workbench.msccl.layout import contiguous_runs, in_place_slot
 
-__all__ = ["KeptValues", "kept_values", "overwritten_inputs"]
+__all__ = ["KeptValues", "kept_values", "overwritten_inputs", "scratch_copies"]
 
 
 @dataclass
@@ -72,3 +72,13 @@ def overwritten_inputs(algorithm: Algorithm, location: dict, outputs: dict) -> s
     written = {alias(t.dst, location[(t.dst, ch)]) for t in algorithm.transfers for ch in t.chunks}
     written |= {alias(rank, ("o", off)) for (rank, _), off in outputs.items()}
     return {key for key, place in location.items() if place[0] == "i" and alias(key[0], place) in written}
+
+
+def scratch_copies(sources: list[tuple[int, tuple[str, int]]], first: int) -> tuple[dict[int, tuple[str, int]], list]:
+    """Keeping (chunk, place) pairs in scratch from slot ``first`` on: where each chunk is kept, and
+    the copies as (from place, to place, count), one per run contiguous at both ends."""
+    places = [place for _, place in sources]
+    kept = [("s", first + i) for i in range(len(sources))]
+    copies = [(places[start], kept[start], count) for start, count in contiguous_runs(places, kept)]
+    return {chunk: place for (chunk, _), place in zip(sources, kept)}, copies
+

@@ -31,7 +31,7 @@ from typing import Any
 from workbench.model.algorithm import Algorithm
 from workbench.model.transfer import READ_INPUT, read_target, reads_carried
 from workbench.msccl.common import MscclError
-from workbench.msccl.kept import kept_values, overwritten_inputs
+from workbench.msccl.kept import kept_values, overwritten_inputs, scratch_copies
 from workbench.msccl.layout import contiguous_runs, working_slots
 
 __all__ = ["export_plan", "check_expansion", "PLAN_SCHEMA"]
@@ -134,15 +134,12 @@ class _PlanWriter:
         return first
 
     def keep(self, rank: int, sources: list[tuple[int, tuple[str, int]]], tag: tuple) -> list[dict[str, Any]]:
-        """``copy`` operations of (chunk, place) pairs into fresh contiguous scratch, one per contiguous
-        run; each chunk's kept place noted under ``tag + (chunk,)``."""
-        first = self.scratch(rank, len(sources))
-        places = [place for _, place in sources]
-        kept = [("s", first + i) for i in range(len(sources))]
-        for (chunk, _), place in zip(sources, kept):
-            self.kept_at[tag + (chunk,)] = place
-        return [{"name": "copy", "src_buff": [_buffer(*places[start], count)],
-                 "dst_buff": [_buffer(*kept[start], count)]} for start, count in contiguous_runs(places, kept)]
+        """``copy`` operations of (chunk, place) pairs into fresh contiguous scratch
+        (``kept.scratch_copies``); each chunk's kept place noted under ``tag + (chunk,)``."""
+        kept, copies = scratch_copies(sources, self.scratch(rank, len(sources)))
+        self.kept_at.update((tag + (chunk,), place) for chunk, place in kept.items())
+        return [{"name": "copy", "src_buff": [_buffer(*source, count)], "dst_buff": [_buffer(*target, count)]}
+                for source, target, count in copies]
 
     def read_place(self, t, chunk: int) -> tuple[str, int]:
         """Where the put of ``t`` reads ``chunk``: a kept earlier value, or where the chunk works."""
