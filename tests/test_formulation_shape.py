@@ -105,6 +105,7 @@ REFUSED = {
     "syccl": ("ring:4", "allgather", {}),
     "tacos": ("ring:4", "alltoall", {}),
     "teccl": ("ring:4", "allgather", {"symmetry": "dimensions"}),
+    "two-level": ("ring:4", "allreduce", {}),
     EXAMPLE: ("ring:4", "allreduce", {}),
     "taccl": "defines every collective kind the workbench has (gather-like ones by its sketch, reductions by duality)",
     "libra": "a design formulation: its problem is input, and bad input is a ValueError naming the field",
