@@ -12,6 +12,8 @@ from workbench.plugin import call
 from formulations.forestcoll import ForestColl, build_forest
 from formulations.forestcoll.mapping import check_link_budgets
 from formulations.forestcoll.packing import validate_forest
+from formulations.forestcoll.reverse import reverse_periodic, reverse_serialised
+from formulations.forestcoll.schedule import emit_schedule
 from formulations.forestcoll.stagger import switch_visit_clashes
 from workbench.model.collective import make_collective
 from workbench.bounds.optimum import allgather_cut_ratio, broadcast_cut, reducescatter_cut_ratio
@@ -311,8 +313,6 @@ def test_reductions_on_two_switch_tiers_are_valid(kind):
 @pytest.mark.parametrize("spec", ["dgx2:2", "torus:3x3", "rails:2x4"])
 def test_the_period_expands_to_the_listing(spec):
     """One batch with each hop lagging by its round, repeated: transfer for transfer the listing."""
-    from formulations.forestcoll.schedule import emit_schedule
-
     topology = build(spec)
     forest = build_forest(topology, "allgather")
     n = topology.num_npus
@@ -335,8 +335,64 @@ def test_synth_writes_a_period_when_asked_and_claims_its_time():
     assert plain.period is None and simulate(plain).collective_time == algorithm.meta["claimed_time"]
 
 
-@pytest.mark.parametrize("kind, size, message", [("reducescatter", GIB, "covers all-gather and broadcast"),
-                                                 ("allgather", 2**20, "needs pieces pinned")])
-def test_periodic_true_where_it_cannot_apply_is_refused(kind, size, message):
-    with pytest.raises(ValueError, match=message):
-        _synth(build("rails:2x4"), kind, size, periodic="true")
+@pytest.mark.parametrize("fabric", ["fabric-B", "unlike-k", "rails:2x4"])
+@pytest.mark.parametrize("kind", ["reducescatter", "reduce", "allreduce"])
+def test_reductions_are_written_as_a_period(fabric, kind):
+    """A reduction is its gather's period reversed and an All-Reduce the two joined piece by piece
+    (workbench.model.periodic): valid, its claim its simulated time, a Reduce-Scatter or reduce as fast
+    as the listing written out (the same plan, pieces mirrored) and an All-Reduce no slower (its
+    phases overlap). fabric-B reverses through switch buffers (reverse_periodic); on "unlike-k" the
+    reversed graph's forest has other pieces than the forward one's (the common period: coarsened)."""
+    topology = {"fabric-B": lambda: _fabric(25 * GB), "unlike-k": _unlike_k,
+                "rails:2x4": lambda: build("rails:2x4")}[fabric]()
+    _, periodic = _synth(topology, kind, periodic="true", pieces=4)
+    _, plain = _synth(topology, kind, periodic="false", pieces=4)
+    assert periodic.period is not None and periodic.meta["periodic"] is True and plain.period is None
+    assert periodic.meta["claimed_time"] == verify(periodic).simulation.collective_time
+    if kind == "allreduce":
+        assert periodic.meta["claimed_time"] <= simulate(plain).collective_time
+    else:
+        assert periodic.meta["claimed_time"] == simulate(plain).collective_time
+
+
+def _unlike_k() -> Topology:
+    """Four NPUs whose forest packs two trees per root, and one on the reversed graph."""
+    import random
+
+    from schedules import random_connected_topology
+
+    rng = random.Random(0)
+    topology = random_connected_topology(rng, rng.randint(3, 5), extra=rng.randint(0, 8))
+    assert build_forest(topology, "allgather").units.k != build_forest(topology.reversed(), "allgather").units.k
+    return topology
+
+
+def test_a_periodic_gather_through_switches_reverses_with_serialised_buffers():
+    """A staggered forest's period reverses with each switch buffer freed before it is entered again,
+    as fast as the listing reversed that way; an unstaggered one is refused, naming the buffer."""
+    topology = _fabric(25 * GB)
+    view = topology.reversed()
+    forest = build_forest(view, "allgather", splitting="greedy", reversible=True, cut_through=False)
+    args = (view, "allgather", 8, forest.units.k, 4, forest.groups, forest.shared, 1e6, None, forest.slots)
+    periodic, _ = emit_schedule(*args, periodic=True)
+    with pytest.raises(ValueError, match="multicasts"):
+        periodic.reverse(topology)
+    reduction = reverse_periodic(periodic, topology)
+    assert reduction.period == periodic.period and reduction.collective.kind == "reducescatter"
+    verify(reduction)
+    assert simulate(reduction).collective_time == simulate(reverse_serialised(emit_schedule(*args)[0],
+                                                                              topology)).collective_time
+    unstaggered = build_forest(view, "allgather", splitting="greedy", cut_through=False)
+    args = (view, "allgather", 8, unstaggered.units.k, 4, unstaggered.groups, unstaggered.shared, 1e6, None,
+            unstaggered.slots)
+    with pytest.raises(ValueError, match="still there; stagger"):
+        reverse_periodic(emit_schedule(*args, periodic=True)[0], topology)
+
+
+def test_a_period_below_256_mb_is_timed_at_several_depths():
+    """With the depth chosen by size, a period is weighed like a listing (sizing): every depth
+    written as a period and timed, the fastest kept and claimed."""
+    _, algorithm = _synth(build("rails:2x4"), "allreduce", 2**20, periodic="true")
+    assert algorithm.period is not None and algorithm.meta["time_by_choice"]["pieces"]
+    assert algorithm.meta["claimed_time"] == min(algorithm.meta["time_by_choice"]["trees"].values())
+    verify(algorithm)

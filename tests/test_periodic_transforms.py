@@ -15,7 +15,7 @@ from workbench.checking.verify import verify
 from workbench.kit.examples import ring_allgather
 from workbench.model.algorithm import Algorithm, load_algorithm
 from workbench.model.collective import make_collective
-from workbench.model.periodic import Period, expansion_order, mirrored, repeated, reversed_lags
+from workbench.model.periodic import Period, PeriodError, coarsened, expansion_order, mirrored, repeated, reversed_lags
 from workbench.topology import build
 
 ALPHA, BW, M = 1e-6, 10e9, 1e6
@@ -162,7 +162,7 @@ def test_concatenating_periods_is_concatenating_expansions_interleaved(rng, repe
 
 def test_piece_k_of_the_all_gather_follows_piece_k_of_the_reduce_scatter():
     """A pipelined ring All-Reduce on a bidirectional ring (Reduce-Scatter one way, All-Gather the
-    other): piece k's All-Gather is listed from the period of piece k's last reduction on, so the two
+    other): piece k's All-Gather is listed from the period after piece k's last reduction on, so the two
     pipelines overlap. The phases share no link, so the listing order across them is immaterial: the
     time is that of the plain concatenation of the two expansions: one phase and a pipeline fill."""
     n, repeat = 4, 12
@@ -170,9 +170,9 @@ def test_piece_k_of_the_all_gather_follows_piece_k_of_the_reduce_scatter():
     reduction = _pipelined_ring(n, repeat, "ring").reverse()
     periodic = reduction.concat(gather)
     verify(periodic)
-    # each root's first All-Gather hop waits for its chunk's last reduction, in the deepest period
+    # each root's first All-Gather hop waits for its chunk's last reduction: a period after the deepest
     assert min(t.lag for t in periodic.transfers[len(reduction.transfers):]) == max(
-        t.lag for t in reduction.transfers) == n - 2
+        t.lag for t in reduction.transfers) + 1 == n - 1
     phase = simulate(gather).collective_time
     overlapped = simulate(periodic).collective_time
     assert overlapped == simulate(reduction.expanded().concat(gather.expanded())).collective_time
@@ -197,3 +197,24 @@ def test_a_periodic_all_reduce_file_round_trips(tmp_path):
     assert [t.lag for t in back.transfers] == [t.lag for t in periodic.transfers]
     verify(back)
     assert simulate(back).collective_time == simulate(periodic).collective_time
+
+
+# ------------------------------------------------------------------ coarsened
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(rng=st.randoms(use_true_random=False), kind=st.sampled_from(["allgather", "broadcast"]),
+       pieces=st.integers(1, 3), factor=st.integers(1, 3), lagged=st.booleans())
+def test_coarsening_a_period_keeps_its_expansion(rng, kind, pieces, factor, lagged):
+    n = rng.randint(2, 5)
+    topology = random_connected_topology(rng, n, extra=rng.randint(0, 2 * n))
+    gather = spread_schedule(rng, topology, kind, n, rng.randint(1, 2))
+    periodic = repeated(gather, pieces * factor, lags=_lags(rng, gather) if lagged else None)
+    coarse = coarsened(periodic, factor)
+    assert coarse.period == Period(pieces, factor * periodic.period.chunk_stride)
+    assert _listing(coarse.expanded()) == _listing(periodic.expanded())
+    assert verify(coarse).delivered_pairs == verify(periodic).delivered_pairs
+    assert simulate(coarse).collective_time == simulate(periodic).collective_time
+
+
+def test_coarsening_needs_a_factor_of_the_pieces():
+    with pytest.raises(PeriodError, match="does not divide"):
+        coarsened(_pipelined_ring(4, 3), 2)

@@ -29,12 +29,17 @@ sent hop by hop makes a switch forward one chunk twice, ``Algorithm.reverse`` re
 ``reverse.reverse_serialised`` builds the reduction directly (one partial sum per switch buffer
 at a time); the forest to be reversed is first staggered (``stagger``) so that two visits of one
 chunk to a switch are two rounds apart and that rule never makes a link wait. All-reduce = reduce-scatter then all-gather with a common chunking (``lcm`` of the two
-``k``). gather, scatter, all-to-all and custom collectives are not supported.
+``k``). A periodic gather (``periodic`` below) is reversed and joined on its period
+(``Algorithm.reverse`` and ``Algorithm.concat``, or ``reverse.reverse_periodic`` through switch
+buffers; phases of unlike ``k`` share a period by ``workbench.model.periodic.coarsened``), so a
+reduction at 1,024 GPUs is a period too: its All-Reduce lists piece ``p``'s All-Gather a period
+after piece ``p``'s Reduce-Scatter. gather, scatter, all-to-all and custom collectives are not supported.
 
 Parameters: ``pieces`` (P, pipeline depth per tree-unit; default ``64 * H`` (H: the deepest chain
 of transfers from a root), at most 1024, lowered so the schedule stays within ``max_transfers``,
 default 4,000,000 written out (the simulator and verifier take a minute or two and ~5 GB at that size) or
-96,000,000 in a period's expansion (never written; ~1 us and ~150 bytes a transfer), and the pipeline fill
+96,000,000 in a period's expansion (never written; ~1 us and ~150 bytes a transfer; 16,000,000 where
+the depth is chosen by size, as several depths are timed), and the pipeline fill
 ``(H - 1) / P`` is what keeps a deep forest from T*; below 256 MB the depth, a power of two up to
 that default, is the one whose schedule simulates fastest at the size, which matters where links
 pay a per-message overhead: ``sizing``, ``meta.time_by_choice["pieces"]``; there too, where ``k`` and
@@ -46,9 +51,10 @@ twice the first forest's seconds are left), ``cut_through`` (False: edges throug
 switches are sent hop by hop; True: one cut-through transfer where the simulator's route matches,
 see ``schedule``; default "auto": the one predicted faster, see ``build_forest``), ``periodic``
 (True: the schedule written as one period, its hops lagging by their rounds, and a repeat count:
-``workbench.algorithm/3``, whose expansion is the listing transfer for transfer; "auto", default:
-so from 200,000 transfers; all-gather and broadcast where the listing is the round plan's, from
-256 MB or at a pinned depth; reductions are reversed forests and stay written out), ``k`` ("auto" or a fixed number of trees per root; a fixed k gives
+``workbench.algorithm/3``, whose expansion is the listing transfer for transfer, reductions
+included (a reversed period's is the reversed listing with its pieces mirrored); "auto", default:
+so from 200,000 transfers, and where the depth is chosen by size from 1,000,000, past what
+``claim_listing`` would relist), ``k`` ("auto" or a fixed number of trees per root; a fixed k gives
 ``T_k >= T*``), ``splitting`` ("auto", "greedy", "spread", "bulk": a whole switch at a time by a
 proportional plan, the requirement checked after each batch of like switches, pair by pair where a
 check fails; or "symmetric": one plan per switch orbit of a cluster's translations, moved to the
@@ -79,7 +85,7 @@ feeder as alpha and serialisation take), which the default model serves link by 
 order; the claim is computed after the synthesis (``stats.claim_seconds``, not in its seconds).
 Where the depth is chosen by size (below 256 MB, ``pieces`` not pinned) the listing is then that
 plan's or its list-scheduled one, whichever simulates faster
-(``workbench.kit.schedule.claim_listing``, ``meta.listing``).
+(``workbench.kit.schedule.claim_listing``, ``meta.listing``); a period keeps its plan's.
 """
 
 from __future__ import annotations

@@ -13,6 +13,9 @@ __all__ = ["ForestCollOptions", "PACKINGS", "SPLITTINGS"]
 # them (this module never imports the synthesis)
 LISTING_BUDGET = 4_000_000
 PERIODIC_BUDGET = 96_000_000
+# a period's expansion where the depth is chosen by size: several depths are written and timed, each
+# at ~1 us a transfer (96 million would take minutes apiece at 1,024 GPUs)
+SIZED_PERIODIC_BUDGET = 16_000_000
 MAX_DEFAULT_PIECES = 1024
 PERIODIC_FROM = 200_000
 PACKINGS = ("auto", "symmetric", "levels", "fifo")
@@ -42,29 +45,34 @@ class ForestCollOptions(Options):
     cut_through: bool | str = option("auto", "tree edges through switches as one routed transfer",
                                      choices=("auto", "true", "false"))
     periodic: bool | str = option("auto", "write one period and its repeat count (workbench.algorithm/3; 'auto': "
-                                  "from 200,000 transfers)", choices=("auto", "true", "false"))
+                                  "from 200,000 transfers, 1,000,000 where the depth is chosen by size)",
+                                  choices=("auto", "true", "false"))
 
     def estimate(self, problem: Any) -> list[tuple[str, float]]:
         """The schedule ``pieces`` x ``k`` chunks per rank asks for (a depth left to the formulation:
         as many pieces as ``max_transfers`` allows, at most 1,024), listed
-        (``BYTES_PER_LISTED_TRANSFER``) or, for a gathering kind that is written as a period, held
-        as a period's expansion (``periodic_bytes``); named by the parameter that sets it."""
-        from workbench.kit.schedule import SIZED_BELOW
+        (``BYTES_PER_LISTED_TRANSFER``) or, where it is written as a period (any kind: a reduction is
+        its gather's period reversed), held as a period's expansion (``periodic_bytes``); named by the
+        parameter that sets it."""
+        from workbench.kit.schedule import SETTLE_MOST, SIZED_BELOW
         from workbench.util import size_guard
 
         k = 1 if self.trees == "auto" else self.trees
         per_piece = max(problem.transfers(k), 1.0)  # one piece per tree-unit: k chunks per rank
         pinned = self.depth is not None
-        repeats = (problem.kind in ("allgather", "broadcast") and self.periodic_flag is not False
-                   and (pinned or problem.size_bytes >= SIZED_BELOW))
+        repeats = self.periodic_flag is not False
+        # "auto" writes a period from PERIODIC_FROM transfers, or past SETTLE_MOST where the depth is
+        # chosen by size (the synthesis's rule)
+        sized = not pinned and problem.size_bytes < SIZED_BELOW
+        large = SETTLE_MOST if sized else PERIODIC_FROM
         pieces = self.depth
         if pieces is None:
             budget = int(self.max_transfers)
             if not self.is_given("max_transfers"):
-                budget = PERIODIC_BUDGET if repeats else LISTING_BUDGET
+                budget = (SIZED_PERIODIC_BUDGET if sized else PERIODIC_BUDGET) if repeats else LISTING_BUDGET
             pieces = max(1, min(MAX_DEFAULT_PIECES, int(budget // per_piece)))
         transfers = per_piece * pieces
-        if repeats and (self.periodic_flag is True or transfers >= PERIODIC_FROM):
+        if repeats and (self.periodic_flag is True or transfers >= large):
             needed = size_guard.periodic_bytes(pieces, problem.chunks_at(k), per_piece)
         else:
             needed = size_guard.BYTES_PER_LISTED_TRANSFER * transfers

@@ -8,6 +8,12 @@ buffer ``(w, c)`` is listed, and waits, after the transfer that forwarded the pr
 out of it. Transfers keep the reversed order otherwise, so the per-link order stays the plan.
 A forest staggered by ``stagger.stagger_switch_visits`` already keeps such visits two rounds apart,
 so there the added dependencies are met before they are needed and no link waits for them.
+
+A periodic gather (``workbench.algorithm/3``) is reversed on its period (``reverse_periodic``): the
+template and lags as ``Algorithm.reverse`` turns them, and each copy into a switch buffer waiting for
+the transfer that forwarded its previous partial sum, found in one piece's expansion order. Nothing
+is relisted, so that order must already free each buffer before it is entered again, which the
+staggered rounds (the lags) give; where it does not, ``ValueError`` says so.
 """
 
 from __future__ import annotations
@@ -17,9 +23,10 @@ from collections import defaultdict
 
 from workbench.model.algorithm import Algorithm, Transfer
 from workbench.model.collective import make_collective
+from workbench.model.periodic import reversed_lags
 from workbench.topology import Topology
 
-__all__ = ["reverse_serialised"]
+__all__ = ["reverse_serialised", "reverse_periodic"]
 
 
 def _plain_reversal(gather: Algorithm, topology: Topology) -> list[tuple]:
@@ -92,3 +99,44 @@ def reverse_serialised(gather: Algorithm, topology: Topology) -> Algorithm:
     meta = dict(gather.meta)
     meta["reversed_from"] = c.kind
     return Algorithm(topology, collective, gather.chunk_bytes, transfers, meta)
+
+
+def reverse_periodic(gather: Algorithm, topology: Topology) -> Algorithm:
+    """A periodic ``gather`` (all-gather / broadcast on ``topology.reversed()``) as a periodic
+    reduce-scatter / reduce on ``topology`` with serialised switch buffers (module docstring)."""
+    target_kind = {"allgather": "reducescatter", "broadcast": "reduce"}[gather.collective.kind]
+    entries = _plain_reversal(gather, topology)
+    lags = reversed_lags([t.lag for t in gather.transfers])
+    waits = _buffer_waits(entries, sorted(range(len(entries)), key=lambda i: (lags[i], i)), topology)
+    transfers = [Transfer(i, chunks, src, dst, op, tuple(sorted(set(deps) | waits.get(i, set()))), lag=lags[i])
+                 for i, (chunks, src, dst, op, deps) in enumerate(entries)]
+    c = gather.collective
+    meta = dict(gather.meta)
+    meta["reversed_from"] = c.kind
+    return Algorithm(topology, make_collective(target_kind, c.num_ranks, c.chunks_per_rank, c.root),
+                     gather.chunk_bytes, transfers, meta, gather.period)
+
+
+def _buffer_waits(entries: list[tuple], order: list[int], topology: Topology) -> dict[int, set[int]]:
+    """For each copy into a switch buffer (a template position), the transfer that forwarded the
+    buffer's previous partial sum, walking one piece in ``order`` (pieces use disjoint buffers);
+    ``ValueError`` where a partial sum would enter a buffer still holding another."""
+    holding: dict[tuple[int, int], int] = {}  # (switch, chunk) -> the copy that filled it, until forwarded
+    freed_by: dict[tuple[int, int], int] = {}
+    waits: dict[int, set[int]] = defaultdict(set)
+    for i in order:
+        chunks, src, dst, _, _ = entries[i]
+        if topology.is_switch(src):
+            for c in chunks:
+                holding.pop((src, c), None)
+                freed_by[(src, c)] = i
+        if topology.is_switch(dst):
+            for c in chunks:
+                if (dst, c) in holding:
+                    raise ValueError(f"reverse_periodic: template transfer {i} brings a partial sum of chunk {c} to "
+                                     f"switch {dst} while transfer {holding[(dst, c)]}'s is still there; stagger "
+                                     f"the forest's switch visits first")
+                if (dst, c) in freed_by:
+                    waits[i].add(freed_by[(dst, c)])
+                holding[(dst, c)] = i
+    return waits

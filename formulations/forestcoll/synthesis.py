@@ -10,17 +10,18 @@ from typing import Any, Callable
 
 from workbench.model.algorithm import Algorithm
 from workbench.model.collective import Collective, make_collective
+from workbench.model.periodic import coarsened
 from workbench.kit.deadline import Deadline
 from workbench.kit.duality import by_duality
 from workbench.plugin.registry import Problem, SynthesisResult, Unsupported
-from workbench.kit.schedule import adapts_to_size, claim_in_model, claim_listing
+from workbench.kit.schedule import SETTLE_MOST, adapts_to_size, claim_in_model, claim_listing
 from workbench.topology import Topology
 from workbench.kit.symmetry import translations
 from workbench.kit.cluster_translations import cluster_translations
 
 from .mapping import PathGroup, check_link_budgets, map_to_paths
 from .optimum import Timeout, TreeUnits, auto_units, broadcast_units, fixed_k_units
-from .reverse import reverse_serialised
+from .reverse import reverse_periodic, reverse_serialised
 from .packing import PackingError, TreeGroup, pack_arborescences, validate_forest
 from .symmetric import pack_symmetric
 from .schedule import (EdgePlan, SharedEdge, emit_schedule, pipeline_height, plan_edges, plan_times, share_edges,
@@ -29,7 +30,7 @@ from .slots import LARGE_ROUND, loose_links, round_slots, slot_order
 from .stagger import stagger_switch_visits
 from .options import LISTING_BUDGET as _LISTING_BUDGET
 from .options import MAX_DEFAULT_PIECES as _MAX_DEFAULT_PIECES
-from .options import PACKINGS, PERIODIC_BUDGET, SPLITTINGS, ForestCollOptions
+from .options import PACKINGS, PERIODIC_BUDGET, SIZED_PERIODIC_BUDGET, SPLITTINGS, ForestCollOptions
 from .options import PERIODIC_FROM as _PERIODIC_FROM
 from .sizing import fastest_depth
 from .splitting import SplitResult, split_switches
@@ -292,16 +293,10 @@ def synthesize(formulation: Any, problem: Problem, *, time_limit: float, seed: i
     # cut-through) but needs a transfer per hop, so fewer pieces fit the budget; "auto" weighs the two
     cut_through = options.cut_through_flag
     periodic = options.periodic_flag
-    if periodic is True and kind not in ("allgather", "broadcast"):
-        raise ValueError(f"forestcoll: periodic=true covers all-gather and broadcast, not {kind} (a reduction "
-                         f"is the reversed forest, written out)")
-    if periodic is True and pieces is None and adapts_to_size(topology, problem.size_bytes):
-        raise ValueError("forestcoll: periodic=true below 256 MB needs pieces pinned (the depth chosen by size "
-                         "is weighed on schedules written out)")
     packing = options.packing
-    may_repeat = (kind in ("allgather", "broadcast") and periodic is not False
-                  and (pieces is not None or not adapts_to_size(topology, problem.size_bytes)))
-    widened = may_repeat and not options.is_given("max_transfers")
+    # every kind may be written as a period: a reduction is its gather's period reversed, an All-Reduce
+    # the two joined piece by piece (workbench.model.periodic)
+    widened = periodic is not False and not options.is_given("max_transfers")
     if widened:
         max_transfers = PERIODIC_BUDGET  # counts the expansion of a period, which is never written out
 
@@ -309,25 +304,30 @@ def synthesize(formulation: Any, problem: Problem, *, time_limit: float, seed: i
         return _forests(problem, k_choice, packing_choice, seed, deadline, options.splitting,
                         max_transfers, cut_through)
 
+    def scheduled(candidate: dict[str, Forest], started: float) -> tuple[Algorithm, str, dict[str, Any]]:
+        return _scheduled(problem, candidate, pieces, max_transfers, deadline, started, periodic, widened)
+
     try:
         forests = forests_of(k, packing)
     except Timeout:
         return SynthesisResult([], "timeout", deadline.elapsed(), message=f"tree construction exceeded {time_limit:g} s")
-    algorithm, status, stats = _scheduled(problem, forests, pieces, max_transfers, deadline, 0.0, periodic, widened)
+    algorithm, status, stats = scheduled(forests, 0.0)
     first_seconds = deadline.elapsed()  # trees and schedule: what another candidate will cost
     if on_incumbent is not None:
         on_incumbent(algorithm)
     if pieces is None and k == "auto" and packing == "auto" and adapts_to_size(topology, problem.size_bytes):
-        algorithm, status, stats = _other_trees(problem, forests, (algorithm, status, stats), forests_of, pieces,
-                                                max_transfers, deadline, first_seconds, on_incumbent)
+        algorithm, status, stats = _other_trees(problem, forests, (algorithm, status, stats), forests_of, scheduled,
+                                                deadline, first_seconds, on_incumbent)
     return SynthesisResult([algorithm], status, stats.pop("seconds"), stats=stats)
 
 
 def _other_trees(problem: Problem, forests: dict[str, Forest], first: tuple[Algorithm, str, dict[str, Any]],
-                 forests_of: Callable[[int | str, str], dict[str, Forest]], pieces: int | None, max_transfers: int,
+                 forests_of: Callable[[int | str, str], dict[str, Forest]],
+                 scheduled: Callable[[dict[str, Forest], float], tuple[Algorithm, str, dict[str, Any]]],
                  deadline: Deadline, first_seconds: float,
                  on_incumbent: Callable[[Algorithm], None] | None) -> tuple[Algorithm, str, dict[str, Any]]:
-    """The fastest of ``first`` and the other tree choices by size, each handed over when it is faster."""
+    """The fastest of ``first`` and the other tree choices by size, each handed over when it is faster
+    (``scheduled``: a forest's schedule as the first's was made)."""
     algorithm, status, stats = first
     # the trees by size (nothing pinned, below 256 MB): one tree per root, or BFS-layered trees
     # where the translation packer grew them, written and timed like the first (sizing)
@@ -344,7 +344,7 @@ def _other_trees(problem: Problem, forests: dict[str, Forest], first: tuple[Algo
         started = deadline.elapsed()
         try:
             candidate_forests = forests_of(k_choice, packing_choice)
-            candidate = _scheduled(problem, candidate_forests, pieces, max_transfers, deadline, started)
+            candidate = scheduled(candidate_forests, started)
         except (Timeout, PackingError):
             continue
         tried[label] = candidate[0].meta["claimed_time"]
@@ -397,7 +397,6 @@ def _scheduled(problem: Problem, forests: dict[str, Forest], pieces: int | None,
     height = max(f.height for f in forests.values())
     size = problem.size_bytes
     adaptive = pieces is None and adapts_to_size(topology, size)
-    can_repeat = kind == gather_kind and not adaptive  # a period can stand for the listing (below)
 
     def depth(budget: int, rate: int) -> tuple[int, int]:
         return _depth_within(budget, rate, deadline, pieces, per_m, height)
@@ -405,12 +404,16 @@ def _scheduled(problem: Problem, forests: dict[str, Forest], pieces: int | None,
     rate = _TRANSFERS_PER_SECOND // (3 if collective.combining else 1)  # reversal and concat cost more
     given_budget = max_transfers
     m, max_transfers = depth(given_budget, rate)
-    # one period and its repeat count (workbench.model.periodic) where the listing is the round plan's
-    # (a gathering kind at a pinned depth or from 256 MB) and "auto" finds it large
-    write_period = can_repeat and (periodic is True or (periodic == "auto" and m * per_m >= _PERIODIC_FROM))
+    # one period and its repeat count (workbench.model.periodic) where "auto" finds the listing large;
+    # with the depth chosen by size, only past what a relisting could settle (claim_listing), so the
+    # schedules that one improves stay written out
+    large = SETTLE_MOST if adaptive else _PERIODIC_FROM
+    write_period = periodic is True or (periodic == "auto" and m * per_m >= large)
     if widened and not write_period:  # the default budget was a period's; a listing written out has its own
         m, max_transfers = depth(min(given_budget, _LISTING_BUDGET), rate)
     if write_period:  # only one batch is emitted: the budget is what the compiled engines time and check
+        if widened and adaptive:  # several depths are timed: each gets a smaller default budget
+            given_budget = min(given_budget, SIZED_PERIODIC_BUDGET)
         m, max_transfers = depth(given_budget, _PERIODIC_TRANSFERS_PER_SECOND)
     phases = _PhaseSchedules(problem, forests, common, write_period)
     # the claim: the time of the pieces as written, in the default model (module docstring); below
@@ -469,6 +472,8 @@ class _PhaseSchedules:
         algorithm, _ = emit_schedule(view, target.kind, target.num_ranks, forest.units.k, p, forest.groups,
                                      forest.shared, chunk_bytes, target.root, forest.slots,
                                      periodic=self.write_period)
+        if self.write_period and forest.units.k < self.common:  # a piece of every phase: common // k batches
+            algorithm = coarsened(algorithm, self.common // forest.units.k)
         return algorithm
 
     def schedule_for(self, m: int) -> Algorithm:
@@ -485,7 +490,8 @@ class _PhaseSchedules:
                 raise
         # a switch forwards a chunk twice (hop-by-hop edges): reverse with serialised switch buffers
         dual = make_collective("broadcast" if kind == "reduce" else "allgather", n, chunks_per_rank, collective.root)
-        algorithm = reverse_serialised(self.gather(self.reversed_topology, dual, chunk_bytes), topology)
+        gather = self.gather(self.reversed_topology, dual, chunk_bytes)
+        algorithm = (reverse_periodic if self.write_period else reverse_serialised)(gather, topology)
         if kind == "allreduce":
             algorithm = algorithm.concat(self.gather(topology, make_collective("allgather", n, chunks_per_rank),
                                                      chunk_bytes))

@@ -133,9 +133,9 @@ class Algorithm:
         Two periodic algorithms with the same period are joined piece by piece, without being
         expanded: the template is ``self``'s followed by ``second``'s, the dependencies are the
         rule above within a piece (pieces move disjoint chunks, so no other piece is touched), and
-        ``second``'s lags grow by the least shift that keeps each dependency earlier in the
-        expansion (``periodic.second_phase_shift``): piece ``k`` of phase 2 follows piece ``k`` of
-        phase 1, not the whole of it. The expansion has exactly the transfers and dependencies of
+        ``second``'s lags grow by the least shift that lists each transfer a period after the
+        first-phase transfers it waits for (``periodic.second_phase_shift``): piece ``k`` of phase 2
+        follows piece ``k`` of phase 1, not the whole of it. The expansion has exactly the transfers and dependencies of
         the plain concatenation of the two expansions, listed interleaved instead of one phase after
         the other (``workbench.model.periodic``).
         """

@@ -40,11 +40,14 @@ equals its expansion in this precise sense:
 * **concat.** Two periodic phases with one period (Reduce-Scatter, then All-Gather) share it: the
   template is the first's followed by the second's, the second's transfers wait for the first's
   that touch their buffers in the same piece (the plain rule; pieces move disjoint chunks), and
-  the second's lags grow by the least shift keeping those dependencies earlier in the expansion
-  (``second_phase_shift``). The expansion has exactly the transfers and dependency graph of
+  the second's lags grow by the least shift that lists each of them a period after what it waits
+  for (``second_phase_shift``). The expansion has exactly the transfers and dependency graph of
   ``p1.expanded().concat(p2.expanded())``, listed otherwise: piece ``k``'s All-Gather right after
   piece ``k``'s Reduce-Scatter instead of after every piece's, so the two pipelines overlap (the
   plain concatenation of the expansions may be slower, never invalid where this is valid).
+
+Phases whose pieces differ (a forest of ``k`` trees per root against one of ``2k``) are brought to
+one period by ``coarsened``, which takes several pieces as one without changing the expansion.
 """
 
 from __future__ import annotations
@@ -54,7 +57,7 @@ from typing import Any, Iterator
 
 __all__ = ["Period", "PeriodError", "expansion_order", "check_template_order", "check_repetition", "expanded",
            "one_piece", "repeated", "loop_body", "piece_collective", "whole_collective", "reversed_lags",
-           "second_phase_shift", "mirrored", "MAX_EXPANDED_TRANSFERS", "MAX_PIECES"]
+           "second_phase_shift", "mirrored", "coarsened", "MAX_EXPANDED_TRANSFERS", "MAX_PIECES"]
 
 # an expansion that would be written out (``expanded``) is refused beyond this many transfers
 MAX_EXPANDED_TRANSFERS = 20_000_000
@@ -266,15 +269,19 @@ def reversed_lags(lags: list[int]) -> list[int]:
 
 def second_phase_shift(transfers: list, offset: int) -> int:
     """How much ``Algorithm.concat`` adds to the second phase's lags (its template from ``offset``):
-    the least shift that keeps every lag >= 0 and lists each first-phase dependency earlier in the
-    expansion, ``lag_d <= lag_i + shift`` (the same period suffices, the first phase's ids being
-    smaller). Dependencies inside the second phase keep their order under any common shift."""
+    the least shift that keeps every lag >= 0 and lists each transfer a period after the first-phase
+    transfers it waits for, ``lag_d + 1 <= lag_i + shift``. The same period would be enough for a
+    valid expansion (the first phase's ids are smaller), but then the waiting transfer comes up on
+    its link while what it waits for is still in flight, and in order the link idles behind it:
+    measured on ForestColl's All-Reduces (rails:2x4, dgx1, torus:4x4, rails:4x8), the same period was
+    0.3-1.2% slower than concatenating the expansions and one period 0.02-1.4% faster. Dependencies
+    inside the second phase keep their order under any common shift."""
     second = transfers[offset:]
     shift = -min((t.lag for t in second), default=0)
     for t in second:
         for d in t.deps:
             if d < offset:
-                shift = max(shift, transfers[d].lag - t.lag)
+                shift = max(shift, transfers[d].lag + 1 - t.lag)
     return shift
 
 
@@ -291,3 +298,27 @@ def mirrored(algorithm, period: Period):
 
     transfers = [replace(t, chunks=tuple(rename(c) for c in t.chunks)) for t in algorithm.transfers]
     return replace(algorithm, transfers=transfers, meta=dict(algorithm.meta))
+
+
+def coarsened(algorithm, factor: int):
+    """The periodic ``algorithm`` with every ``factor`` consecutive pieces taken as one: repeat
+    ``R / factor``, stride ``factor * S``, a template of ``factor * m`` transfers. Entry ``(r, i)``
+    is piece ``r``'s copy of template transfer ``i`` with lag ``(r + lag_i) // factor``; the entries
+    are listed by ``((r + lag_i) % factor, i)``. Instance ``(k', (r, i))`` is then listed by
+    ``(factor k' + r + lag_i, i)``, the original's order for piece ``factor k' + r``: the expansion is
+    the original's, transfer for transfer. Two phases of unlike pieces share a period this way
+    (``Algorithm.concat`` needs one)."""
+    period = algorithm.period
+    if period is None or not isinstance(factor, int) or factor < 1 or period.repeat % factor:
+        raise PeriodError(f"coarsened: a factor of {factor!r} does not divide a periodic algorithm's pieces")
+    transfers = algorithm.transfers
+    entries = sorted(((r + t.lag) % factor, i, r) for r in range(factor) for i, t in enumerate(transfers))
+    position = {(r, i): p for p, (_, i, r) in enumerate(entries)}
+    template = []
+    for p, (_, i, r) in enumerate(entries):
+        t = transfers[i]
+        template.append(replace(t, id=p, chunks=tuple(c + r * period.chunk_stride for c in t.chunks),
+                                deps=tuple(sorted(position[(r, d)] for d in t.deps)), lag=(r + t.lag) // factor,
+                                t_start=None, t_end=None))
+    return replace(algorithm, transfers=template, meta=dict(algorithm.meta),
+                   period=Period(period.repeat // factor, period.chunk_stride * factor))
