@@ -86,10 +86,11 @@ def figure(table: dict[str, dict[float, dict[str, tuple[float, str]]]], path: Pa
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(8, 5))
-    for fabric, cells in table.items():
+    colours = plt.get_cmap("tab20").colors
+    for i, (fabric, cells) in enumerate(table.items()):
         sizes = sorted(s for s in cells if "one" in cells[s] and "two" in cells[s])
-        ax.plot(sizes, [cells[s]["one"][0] / cells[s]["two"][0] for s in sizes], marker="o", markersize=3,
-                label=fabric)
+        ax.plot(sizes, [cells[s]["one"][0] / cells[s]["two"][0] for s in sizes], marker="os^"[i % 3],
+                markersize=3, color=colours[(2 * i) % 20 + (2 * i) // 20 % 2], label=fabric)
     ax.axhline(1.0, color="black", linewidth=0.8, linestyle="--")
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
