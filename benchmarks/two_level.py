@@ -7,8 +7,8 @@ it prints), run ``--repeats`` times: the wall seconds quoted are the median, the
 largest of the runs (``Maximum resident set size``: the command or its synthesis child, whichever is
 larger). The bound is ``workbench bounds``'s best (the group gossip bound on these fabrics) and
 "% of bound" is bound / simulated time. Targets: All-Reduce at 1 GiB 95%, at 16 MB 75%,
-Reduce-Scatter at 1 GiB 95%, each within 10 minutes. TACOS on the 256-GPU fabric is measured
-beside them for reference (one run each).
+Reduce-Scatter at 1 GiB 95%, each within 10 minutes. TACOS and ForestColl on the 256-GPU fabric
+are measured beside them for reference (one run each).
 
 ``python -m benchmarks.two_level [--repeats N] [--quick]`` writes ``results/bench/two_level.md`` and
 ``two_level.json`` (``--quick``: 256 and 512 GPUs only, one run each).
@@ -31,7 +31,8 @@ from benchmarks.common import RESULTS, machine, write
 ROOT = Path(__file__).resolve().parent.parent
 FABRICS = [("rails:32x8", 256), ("rails:64x8", 512), ("rails:128x8", 1024)]
 CASES = [("allreduce", "1GiB", 0.95), ("allreduce", "16MB", 0.75), ("reducescatter", "1GiB", 0.95)]
-REFERENCE = [("tacos", "rails:32x8", "allreduce", "1GiB"), ("tacos", "rails:32x8", "allreduce", "16MB")]
+REFERENCE = [("tacos", "rails:32x8", "allreduce", "1GiB"), ("tacos", "rails:32x8", "allreduce", "16MB"),
+             ("forestcoll", "rails:32x8", "allreduce", "1GiB")]
 LIMIT = 600  # seconds: the target's, given to synth as its time limit
 RSS = re.compile(r"Maximum resident set size \(kbytes\): (\d+)")
 
