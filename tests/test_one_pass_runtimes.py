@@ -20,7 +20,7 @@ from workbench.topology import build
 
 SIZE = 1 << 20
 CASES = [(name, spec) for name in ("oneshot", "oneshot-hier", "rd") for spec in ("ring:8", "dgx1", "ndv2:2")] + [
-    ("rd", "rails:4x8"), ("rd", "ring:6"), ("rd", "ring:12"), ("oneshot", "ring:6"),
+    ("rd", "ring:6"), ("rd", "ring:12"), ("oneshot", "ring:6"), pytest.param("rd", "rails:4x8", marks=pytest.mark.slow),
     pytest.param("oneshot", "rails:4x8", marks=pytest.mark.slow),
     pytest.param("oneshot-hier", "rails:4x8", marks=pytest.mark.slow)]
 
