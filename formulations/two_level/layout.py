@@ -14,7 +14,7 @@ import math
 from dataclasses import dataclass
 
 from workbench.topology import Topology
-from workbench.topology.structure import boxes_and_rails, candidate_groups, recorded_dims
+from workbench.topology.structure import BoxesAndRails, boxes_and_rails, candidate_groups, recorded_dims
 
 __all__ = ["Layout", "find_layout", "rail_path"]
 
@@ -23,24 +23,10 @@ BOX_KINDS = ("switch", "fc")
 
 
 @dataclass(frozen=True)
-class Layout:
-    """``boxes[b][i]``: the NPU at position ``i`` of box ``b`` (G positions, B boxes); ``groups``:
-    the box indices of each leaf group, all of one size Q (a fabric whose groups differ is one
-    group); ``source``: where the boxes came from."""
-
-    boxes: tuple[tuple[int, ...], ...]
-    groups: tuple[tuple[int, ...], ...]
-    source: str
-
-    @property
-    def per_box(self) -> int:
-        """G: NPUs per box."""
-        return len(self.boxes[0])
-
-    @property
-    def num_boxes(self) -> int:
-        """B: boxes, the length of every rail."""
-        return len(self.boxes)
+class Layout(BoxesAndRails):
+    """``boxes[b][i]``: the NPU at position ``i`` of box ``b`` (G = ``per_box`` positions, B =
+    ``num_boxes`` boxes); ``groups``: the box indices of each leaf group, all of one size Q (a fabric
+    whose groups differ is one group); ``source``: where the boxes came from."""
 
     @property
     def per_group(self) -> int:
