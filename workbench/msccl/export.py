@@ -7,9 +7,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from workbench.model.algorithm import Algorithm
-from workbench.model.transfer import READ_INPUT, read_target, reads_carried
 from workbench.msccl.common import COLL_NAMES, LIMITS, MscclError
-from workbench.msccl.kept import kept_values, overwritten_inputs, scratch_copies
+from workbench.msccl.kept import ScratchPlaces
 from workbench.msccl.layout import contiguous_runs, in_place_slot, refine, working_slots
 
 __all__ = ["export_xml"]
@@ -100,20 +99,10 @@ class _Lowering:
         self.tbs: list[dict[Any, _Tb]] = [{} for _ in range(n)]
         self.copy_step: dict[tuple[int, int], _Step] = {}
         self.hazards = _Hazards()
-        self.scratch_top = [s_chunks] * n  # next free scratch slot per rank (landings, kept values)
         self.send_at: dict[int, list[_Step]] = {}
         self.recv_at: dict[int, list[_Step]] = {}
         self.writes_into: dict[tuple[int, int], list[_Step]] = {}
-        self.kept = kept_values(algorithm)
-        self.kept_at: dict[tuple, tuple[str, int]] = {}  # ("input", rank, c) / ("after" | "carried", k, c)
-        for key in sorted(overwritten_inputs(algorithm, self.location, self.outputs)):
-            self.location[key] = ("s", self.scratch(key[0]))
-            self.copies_in.append(key)
-
-    def scratch(self, rank: int, count: int = 1) -> int:
-        first = self.scratch_top[rank]
-        self.scratch_top[rank] += count
-        return first
+        self.places = ScratchPlaces(algorithm, self.location, self.outputs, self.copies_in, s_chunks)
 
     def keys(self, rank: int, place: tuple[str, int]) -> list[tuple]:
         """The slot ``place`` of ``rank`` as the hazards know it: out of place and in place."""
@@ -143,12 +132,10 @@ class _Lowering:
 
     def keep(self, rank: int, block: _Tb, sources: list[tuple[int, tuple[str, int]]], tag: tuple,
              order: tuple) -> None:
-        """Copy (chunk, place) pairs into fresh contiguous scratch (``kept.scratch_copies``) and note
-        where each chunk is kept, under ``tag + (chunk,)``."""
-        kept, copies = scratch_copies(sources, self.scratch(rank, len(sources)))
-        for run, (source, target, count) in enumerate(copies):
+        """Copy (chunk, place) pairs into fresh contiguous scratch (``ScratchPlaces.keep``), one
+        ``cpy`` per run."""
+        for run, (source, target, count) in enumerate(self.places.keep(rank, sources, tag)):
             self.local_copy(rank, block, source, target, order + (run,), [], count)
-        self.kept_at.update((tag + (chunk,), place) for chunk, place in kept.items())
 
     def copy_inputs(self) -> None:
         local = self.tb
@@ -157,23 +144,11 @@ class _Lowering:
                 rank, local(rank, ("local", -1, 0)), ("i", self.inputs[(rank, chunk)]), self.location[(rank, chunk)],
                 (-1, chunk), [])
         by_rank: dict[int, list[int]] = {}
-        for rank, chunk in sorted(self.kept.input_copies):  # kept before anything can overwrite them
+        for rank, chunk in sorted(self.places.kept.input_copies):  # kept before anything can overwrite them
             by_rank.setdefault(rank, []).append(chunk)
         for rank, chunks in by_rank.items():
             sources = sorted(((c, ("i", self.inputs[(rank, c)])) for c in chunks), key=lambda p: p[1])
             self.keep(rank, local(rank, ("local", -1, 0)), sources, ("input", rank), (-1, -1))
-
-    def read_place(self, t, chunk: int) -> tuple[str, int]:
-        """Where the send of ``t`` reads ``chunk``: a kept earlier value, or where the chunk works."""
-        read = t.read
-        if read == READ_INPUT:
-            return self.kept_at.get(("input", t.src, chunk), self.location[(t.src, chunk)])
-        if read is not None:
-            k = read_target(read)
-            if reads_carried(read) and ("carried", k, chunk) in self.kept_at:
-                return self.kept_at[("carried", k, chunk)]
-            return self.kept_at.get(("after", k, chunk), self.location[(t.src, chunk)])
-        return self.location[(t.src, chunk)]
 
     def add_dependency_waits(self, t, send_waits: list[_Step], recv_waits: list[_Step]) -> None:
         """Each dependency of ``t`` becomes a wait of its send (on the source rank) or its receive."""
@@ -190,7 +165,7 @@ class _Lowering:
 
     def lower(self, t) -> None:
         chan = t.id // self.base_count  # the instance
-        src_places = [self.read_place(t, c) for c in t.chunks]
+        src_places = [self.places.read_place(t, c) for c in t.chunks]
         dst_places = [self.location[(t.dst, c)] for c in t.chunks]
         send_waits = [self.copy_step[(t.src, c)] for c in t.chunks if (t.src, c) in self.copy_step]
         recv_waits = [self.copy_step[(t.dst, c)] for c in t.chunks if (t.dst, c) in self.copy_step]
@@ -203,8 +178,8 @@ class _Lowering:
                            (send_waits, recv_waits))
         for c in t.chunks:
             self.writes_into.setdefault((t.dst, c), []).extend(self.recv_at[t.id])
-        if t.id in self.kept.after:  # what a later send reads as "after t"
-            sources = sorted(((c, self.location[(t.dst, c)]) for c in self.kept.after[t.id]), key=lambda p: p[1])
+        if t.id in self.places.kept.after:  # what a later send reads as "after t"
+            sources = sorted(((c, self.location[(t.dst, c)]) for c in self.places.kept.after[t.id]), key=lambda p: p[1])
             self.keep(t.dst, recv_tb, sources, ("after", t.id), (t.id, len(t.chunks)))
 
     def lower_run(self, t, run: int, span: tuple[int, int], places, blocks, waits) -> None:
@@ -220,18 +195,18 @@ class _Lowering:
                       send_waits + hazards.before_read(reads))
         self.send_at[t.id].append(send)
         hazards.read(reads, send)
-        if t.op == "reduce" and (t.id in self.kept.landing_apart
+        if t.op == "reduce" and (t.id in self.places.kept.landing_apart
                                  or hazards.concurrent_reduction(writes, recv_tb, recv_waits)):
             # another receive threadblock may still be adding into these slots (or a later send reads
             # what arrived): land the partial sum in fresh scratch and add it locally once that one is
             # done (no read-modify-write race, and the network transfer keeps the plan's timing)
-            landing = self.scratch(t.dst, count)
+            landing = self.places.take(t.dst, count)
             send.dstbuf, send.dstoff = "s", landing
             landed = _place(recv_tb, _Step("r", sbuf, soff, "s", landing, count, wbid=t.id, order=(t.id, run)),
                             recv_waits)
             hazards.write([key for i in range(count) for key in keys(t.dst, ("s", landing + i))], landed)
             for i, c in enumerate(t.chunks[first:first + count]):
-                self.kept_at[("carried", t.id, c)] = ("s", landing + i)
+                self.places.at[("carried", t.id, c)] = ("s", landing + i)
             receive = _Step("re", "s", landing, dbuf, doff, count, order=(t.id, run, 1))
             self.recv_at[t.id].append(_place(recv_tb, receive, hazards.before_write(writes)))
         else:
@@ -315,7 +290,7 @@ def export_xml(algorithm: Algorithm, proto: str = "Simple", instances: int = 1, 
         "minBytes": str(int(min_bytes)) if min_bytes else "0", "maxBytes": str(int(max_bytes)) if max_bytes else "0", "redop": "sum"})
     for rank in range(n):
         gpu = ET.SubElement(root, "gpu", {"id": str(rank), "i_chunks": str(i_chunks), "o_chunks": str(o_chunks),
-                                          "s_chunks": str(lowering.scratch_top[rank])})
+                                          "s_chunks": str(lowering.places.top[rank])})
         _add_threadblocks(gpu, numbered[rank])
     ET.indent(root)
     return ET.tostring(root, encoding="unicode") + "\n"

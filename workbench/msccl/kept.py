@@ -24,10 +24,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from workbench.model.algorithm import Algorithm
-from workbench.model.transfer import READ_INPUT, read_target, reads_carried
+from workbench.model.transfer import READ_INPUT, Transfer, read_target, reads_carried
 from workbench.msccl.layout import contiguous_runs, in_place_slot
 
-__all__ = ["KeptValues", "kept_values", "overwritten_inputs", "scratch_copies"]
+__all__ = ["KeptValues", "ScratchPlaces", "kept_values", "overwritten_inputs", "scratch_copies"]
 
 
 @dataclass
@@ -81,4 +81,46 @@ def scratch_copies(sources: list[tuple[int, tuple[str, int]]], first: int) -> tu
     kept = [("s", first + i) for i in range(len(sources))]
     copies = [(places[start], kept[start], count) for start, count in contiguous_runs(places, kept)]
     return {chunk: place for (chunk, _), place in zip(sources, kept)}, copies
+
+
+class ScratchPlaces:
+    """Both exporters' scratch: the next free slot per rank (``top``, from ``first_free``), the values
+    kept (``kept``) and where each lives (``at``: ``("input", rank, c)``, ``("after" | "carried", k,
+    c)``). Building it moves the inputs an in-place call would overwrite into scratch (``location``
+    and ``copies_in`` are the lowering's own, changed in place)."""
+
+    def __init__(self, algorithm: Algorithm, location: dict, outputs: dict, copies_in: list,
+                 first_free: int) -> None:
+        self.top = [first_free] * algorithm.collective.num_ranks
+        self.kept = kept_values(algorithm)
+        self.at: dict[tuple, tuple[str, int]] = {}
+        self.location = location
+        for key in sorted(overwritten_inputs(algorithm, location, outputs)):
+            location[key] = ("s", self.take(key[0]))
+            copies_in.append(key)
+
+    def take(self, rank: int, count: int = 1) -> int:
+        """The first of ``count`` fresh scratch slots of ``rank``."""
+        first = self.top[rank]
+        self.top[rank] += count
+        return first
+
+    def keep(self, rank: int, sources: list[tuple[int, tuple[str, int]]], tag: tuple) -> list:
+        """Fresh scratch for (chunk, place) pairs, each chunk noted under ``tag + (chunk,)``; the copies
+        to make, as (from, to, count) runs (``scratch_copies``)."""
+        kept, copies = scratch_copies(sources, self.take(rank, len(sources)))
+        self.at.update((tag + (chunk,), place) for chunk, place in kept.items())
+        return copies
+
+    def read_place(self, t: Transfer, chunk: int) -> tuple[str, int]:
+        """Where the send of ``t`` reads ``chunk``: a kept earlier value, or where the chunk works."""
+        here = self.location[(t.src, chunk)]
+        if t.read is None:
+            return here
+        if t.read == READ_INPUT:
+            return self.at.get(("input", t.src, chunk), here)
+        k = read_target(t.read)
+        if reads_carried(t.read) and ("carried", k, chunk) in self.at:
+            return self.at[("carried", k, chunk)]
+        return self.at.get(("after", k, chunk), here)
 

@@ -29,9 +29,9 @@ from __future__ import annotations
 from typing import Any
 
 from workbench.model.algorithm import Algorithm
-from workbench.model.transfer import READ_INPUT, read_target, reads_carried
+from workbench.model.transfer import read_target
 from workbench.msccl.common import MscclError
-from workbench.msccl.kept import kept_values, overwritten_inputs, scratch_copies
+from workbench.msccl.kept import ScratchPlaces
 from workbench.msccl.layout import contiguous_runs, working_slots
 
 __all__ = ["export_plan", "check_expansion", "PLAN_SCHEMA"]
@@ -119,38 +119,15 @@ class _PlanWriter:
             p["port"].sort()
         self.remote: list[list[tuple[int, str, str]]] = [[] for _ in range(n)]  # (rank, buffer, channel type)
         self.ops: list[list[dict[str, Any]]] = [[] for _ in range(n)]
-        self.scratch_top = [s_chunks] * n
         self.pending: list[list[tuple[int, list[dict[str, Any]]]]] = [[] for _ in range(n)]
         self.writer: dict[tuple[int, int], int] = {}  # (rank, chunk) -> index of the last transfer writing it
-        self.kept = kept_values(algorithm)
-        self.kept_at: dict[tuple, tuple[str, int]] = {}  # ("input", rank, c) / ("after" | "carried", k, c)
-        for key in sorted(overwritten_inputs(algorithm, self.location, self.outputs)):
-            self.location[key] = ("s", self.scratch(key[0]))
-            self.copies_in.append(key)
-
-    def scratch(self, rank: int, count: int = 1) -> int:
-        first = self.scratch_top[rank]
-        self.scratch_top[rank] += count
-        return first
+        self.places = ScratchPlaces(algorithm, self.location, self.outputs, self.copies_in, s_chunks)
 
     def keep(self, rank: int, sources: list[tuple[int, tuple[str, int]]], tag: tuple) -> list[dict[str, Any]]:
         """``copy`` operations of (chunk, place) pairs into fresh contiguous scratch
-        (``kept.scratch_copies``); each chunk's kept place noted under ``tag + (chunk,)``."""
-        kept, copies = scratch_copies(sources, self.scratch(rank, len(sources)))
-        self.kept_at.update((tag + (chunk,), place) for chunk, place in kept.items())
+        (``ScratchPlaces.keep``)."""
         return [{"name": "copy", "src_buff": [_buffer(*source, count)], "dst_buff": [_buffer(*target, count)]}
-                for source, target, count in copies]
-
-    def read_place(self, t, chunk: int) -> tuple[str, int]:
-        """Where the put of ``t`` reads ``chunk``: a kept earlier value, or where the chunk works."""
-        if t.read is None:
-            return self.location[(t.src, chunk)]
-        if t.read == READ_INPUT:
-            return self.kept_at.get(("input", t.src, chunk), self.location[(t.src, chunk)])
-        k = read_target(t.read)
-        if reads_carried(t.read) and ("carried", k, chunk) in self.kept_at:
-            return self.kept_at[("carried", k, chunk)]
-        return self.kept_at.get(("after", k, chunk), self.location[(t.src, chunk)])
+                for source, target, count in self.places.keep(rank, sources, tag)]
 
     def kind_of(self, a: int, b: int) -> str:
         return "memory" if a // self.per_node == b // self.per_node else "port"
@@ -173,7 +150,7 @@ class _PlanWriter:
             self.ops[rank].append({"name": "copy", "src_buff": [_buffer("i", self.inputs[(rank, chunk)], 1)],
                                    "dst_buff": [_buffer(buf, off, 1)]})
         by_rank: dict[int, list[int]] = {}
-        for rank, chunk in sorted(self.kept.input_copies):  # kept before anything can overwrite them
+        for rank, chunk in sorted(self.places.kept.input_copies):  # kept before anything can overwrite them
             by_rank.setdefault(rank, []).append(chunk)
         for rank, chunks in by_rank.items():
             sources = sorted(((c, ("i", self.inputs[(rank, c)])) for c in chunks), key=lambda p: p[1])
@@ -200,16 +177,16 @@ class _PlanWriter:
         self.flush(d, max([-1] + [self.writer.get((d, c), -1) for c in t.chunks]))
         channel = self.kind_of(s, d)
         peers, ops = self.peers, self.ops
-        src_places = [self.read_place(t, c) for c in t.chunks]
+        src_places = [self.places.read_place(t, c) for c in t.chunks]
         dst_places = [self.location[(d, c)] for c in t.chunks]
         arrival: list[dict[str, Any]] = [{"name": "wait", "channel_type": channel,
                                           "channel_ids": [peers[d][channel].index(s)]}]
         for first, count in contiguous_runs(src_places, dst_places):
             (sbuf, soff), (dbuf, doff) = src_places[first], dst_places[first]
             if t.op == "reduce":  # the partial sum lands apart; d adds it once it has waited
-                target = ("s", self.scratch(d, count))
+                target = ("s", self.places.take(d, count))
                 for j, c in enumerate(t.chunks[first:first + count]):  # what t brought, kept where it landed
-                    self.kept_at[("carried", t.id, c)] = ("s", target[1] + j)
+                    self.places.at[("carried", t.id, c)] = ("s", target[1] + j)
                 arrival.append({"name": "re", "src_buff": [_buffer(dbuf, doff, count), _buffer(*target, count)],
                                 "dst_buff": [_buffer(dbuf, doff, count)]})
             else:
@@ -221,8 +198,8 @@ class _PlanWriter:
         ops[s].append({"name": "signal", "channel_type": channel, "channel_ids": [peers[s][channel].index(d)]})
         if channel == "port":
             ops[s].append({"name": "flush", "channel_type": channel, "channel_ids": [peers[s][channel].index(d)]})
-        if t.id in self.kept.after:  # what a later put reads as "after t", once t has been added
-            arrival.extend(self.keep(d, sorted(((c, self.location[(d, c)]) for c in self.kept.after[t.id]),
+        if t.id in self.places.kept.after:  # what a later put reads as "after t", once t has been added
+            arrival.extend(self.keep(d, sorted(((c, self.location[(d, c)]) for c in self.places.kept.after[t.id]),
                                                key=lambda p: p[1]), ("after", t.id)))
         self.pending[d].append((i, arrival))
         for c in t.chunks:
@@ -247,7 +224,7 @@ class _PlanWriter:
         }
         return {
             "id": rank, "input_chunks": self.i_chunks, "output_chunks": self.o_chunks,
-            "scratch_chunks": self.scratch_top[rank],
+            "scratch_chunks": self.places.top[rank],
             "threadblocks": [block],
             "channels": [{"channel_type": k, "connected_to": peers[k]} for k in kinds],
             "remote_buffers": [{"rank": p, "type": buf, "access_channel_types": [k]} for p, buf, k in remote],
