@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from schedules import random_connected_topology, spread_schedule
 from workbench.checking.simulate import LINK_MODELS, ORDERS, SWITCH_MODELS, simulate
 from workbench.checking.verify import verify
+from workbench.kit.duality import by_duality
 from workbench.kit.examples import ring_allgather
 from workbench.model.algorithm import Algorithm, load_algorithm
 from workbench.model.collective import make_collective
@@ -218,3 +219,22 @@ def test_coarsening_a_period_keeps_its_expansion(rng, kind, pieces, factor, lagg
 def test_coarsening_needs_a_factor_of_the_pieces():
     with pytest.raises(PeriodError, match="does not divide"):
         coarsened(_pipelined_ring(4, 3), 2)
+
+
+# ------------------------------------------------------------------ duality (the formulations' path)
+@pytest.mark.parametrize("kind", ["reducescatter", "allreduce"])
+def test_duality_keeps_a_gathers_period(kind):
+    """``by_duality``, how ForestColl and SyCCL build their reductions, on a gather written as a period:
+    the Reduce-Scatter and All-Reduce come out as periods of the same pieces, valid, their expansions
+    timed alike."""
+    n, repeat = 4, 3
+    topology = build(f"ring:{n}", alpha=ALPHA, bandwidth=BW)
+
+    def gather(view, collective, chunk_bytes):
+        ring = ring_allgather(n, chunk_bytes, view)
+        return repeated(ring, collective.chunks_per_rank, lags=_depths(ring))
+
+    algorithm = by_duality(topology, make_collective(kind, n, repeat), M, gather)
+    assert algorithm.collective.kind == kind and algorithm.period == Period(repeat, n)
+    assert verify(algorithm).delivered_pairs == verify(algorithm.expanded()).delivered_pairs
+    assert simulate(algorithm).collective_time == simulate(algorithm.expanded()).collective_time

@@ -297,12 +297,16 @@ def synthesize(formulation: Any, problem: Problem, *, time_limit: float, seed: i
     # every kind may be written as a period: a reduction is its gather's period reversed, an All-Reduce
     # the two joined piece by piece (workbench.model.periodic)
     widened = periodic is not False and not options.is_given("max_transfers")
+    forest_budget = max_transfers
     if widened:
         max_transfers = PERIODIC_BUDGET  # counts the expansion of a period, which is never written out
+        if pieces is not None or not adapts_to_size(topology, problem.size_bytes):
+            forest_budget = max_transfers  # the depth the variants are weighed at (build_forest)
+        # else the depth is chosen by size later (sizing), and the forests are weighed as before
 
     def forests_of(k_choice: int | str, packing_choice: str) -> dict[str, Forest]:
         return _forests(problem, k_choice, packing_choice, seed, deadline, options.splitting,
-                        max_transfers, cut_through)
+                        forest_budget, cut_through)
 
     def scheduled(candidate: dict[str, Forest], started: float) -> tuple[Algorithm, str, dict[str, Any]]:
         return _scheduled(problem, candidate, pieces, max_transfers, deadline, started, periodic, widened)
