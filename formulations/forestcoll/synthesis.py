@@ -297,12 +297,12 @@ def synthesize(formulation: Any, problem: Problem, *, time_limit: float, seed: i
     # every kind may be written as a period: a reduction is its gather's period reversed, an All-Reduce
     # the two joined piece by piece (workbench.model.periodic)
     widened = periodic is not False and not options.is_given("max_transfers")
-    forest_budget = max_transfers
+    sized = pieces is None and adapts_to_size(topology, problem.size_bytes)
+    # build_forest weighs its variants at the depth this budget affords: a period's, except where the
+    # depth is chosen by size later (sizing), weighed as before at a listing's
+    forest_budget = PERIODIC_BUDGET if widened and not sized else max_transfers
     if widened:
         max_transfers = PERIODIC_BUDGET  # counts the expansion of a period, which is never written out
-        if pieces is not None or not adapts_to_size(topology, problem.size_bytes):
-            forest_budget = max_transfers  # the depth the variants are weighed at (build_forest)
-        # else the depth is chosen by size later (sizing), and the forests are weighed as before
 
     def forests_of(k_choice: int | str, packing_choice: str) -> dict[str, Forest]:
         return _forests(problem, k_choice, packing_choice, seed, deadline, options.splitting,
@@ -319,7 +319,7 @@ def synthesize(formulation: Any, problem: Problem, *, time_limit: float, seed: i
     first_seconds = deadline.elapsed()  # trees and schedule: what another candidate will cost
     if on_incumbent is not None:
         on_incumbent(algorithm)
-    if pieces is None and k == "auto" and packing == "auto" and adapts_to_size(topology, problem.size_bytes):
+    if sized and k == "auto" and packing == "auto":
         algorithm, status, stats = _other_trees(problem, forests, (algorithm, status, stats), forests_of, scheduled,
                                                 deadline, first_seconds, on_incumbent)
     return SynthesisResult([algorithm], status, stats.pop("seconds"), stats=stats)
