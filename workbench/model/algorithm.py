@@ -163,10 +163,11 @@ class Algorithm:
             read = t.read if target is None else with_read_target(t.read, target + offset)
             transfers.append(Transfer(t.id + offset, t.chunks, t.src, t.dst, t.op, tuple(sorted(deps)),
                                       t.t_start, t.t_end, t.lag, read=read, via=t.via))
-        if self.period is not None:
+        if self.period is not None:  # claimed times are dropped: a template's are piece 0's of its phase alone
             shift = second_phase_shift(transfers, offset)
             for t in transfers[offset:]:
                 t.lag += shift
+                t.t_start = t.t_end = None
         else:
             _after_phase_one(transfers, offset)
         meta = {"phases": [self.meta, second.meta]}
