@@ -76,9 +76,10 @@ probe: $(STAMP)
 quality-sizes: $(STAMP)
 	$(PY) -m benchmarks.quality_sizes
 
-# efficiency and synthesis time against GPUs on rail fabrics of 32-1,024 GPUs (results/cluster_scale/; about 90 minutes)
+# efficiency and synthesis time against GPUs on rail fabrics of 32-1,024 GPUs (results/cluster_scale/; several
+# hours, one cell at a time: two 1,024-GPU ForestColl cells together peak near 19 GB)
 cluster-scale: $(STAMP)
-	$(PY) -m workbench run experiments/cluster_scale.yaml --jobs 2
+	$(PY) -m workbench run experiments/cluster_scale.yaml --jobs 1
 
 # SyCCL beside TACOS, ForestColl and the direct exchange on rail fabrics of 32 and 128 GPUs (results/syccl/; about 25 minutes)
 syccl: $(STAMP)
