@@ -18,11 +18,10 @@ would move to smaller sizes. ``python -m benchmarks.allreduce_crossover [--out D
 
 from __future__ import annotations
 
-import argparse
 from pathlib import Path
 from typing import Any
 
-from benchmarks.common import experiment_rows
+from benchmarks.common import experiment_arguments, experiment_rows
 from workbench.util.units import format_size, format_time
 
 CONFIG = Path("experiments/allreduce_crossover.yaml")
@@ -104,12 +103,7 @@ def figure(table: dict[str, dict[float, dict[str, tuple[float, str]]]], path: Pa
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--config", type=Path, default=CONFIG)
-    parser.add_argument("--out", type=Path, default=Path("results/allreduce_crossover"))
-    parser.add_argument("--jobs", type=int, default=2)
-    parser.add_argument("--report-only", action="store_true", help="write report.md from the rows already there")
-    args = parser.parse_args(argv)
+    args = experiment_arguments(__doc__.splitlines()[0], CONFIG, Path("results/allreduce_crossover"), argv)
     rows = experiment_rows(args.config, args.out, args.jobs, args.report_only)
     if rows is None:
         return 2

@@ -52,6 +52,19 @@ def write(name: str, text: str) -> Path:
     return path
 
 
+def experiment_arguments(description: str, config: Path, out: Path, argv: list[str] | None):
+    """The arguments every experiment benchmark takes: ``--config``, ``--out``, ``--jobs`` and
+    ``--report-only`` (write the report from the rows already there)."""
+    import argparse
+
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--config", type=Path, default=config)
+    parser.add_argument("--out", type=Path, default=out)
+    parser.add_argument("--jobs", type=int, default=2)
+    parser.add_argument("--report-only", action="store_true", help="write report.md from the rows already there")
+    return parser.parse_args(argv)
+
+
 def experiment_rows(config: Path, out: Path, jobs: int, report_only: bool) -> list[dict] | None:
     """Run (or, with ``report_only``, only read) an experiment's folder through ``workbench run`` and
     return its rows; None, with a line on stderr, when the folder has none."""

@@ -17,12 +17,11 @@ formulation, the bound dashed). ``python -m benchmarks.quality_sizes [--out DIR]
 
 from __future__ import annotations
 
-import argparse
 import statistics
 from pathlib import Path
 from typing import Any
 
-from benchmarks.common import experiment_rows
+from benchmarks.common import experiment_arguments, experiment_rows
 from workbench.util.units import format_size, format_time
 
 CONFIG = Path("experiments/quality_sizes.yaml")
@@ -109,12 +108,7 @@ def report(rows: list[dict[str, Any]]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--config", type=Path, default=CONFIG)
-    parser.add_argument("--out", type=Path, default=Path("results/quality_sizes"))
-    parser.add_argument("--jobs", type=int, default=2)
-    parser.add_argument("--report-only", action="store_true", help="write report.md from the rows already there")
-    args = parser.parse_args(argv)
+    args = experiment_arguments(__doc__.splitlines()[0], CONFIG, Path("results/quality_sizes"), argv)
     rows = experiment_rows(args.config, args.out, args.jobs, args.report_only)
     if rows is None:
         return 2

@@ -38,8 +38,8 @@ from workbench.model.transfer import READ_INPUT, read_carried
 from workbench.plugin.closed_form import ClosedForm, require_kind
 from workbench.plugin.formulation import Unsupported
 from workbench.plugin.registry import Problem
-from workbench.topology.structure import npu_neighbours
-from workbench.util.graphs import hop_distances
+from workbench.topology.structure import arrival_bandwidths, npu_neighbours
+from workbench.util.graphs import fastest_parent_tree
 
 __all__ = ["OneShot", "RecursiveDoubling", "oneshot_schedule", "rd_schedule"]
 
@@ -67,10 +67,10 @@ def oneshot_schedule(problem: Problem) -> Algorithm:
                           f"({moves:,} chunk moves, over {ONESHOT_MOST_MOVES:,}); one pass is for small "
                           f"fabrics and sizes, a two-pass formulation fits this one")
     neighbours = [[v for v in near if v < n] for near in npu_neighbours(problem.topology)[:n]]
-    arrival = _last_hop_bandwidths(problem.topology, neighbours)
+    incoming, arrival = arrival_bandwidths(problem.topology, neighbours)
     hops: list[tuple[int, int, int, int, int]] = []  # (depth, position, origin, parent, child)
     for origin in range(n):
-        parent, depth = _tree(neighbours, arrival, origin)
+        parent, depth = _tree(incoming, neighbours, arrival, origin)
         for child in range(n):
             if child != origin:
                 hops.append((depth[child], (child - origin) % n, origin, parent[child], child))
@@ -89,35 +89,17 @@ def oneshot_schedule(problem: Problem) -> Algorithm:
                      {"passes": 1, "steps": max(h[0] for h in hops), "routes_named": routed})
 
 
-def _last_hop_bandwidths(topology, neighbours: list[list[int]]) -> dict[tuple[int, int], float]:
-    """For each NPU pair that are neighbours, the bandwidth of the link the route ends on."""
-    arrival = {}
-    for u, near in enumerate(neighbours):
-        for v in near:
-            route = topology.route(u, v)
-            arrival[(u, v)] = topology.link(route[-2], v).bandwidth
-    return arrival
-
-
-def _tree(neighbours: list[list[int]], arrival: dict[tuple[int, int], float],
+def _tree(incoming: list[list[int]], neighbours: list[list[int]], arrival: dict[tuple[int, int], float],
           origin: int) -> tuple[list[int], list[int]]:
     """A breadth-first tree of the ranks from ``origin``: parent and depth per rank. A rank's parent
     is, among its neighbours one level up, the one whose route into it ends on the fastest link
     (on a rail fabric: along the rail first, then inside the box), then the first after ``origin``
     in id order (wrapping), so trees from different origins spread over equally good parents."""
     n = len(neighbours)
-    depth = hop_distances(neighbours, (origin,))
+    parent, depth = fastest_parent_tree(incoming, neighbours, arrival, (origin,),
+                                        lambda u, v: (-((u - origin - 1) % n),))
     if min(depth) < 0:
         raise Unsupported(f"oneshot: rank {depth.index(-1)} cannot be reached from rank {origin}")
-    parent = [-1] * n
-    incoming: list[list[int]] = [[] for _ in range(n)]
-    for u, near in enumerate(neighbours):
-        for v in near:
-            incoming[v].append(u)
-    for v in range(n):
-        if v != origin:
-            above = [u for u in incoming[v] if depth[u] == depth[v] - 1]
-            parent[v] = max(above, key=lambda u: (arrival[(u, v)], -((u - origin - 1) % n)))
     return parent, depth
 
 

@@ -62,8 +62,8 @@ from workbench.plugin.formulation import Unsupported
 from workbench.plugin.parameters import Options, option
 from workbench.plugin.registry import Problem, SynthesisResult
 from workbench.topology import Topology
-from workbench.topology.structure import boxes_and_rails, candidate_groups, npu_neighbours, recorded_dims
-from workbench.util.graphs import hop_distances
+from workbench.topology.structure import arrival_bandwidths, boxes_and_rails, candidate_groups, npu_neighbours, recorded_dims
+from workbench.util.graphs import fastest_parent_tree, hop_distances
 
 __all__ = ["OneShotHier", "OneShotHierOptions", "oneshot_hier_schedule", "find_boxes", "BoxLayout"]
 
@@ -170,33 +170,6 @@ class _Plan:
         return self.into.get(rank, [])
 
 
-def _tree(incoming: list[list[int]], outgoing: list[list[int]], arrival: dict[tuple[int, int], float],
-          sources: tuple[int, ...], tie: Callable[[int, int], tuple]) -> tuple[list[int], list[int]]:
-    """A breadth-first tree from ``sources``: parent and depth per rank (-1 unreached). A rank's
-    parent is, among its neighbours one level up, the one whose route into it ends on the fastest
-    link, then by ``tie(parent, child)`` (largest first)."""
-    depth = hop_distances(outgoing, sources)
-    parent = [-1] * len(outgoing)
-    for v, d in enumerate(depth):
-        if d > 0:
-            above = [u for u in incoming[v] if depth[u] == d - 1]
-            parent[v] = max(above, key=lambda u, v=v: (arrival[(u, v)], *tie(u, v)))
-    return parent, depth
-
-
-def _links(topology: Topology, neighbours: list[list[int]]) -> tuple[list[list[int]], dict[tuple[int, int], float]]:
-    """Each rank's in-neighbours, and for each neighbour pair the bandwidth its route ends on (the
-    link into the receiver: on a rail fabric the rail, where a relay through the box is slower)."""
-    incoming: list[list[int]] = [[] for _ in neighbours]
-    arrival = {}
-    for u, near in enumerate(neighbours):
-        for v in near:
-            incoming[v].append(u)
-            route = topology.route(u, v)
-            arrival[(u, v)] = topology.link(route[-2], v).bandwidth
-    return incoming, arrival
-
-
 def _one_shot_inside(plan: _Plan, topology: Topology, layout: BoxLayout, chunks: tuple[int, ...]) -> None:
     """Every input to every other rank of its box along a breadth-first tree over the box's ranks,
     added there; level by level, rank u to position u + r in rotation order r (as ``oneshot``)."""
@@ -204,11 +177,11 @@ def _one_shot_inside(plan: _Plan, topology: Topology, layout: BoxLayout, chunks:
     box_of, position = layout.box_of, layout.position
     near = _rank_neighbours(topology, n)
     inside = [[v for v in vs if box_of[v] == box_of[u]] for u, vs in enumerate(near)]
-    incoming, arrival = _links(topology, inside)
+    incoming, arrival = arrival_bandwidths(topology, inside)
     hops = []
     for box in layout.boxes:
         for origin in box:
-            parent, depth = _tree(incoming, inside, arrival, (origin,), lambda u, v, o=origin: (-((u - o - 1) % n),))
+            parent, depth = fastest_parent_tree(incoming, inside, arrival, (origin,), lambda u, v, o=origin: (-((u - o - 1) % n),))
             if min(depth[c] for c in box) < 0:  # only a single box (the whole fabric) can be cut off
                 raise Unsupported(f"oneshot-hier: a rank cannot be reached from rank {origin}")
             hops += [(depth[c], (position[c] - position[origin]) % len(box), origin, parent[c], c)
@@ -229,7 +202,7 @@ def _whole_across(plan: _Plan, topology: Topology, layout: BoxLayout, chunks: tu
     n = sum(map(len, layout.boxes))
     box_of, position = layout.box_of, layout.position
     near = _rank_neighbours(topology, n)
-    incoming, arrival = _links(topology, near)
+    incoming, arrival = arrival_bandwidths(topology, near)
     count = len(layout.boxes)
 
     def tie(u: int, v: int) -> tuple:  # the same position first (its rail), then in turn
@@ -237,7 +210,7 @@ def _whole_across(plan: _Plan, topology: Topology, layout: BoxLayout, chunks: tu
 
     hops = []
     for b, box in enumerate(layout.boxes):
-        parent, depth = _tree(incoming, near, arrival, box, tie)
+        parent, depth = fastest_parent_tree(incoming, near, arrival, box, tie)
         if min(depth) < 0:
             raise Unsupported(f"oneshot-hier: rank {depth.index(-1)} cannot be reached from box {b}")
         hops += [(depth[v], (box_of[v] - b) % count, position[v], b, parent[v], v) for v in range(n) if box_of[v] != b]

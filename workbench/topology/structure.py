@@ -37,7 +37,7 @@ from typing import Callable, Iterator
 from workbench.topology.graph import Link, Topology
 from workbench.util.graphs import bfs, hop_distances
 
-__all__ = ["BoxesAndRails", "boxes_and_rails", "candidate_groups", "link_components", "npu_neighbours",
+__all__ = ["BoxesAndRails", "arrival_bandwidths", "boxes_and_rails", "candidate_groups", "link_components", "npu_neighbours",
            "recorded_dims", "switch_levels"]
 
 _SAME = 1e-9  # relative tolerance: bandwidths of one tier
@@ -236,3 +236,19 @@ def switch_levels(topology: Topology) -> dict[int, int]:
     successors = [topology.out_neighbors(v) for v in range(topology.num_nodes)]
     hops = hop_distances(successors, topology.npus)
     return {s: hops[s] for s in topology.switches if hops[s] > 0}
+
+
+def arrival_bandwidths(topology: Topology,
+                       neighbours: list[list[int]]) -> tuple[list[list[int]], dict[tuple[int, int], float]]:
+    """Each NPU's in-neighbours (of ``neighbours``, out-neighbour lists), and for each neighbour pair
+    the bandwidth of the link its route ends on (on a rail fabric the rail, where a relay through the
+    box is slower)."""
+    incoming: list[list[int]] = [[] for _ in neighbours]
+    arrival = {}
+    for u, near in enumerate(neighbours):
+        for v in near:
+            incoming[v].append(u)
+            route = topology.route(u, v)
+            arrival[(u, v)] = topology.link(route[-2], v).bandwidth
+    return incoming, arrival
+

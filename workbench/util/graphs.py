@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     import numpy as np
 
 __all__ = ["successor_lists", "Bfs", "bfs", "hop_distances", "all_pairs_hops", "dijkstra", "all_pairs_dijkstra",
-           "all_pairs_shortest", "strong_components", "PLAIN_WORK_LIMIT"]
+           "all_pairs_shortest", "strong_components", "fastest_parent_tree", "PLAIN_WORK_LIMIT"]
 
 # nodes x arcs up to which all_pairs_shortest stays in plain Python (a few ms to ~0.1 s of work)
 PLAIN_WORK_LIMIT = 200_000
@@ -84,6 +84,21 @@ def bfs(successors: Sequence[Sequence[int]], sources: Iterable[int], *,
 def hop_distances(successors: Sequence[Sequence[int]], sources: Iterable[int]) -> list[int]:
     """Fewest arcs from the nearest source to each node (-1 when unreachable)."""
     return bfs(successors, sources).depth
+
+
+def fastest_parent_tree(incoming: Sequence[Sequence[int]], outgoing: Sequence[Sequence[int]],
+                        arrival: dict[tuple[int, int], float], sources: Iterable[int],
+                        tie: Callable[[int, int], tuple]) -> tuple[list[int], list[int]]:
+    """A breadth-first tree from ``sources``: parent and depth per node (-1 unreached). A node's
+    parent is, among its in-neighbours one level up, the one with the largest ``arrival[(u, v)]``
+    (the bandwidth its route into the node ends on), then the largest ``tie(u, v)``."""
+    depth = hop_distances(outgoing, sources)
+    parent = [-1] * len(outgoing)
+    for v, d in enumerate(depth):
+        if d > 0:
+            above = [u for u in incoming[v] if depth[u] == d - 1]
+            parent[v] = max(above, key=lambda u, v=v: (arrival[(u, v)], *tie(u, v)))
+    return parent, depth
 
 
 def all_pairs_hops(successors: Sequence[Sequence[int]]) -> list[list[int]]:
