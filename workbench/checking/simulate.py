@@ -31,7 +31,7 @@ from workbench.topology import Topology
 
 np = lazy_module("numpy")  # imported on first use (workbench.util.lazy)
 
-__all__ = ["SimulationResult", "SimulationError", "simulate", "route_segments", "named_route", "LINK_MODELS", "ORDERS", "SWITCH_MODELS",
+__all__ = ["SimulationResult", "SimulationError", "simulate", "route_segments", "named_route", "segment_table", "LINK_MODELS", "ORDERS", "SWITCH_MODELS",
            "DEFAULT_MODEL", "DEFAULT_MODEL_NAME", "model_name", "parse_model"]
 
 LINK_MODELS = ("pipelined", "blocking")
@@ -190,7 +190,7 @@ def named_route(topology: Topology, src: int, dst: int, via: tuple[int, ...]) ->
     return path
 
 
-def _segment_table(algorithm: Algorithm, switch_model: str) -> list[list[Segment]]:
+def segment_table(algorithm: Algorithm, switch_model: str) -> list[list[Segment]]:
     """Per transfer, its segments (routes are cached per (src, dst, via))."""
     topology = algorithm.topology
     cache: dict[tuple, list[Segment]] = {}
@@ -269,7 +269,7 @@ def _simulate(algorithm: Algorithm, link_model: str, order: str, switch_model: s
 def _python_timing(algorithm: Algorithm, blocking: bool, order: str, switch_model: str):
     if algorithm.period is not None:
         return _periodic_timing(algorithm, blocking, order, switch_model)
-    segments = _segment_table(algorithm, switch_model)
+    segments = segment_table(algorithm, switch_model)
     for t in algorithm.transfers:
         for d in t.deps:
             if not (0 <= d < t.id):
@@ -352,7 +352,7 @@ def _periodic_timing(algorithm: Algorithm, blocking: bool, order: str, switch_mo
         piece_start, piece_end = np.empty_like(start), np.empty_like(end)
         piece_start[where], piece_end[where] = start, end
         return piece_start, piece_end, busy, carried, occupancy
-    return _run_in_order_periodic(algorithm, _segment_table(algorithm, switch_model), blocking)
+    return _run_in_order_periodic(algorithm, segment_table(algorithm, switch_model), blocking)
 
 
 def _run_in_order_periodic(algorithm: Algorithm, segments: list[list[Segment]], blocking: bool):

@@ -176,18 +176,6 @@ def order_by_start(algorithm: Algorithm, starts: Sequence[float] | None = None) 
     return Algorithm(algorithm.topology, algorithm.collective, algorithm.chunk_bytes, listed, dict(algorithm.meta))
 
 
-def _route_segments_of(algorithm: Algorithm) -> list[list]:
-    """Each transfer's route segments (``route_segments``), computed once per (src, dst, via)."""
-    from workbench.checking.simulate import route_segments
-
-    topology = algorithm.topology
-    routes: dict[tuple, list] = {}
-    for t in algorithm.transfers:
-        if (t.src, t.dst, t.via) not in routes:
-            routes[(t.src, t.dst, t.via)] = route_segments(topology, t.src, t.dst, via=t.via)
-    return [routes[(t.src, t.dst, t.via)] for t in algorithm.transfers]
-
-
 def _dependants(transfers: list) -> tuple[list[int], list[list[int]]]:
     """Per transfer: how many distinct deps it waits for, and the transfers that depend on it."""
     waiting = [len(set(t.deps)) for t in transfers]
@@ -214,9 +202,11 @@ def settle_order(algorithm: Algorithm) -> Algorithm:
     set, earliest ready first; a lazy heap ranks the queues' heads (a start only grows as links
     fill, so a popped head whose start grew is pushed back).
     """
+    from workbench.checking.simulate import segment_table
+
     topology = algorithm.topology
     transfers = algorithm.transfers
-    segments = _route_segments_of(algorithm)
+    segments = segment_table(algorithm, "cut-through")  # the default model's segments
     waiting, dependants = _dependants(transfers)
     free = [0.0] * len(topology.links)
     ready = [0.0] * len(transfers)
