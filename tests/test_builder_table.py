@@ -33,6 +33,9 @@ BAD = {
               "rails:4x8,leaf=2,leaf=3", "rails:4x8,over=0.5", "rails:0x8", "rails:"],
     "fattree": ["fattree:3", "fattree:4x4", "fattree:4,leaf=2", "fattree:0"],
     "leafspine": ["leafspine:4x4", "leafspine:4x4x0", "leafspine:4x4x2,spines=3"],
+    "hgx": ["hgx:0", "hgx:2,nvls=maybe", "hgx:2,sharp=1", "hgx:2,rate=fast", "hgx:2,nvls=off,rate=1GB/s",
+            "hgx:2,sharp,sharp", "hgx:x"],
+    "nvl72": ["nvl72:2", "nvl72:nvls=maybe"],
 }
 
 

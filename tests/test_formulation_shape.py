@@ -95,6 +95,7 @@ REFUSED = {
     "forestcoll": ("ring:4", "alltoall", {}),
     "hierarchical": ("dgx1", "allgather", {}),
     "multipath": ("ring:4", "allgather", {}),
+    "nvls": ("switch:4", "allreduce", {}),
     "oneshot": ("ring:4", "allgather", {}),
     "oneshot-hier": ("ring:4", "allgather", {}),
     "rd": ("ring:4", "reducescatter", {}),

@@ -11,6 +11,8 @@
 * ``in-order`` (default): on every link segments start in file order; one pass in file order.
   ``fifo``: event driven; at each instant every ready segment whose links are all free starts, in
   (ready time, file order); a waiting segment reserves nothing.
+* A switch that reduces (``workbench.topology.abilities``) with a ``reduce_rate`` streams a
+  reduce into it and a sum out of it at ``min(link bandwidth, reduce_rate)``.
 * A periodic schedule (``workbench.model.periodic``) is timed as its expansion, without writing it out;
   its per-transfer arrays are piece-major (piece k of template transfer i at ``k * m + i``).
 * A model is written as one string, ``link model/order/switch model`` (``model_name``,
@@ -191,8 +193,13 @@ def named_route(topology: Topology, src: int, dst: int, via: tuple[int, ...]) ->
 
 
 def segment_table(algorithm: Algorithm, switch_model: str) -> list[list[Segment]]:
-    """Per transfer, its segments (routes are cached per (src, dst, via))."""
+    """Per transfer, its segments (routes are cached per (src, dst, via)); a reduce into a switch
+    with a ``reduce_rate``, and a sum taken from one, hold that segment at the rate
+    (``workbench.checking.switch_values.rated_segments``)."""
+    from workbench.checking.switch_values import rated_segments, rated_transfers
+
     topology = algorithm.topology
+    rated = rated_transfers(algorithm)
     cache: dict[tuple, list[Segment]] = {}
     table = []
     for t in algorithm.transfers:
@@ -205,7 +212,7 @@ def segment_table(algorithm: Algorithm, switch_model: str) -> list[list[Segment]
                 raise SimulationError(f"transfer {t.id}: {exc}") from None
             except (IndexError, KeyError):
                 raise SimulationError(f"transfer {t.id}: endpoint {t.src} or {t.dst} is not a node") from None
-        table.append(segments)
+        table.append(rated_segments(topology, t, segments) if t.id in rated else segments)
     return table
 
 

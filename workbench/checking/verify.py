@@ -13,6 +13,10 @@ of what it held right after a named earlier transfer into it arrived. Both repla
 values beside the buffers; on the timeline a snapshot exists only once its transfer has arrived.
 Such algorithms are replayed in Python (the compiled replays do not model snapshots).
 
+A switch that reduces or does not multicast holds one value per operation and forgets it when its
+last reader starts; fan-out and open reduction trees are limited as it declares
+(``workbench.checking.switch_values``). Those algorithms are replayed in Python too.
+
 A periodic schedule (``workbench.model.periodic``) is checked on one piece plus the repetition rule
 (see the section at the end).
 
@@ -30,6 +34,7 @@ from workbench.model.algorithm import Algorithm
 from workbench.model.transfer import READ_INPUT, read_target, reads_carried
 from workbench.compiled.engines import choose_engine
 from workbench.model.periodic import PeriodError, check_repetition, one_piece, piece_collective
+from workbench.checking.switch_values import SwitchValues, too_many_trees
 from workbench.checking.simulate import DEFAULT_MODEL, SimulationError, SimulationResult, simulate, simulate_with_arrays
 
 np = lazy_module("numpy")  # imported on first use (workbench.util.lazy)
@@ -105,7 +110,7 @@ def check_structure(algorithm: Algorithm) -> None:
                                        transfer=t.id, kind="structure")
         _check_chunks(t, num_chunks)
         if t.op == "reduce":
-            if not combining or t.dst >= first_switch:
+            if not combining or (t.dst >= first_switch and not topology.reduces(t.dst)):
                 _bad_reduce(t, collective, first_switch)
         elif t.op != "copy":
             raise InvalidAlgorithm(f"transfer {t.id}: unknown op {t.op!r}", transfer=t.id, kind="structure")
@@ -184,7 +189,8 @@ def _bad_reduce(t, collective, first_switch: int) -> None:
             f"transfer {t.id}: reduce of chunk {t.chunks[0]} in a non-combining {collective.kind}",
             transfer=t.id, chunk=t.chunks[0], kind="structure")
     if t.dst >= first_switch:
-        raise InvalidAlgorithm(f"transfer {t.id}: reduce into switch {t.dst} (a switch cannot reduce)",
+        raise InvalidAlgorithm(f"transfer {t.id}: reduce into switch {t.dst}, which does not reduce "
+                               f"(a switch sums only where its node says reduce: true)",
                                transfer=t.id, chunk=t.chunks[0], kind="structure")
 
 
@@ -209,6 +215,7 @@ def _file_order_replay(algorithm: Algorithm) -> tuple[list, list, dict[int, int]
     num_chunks = algorithm.collective.num_chunks
     state = _initial_state(algorithm)
     earlier = _EarlierValues(algorithm, state)
+    switches = _switch_values(algorithm)
     writer: dict[int, int] = {}
     reads: list = [None] * len(algorithm.transfers)
     read_from: list = [None] * len(algorithm.transfers)
@@ -223,6 +230,8 @@ def _file_order_replay(algorithm: Algorithm) -> tuple[list, list, dict[int, int]
                 _fail_nothing(algorithm, t, c)
             values.append(value)
             sources.append(writer.get(key, -1) if t.read is None else read_target(t.read))
+        if switches is not None:
+            _clear_read(switches, t.id, state, num_chunks)
         dst_base = t.dst * num_chunks
         for c, value in zip(t.chunks, values):
             target = dst_base + c
@@ -242,6 +251,26 @@ def _file_order_replay(algorithm: Algorithm) -> tuple[list, list, dict[int, int]
             reads[t.id] = tuple(values)
             read_from[t.id] = tuple(sources)
     return reads, read_from, state
+
+
+def _switch_values(algorithm: Algorithm) -> SwitchValues | None:
+    """The operations of the switches that reduce or do not multicast (``switch_values``), their
+    fan-out checked; None without such switches."""
+    if not algorithm.topology.abilities:
+        return None
+    switches = SwitchValues(algorithm)
+    broken = switches.fan_out(algorithm.topology)
+    if broken is not None:
+        op, tid, why = broken
+        raise InvalidAlgorithm(f"transfer {tid}: {why}, but its value of chunk {op.chunk} is already sent by "
+                               f"transfer {op.readers[0]}", transfer=tid, chunk=op.chunk, kind="fan-out")
+    return switches
+
+
+def _clear_read(switches: SwitchValues, tid: int, state: dict[int, int], num_chunks: int) -> None:
+    """Transfer ``tid`` has read: a switch buffer whose last reader it is holds nothing from now."""
+    for op in switches.started(tid):
+        state.pop(op.switch * num_chunks + op.chunk, None)
 
 
 class _EarlierValues:
@@ -330,6 +359,7 @@ def _timeline_replay(algorithm: Algorithm, simulation: SimulationResult, reads: 
     event_id = ids[order].tolist()
     state = _initial_state(algorithm)
     earlier = _EarlierValues(algorithm, state)
+    switches = SwitchValues(algorithm) if algorithm.topology.abilities else None
     writer: dict[int, int] = {}
     carried: list = [None] * count
     transfers = algorithm.transfers
@@ -337,6 +367,10 @@ def _timeline_replay(algorithm: Algorithm, simulation: SimulationResult, reads: 
         t = transfers[tid]
         if kind == 1 and t.read is not None:  # start: read an earlier value
             carried[tid] = _earlier_on_timeline(algorithm, simulation, earlier, t, reads[tid])
+            continue
+        if kind == 1 and switches is not None and tid in switches.reads:  # read a switch, which may then forget
+            carried[tid] = _read_on_timeline(algorithm, simulation, t, state, writer, reads[tid], read_from[tid])
+            _clear_read(switches, tid, state, num_chunks)
             continue
         if kind == 1:  # start: read the source buffers
             base = t.src * num_chunks
@@ -364,6 +398,19 @@ def _timeline_replay(algorithm: Algorithm, simulation: SimulationResult, reads: 
             writer[target] = tid
         earlier.arrived(t, state, values)
     _timeline_end(algorithm, state)
+
+
+def _read_on_timeline(algorithm: Algorithm, simulation: SimulationResult, t, state: dict[int, int],
+                      writer: dict[int, int], planned, planned_from) -> Any:
+    """What ``t`` reads at its start on the timeline, which must be what it read in file order."""
+    base = t.src * algorithm.collective.num_chunks
+    values = tuple(state.get(base + c) for c in t.chunks)
+    wanted = (planned,) if len(t.chunks) == 1 else planned
+    sources = (planned_from,) if len(t.chunks) == 1 else planned_from
+    for c, value, want, source in zip(t.chunks, values, wanted, sources):
+        if value != want:
+            _fail_race(algorithm, simulation, t, c, source, writer.get(base + c, -1))
+    return values[0] if len(t.chunks) == 1 else values
 
 
 def _timeline_end(algorithm: Algorithm, state: dict[int, int]) -> None:
@@ -442,7 +489,22 @@ def verify(algorithm: Algorithm, timeline: bool = True, simulation: SimulationRe
     if timeline:
         simulation = _default_simulation(algorithm, simulation)
         _timeline_replay(algorithm, simulation, reads, read_from)
+        _check_trees(algorithm, [lambda tid: simulation.start[tid]])
     return VerifyReport(len(algorithm.transfers), delivered, simulation)
+
+
+def _check_trees(algorithm: Algorithm, start_of: list) -> None:
+    """InvalidAlgorithm where a switch keeps more reduction trees open than it runs at once;
+    ``start_of``: per copy of the schedule, a transfer's start on the timeline."""
+    topology = algorithm.topology
+    if not any(a.reduce_trees is not None for a in topology.abilities.values()):
+        return
+    broken = too_many_trees(topology, algorithm.transfers, SwitchValues(algorithm), start_of)
+    if broken is not None:
+        switch, when, trees = broken
+        limit = topology.ability(switch).reduce_trees
+        raise InvalidAlgorithm(f"switch {switch} runs at most {limit} reduction trees at once (reduce_trees), but "
+                               f"at t={when * 1e6:.6g} us in the default execution {trees} are open", kind="trees")
 
 
 def _default_simulation(algorithm: Algorithm, simulation: SimulationResult | None, arrays=None) -> SimulationResult:
@@ -460,8 +522,8 @@ def _verify_compiled(algorithm: Algorithm, timeline: bool, simulation: Simulatio
     from workbench.compiled import verify as fast
     from workbench.compiled.arrays import transfer_arrays
 
-    if any(t.read is not None for t in algorithm.transfers):
-        return None  # earlier-value reads are replayed in Python (module docstring)
+    if algorithm.topology.abilities or any(t.read is not None for t in algorithm.transfers):
+        return None  # switch operations and earlier-value reads are replayed in Python (docs/verifier.md)
     arrays = transfer_arrays(algorithm.transfers)
     if arrays is None or not fast.fits(algorithm, arrays) or not fast.structure_ok(algorithm, arrays):
         return None
@@ -517,6 +579,10 @@ def _verify_periodic(algorithm: Algorithm, timeline: bool = True, simulation: Si
             except SimulationError as exc:
                 raise InvalidAlgorithm(str(exc), kind="structure") from None
         _pieces_on_timeline(algorithm, piece, order, simulation, reads, read_from, lagging, engine)
+        m = len(piece.transfers)
+        where = np.asarray(order, dtype=np.int64)
+        _check_trees(piece, [lambda tid, k=k: simulation.start[k * m + where[tid]]
+                                              for k in range(algorithm.period.repeat)])
     return VerifyReport(algorithm.total_transfers, delivered, simulation)
 
 
@@ -549,7 +615,7 @@ class _CompiledPiece:
         from workbench.compiled.arrays import transfer_arrays
 
         arrays = transfer_arrays(piece.transfers)
-        if arrays is None or not fast.fits(piece, arrays):
+        if piece.topology.abilities or arrays is None or not fast.fits(piece, arrays):
             return None
         initial = fast.initial_state(piece)
         state = initial.copy()

@@ -116,6 +116,8 @@ def timing(algorithm, arrays: TransferArrays, blocking: bool, switch_model: str,
         return None
     if not (arrays.ids_are_positions() and arrays.nodes_within(num_nodes)):
         return None
+    if any(a.reduce_rate is not None for a in topology.abilities.values()):
+        return None  # a switch's reduce rate depends on the transfer, not only its route: the Python pass
     routes, route_of = _distinct_routes(arrays, num_nodes)
     route_seg_start, seg_link_start, seg_links, seg_alpha, seg_bandwidth, route_links = [0], [0], [], [], [], []
     seg_overhead: list[float] = []

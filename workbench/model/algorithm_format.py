@@ -1,10 +1,11 @@
-"""The algorithm file's document, ``workbench.algorithm/1`` to ``/5``: written from an algorithm, read back with every field checked.
+"""The algorithm file's document, ``workbench.algorithm/1`` to ``/6``: written from an algorithm, read back with every field checked.
 
 ``/1`` is the original format; ``/2`` is ``/1`` plus an ``overhead`` on the embedded topology's
 links; ``/3`` is ``/2`` plus a ``period`` and per-transfer ``lag`` (``workbench.model.periodic``);
 ``/4`` is ``/3`` plus a per-transfer ``read`` (an earlier value of the source: its input, or what
 it held after a named earlier transfer); ``/5`` is ``/4`` plus a per-transfer ``via`` (the switches
-it crosses, in order). A writer uses the lowest version that holds the fields
+it crosses, in order); ``/6`` is ``/5`` plus switch abilities on the embedded topology's nodes
+(a switch that reduces or does not multicast: ``workbench.topology.abilities``). A writer uses the lowest version that holds the fields
 the algorithm uses (``lowest_format``). The format is a
 contract with outside tools: docs/algorithm-format.md. ``algorithm_document`` builds the
 document, ``read_document`` checks a decoded one into the fields of an ``Algorithm``
@@ -22,7 +23,7 @@ from workbench.model.periodic import Period, PeriodError, piece_collective, whol
 from workbench.model.transfer import READ_INPUT, Transfer, read_carried
 from workbench.topology import Topology, TopologyError, topology_from_dict
 
-__all__ = ["FORMAT", "FORMAT_2", "FORMAT_3", "FORMAT_4", "FORMAT_5", "FORMATS", "AlgorithmFormatError", "AlgorithmFields",
+__all__ = ["FORMAT", "FORMAT_2", "FORMAT_3", "FORMAT_4", "FORMAT_5", "FORMAT_6", "FORMATS", "AlgorithmFormatError", "AlgorithmFields",
            "algorithm_document", "lowest_format", "read_document"]
 
 FORMAT = "workbench.algorithm/1"
@@ -36,13 +37,17 @@ FORMAT_3 = "workbench.algorithm/3"
 FORMAT_4 = "workbench.algorithm/4"
 # /4 plus a per-transfer ``via`` (its route through switches): written only where some transfer names one
 FORMAT_5 = "workbench.algorithm/5"
-FORMATS = (FORMAT, FORMAT_2, FORMAT_3, FORMAT_4, FORMAT_5)
-_READS = (FORMAT_4, FORMAT_5)  # the versions that may hold ``read``
+# /5 plus switch abilities on the embedded topology's nodes (``reduce``, ``multicast``, ...:
+# workbench.topology.abilities): written only where a switch declares one
+FORMAT_6 = "workbench.algorithm/6"
+FORMATS = (FORMAT, FORMAT_2, FORMAT_3, FORMAT_4, FORMAT_5, FORMAT_6)
+_READS = (FORMAT_4, FORMAT_5, FORMAT_6)  # the versions that may hold ``read``
+_ROUTES = (FORMAT_5, FORMAT_6)  # the versions that may hold ``via``
 _INF = math.inf
 
 
 class AlgorithmFormatError(ValueError):
-    """A file that is not a well-formed ``workbench.algorithm/1`` to ``/5`` document (schema, types)."""
+    """A file that is not a well-formed ``workbench.algorithm/1`` to ``/6`` document (schema, types)."""
 
 
 class AlgorithmFields(NamedTuple):
@@ -57,9 +62,11 @@ class AlgorithmFields(NamedTuple):
 
 
 def lowest_format(algorithm: Any) -> str:
-    """The lowest version that holds every field ``algorithm`` uses: ``/5`` where a transfer names
-    its route, ``/4`` where one reads an earlier value, ``/3`` where it is periodic, ``/2`` where a
+    """The lowest version that holds every field ``algorithm`` uses: ``/6`` where a switch of its
+    topology declares what it does, ``/5`` where a transfer names its route, ``/4`` where one reads an earlier value, ``/3`` where it is periodic, ``/2`` where a
     link has an overhead, else ``/1``."""
+    if algorithm.topology.abilities:
+        return FORMAT_6
     if any(t.via is not None for t in algorithm.transfers):
         return FORMAT_5
     if any(t.read is not None for t in algorithm.transfers):
@@ -106,7 +113,7 @@ def read_document(data: Any, source: str, transfers: list[Transfer] | None = Non
     period = None
     if data["format"] not in _READS:
         _no_reads(data, transfers, source)
-    if data["format"] != FORMAT_5:
+    if data["format"] not in _ROUTES:
         _no_routes(data, transfers, source)
     if data["format"] == FORMAT_3 or (data["format"] in _READS and "period" in data):
         reading = next((t for t in transfers if t.read is not None), None)
@@ -140,6 +147,9 @@ def _topology(data: dict, source: str) -> Topology:
         raise AlgorithmFormatError(str(exc)) from None
     if data["format"] == FORMAT and topology.has_overhead():  # a /1 reader would time it without them
         raise AlgorithmFormatError(f"{source}: link overheads need format {FORMAT_2!r}, the file says {FORMAT!r}")
+    if topology.abilities and data["format"] != FORMAT_6:  # an older reader would refuse or mistime it
+        raise AlgorithmFormatError(f"{source}: switch abilities (reduce, multicast) need format {FORMAT_6!r}, "
+                                   f"the file says {data['format']!r}")
     return topology
 
 

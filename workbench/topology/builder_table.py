@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any, Callable, Sequence
 
-from workbench.topology import clusters, shapes
+from workbench.topology import clusters, reducing, shapes
 from workbench.topology.edge_lists import Size, check_spec_numbers, parse_int, per_dim
 from workbench.topology.graph import Topology, TopologyError
 from workbench.topology.systems import amd, dgx1, dgx2, dgx2_nic, ndv2, ndv2_nic, z52
@@ -210,6 +210,12 @@ TABLE: tuple[Builder, ...] = (
     Builder(("leafspine",), "leafspine:LxPxS[,over=R]", "L leaves of P NPUs, every leaf on each of S spines "
             "(R:1 oversubscribed)", clusters.parse_leafspine, clusters.leafspine, clusters.leafspine_size,
             ("leafspine:4x4x2", "leafspine:3x2x1,over=2"), exact=True),
+    Builder(("hgx",), reducing.HGX_USAGE, "rails:Kx8 whose NVSwitches reduce (NVLS; rate=R caps a port's sum rate); "
+            "nvls=off: no reduction or multicast; sharp: leaves and spines aggregate (SHARP)", reducing.parse_hgx,
+            reducing.hgx, reducing.hgx_size, ("hgx:1", "hgx:2,nvls=off", "hgx:4,sharp", "hgx:1,rate=315GB/s",
+                                              "hgx:33,sharp"), exact=True),
+    Builder(("nvl72",), "nvl72:[nvls=off]", "one GB200 NVL72 domain: 72 GPUs on a reducing NVSwitch at 900 GB/s",
+            reducing.parse_nvl72, reducing.nvl72, reducing.nvl72_size, ("nvl72", "nvl72:nvls=off"), exact=True),
 )
 
 

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable
 
+from workbench.topology.abilities import FORWARDING, SwitchAbility
 from workbench.topology.link import DEFAULT_ALPHA, DEFAULT_BANDWIDTH, Link, TopologyError
 from workbench.topology.routing import Routes
 from workbench.topology.schema import read_document, topology_document, write_document
@@ -48,14 +49,17 @@ class Topology:
     links: tuple[Link, ...]
     name: str = "custom"
     meta: dict[str, Any] = field(default_factory=dict)
+    abilities: dict[int, SwitchAbility] = field(default_factory=dict)  # switches that reduce or do not multicast
 
     # ---------------------------------------------------------------- creation
     @classmethod
     def create(cls, num_npus: int, links: Iterable[Link | tuple], num_switches: int = 0, name: str = "custom",
-               meta: dict[str, Any] | None = None) -> "Topology":
-        """Build and validate; raises ``TopologyError`` naming the bad link or node."""
+               meta: dict[str, Any] | None = None, abilities: dict[int, SwitchAbility] | None = None) -> "Topology":
+        """Build and validate; raises ``TopologyError`` naming the bad link or node. ``abilities``:
+        the switches that reduce or do not multicast (``workbench.topology.abilities``)."""
         link_list = tuple(l if isinstance(l, Link) else Link(*l) for l in links)
-        return cls(num_npus, num_switches, link_list, name, dict(meta or {}))
+        kept = {node: a for node, a in (abilities or {}).items() if a != FORWARDING}
+        return cls(num_npus, num_switches, link_list, name, dict(meta or {}), kept)
 
     def __post_init__(self) -> None:
         self.links = tuple(sorted(self.links, key=lambda l: (l.src, l.dst)))
@@ -89,6 +93,9 @@ class Topology:
                 raise TopologyError(f"{where}: alpha must be non-negative, got {link.alpha!r}")
             if not (isinstance(link.overhead, (int, float)) and link.overhead >= 0 and math.isfinite(link.overhead)):
                 raise TopologyError(f"{where}: overhead must be non-negative, got {link.overhead!r}")
+        for node in self.abilities:
+            if not (isinstance(node, int) and self.num_npus <= node < n):
+                raise TopologyError(f"topology {self.name!r}: node {node} declares switch abilities but is not a switch")
         self._build_index()
 
     def _build_index(self) -> None:
@@ -128,6 +135,19 @@ class Topology:
     def kind(self, node: int) -> str:
         """``"switch"`` or ``"npu"``."""
         return "switch" if self.is_switch(node) else "npu"
+
+    def ability(self, node: int) -> SwitchAbility:
+        """What switch ``node`` does besides forwarding (``workbench.topology.abilities``; a plain
+        multicasting switch unless declared)."""
+        return self.abilities.get(node, FORWARDING)
+
+    def reduces(self, node: int) -> bool:
+        """True for a switch that sums what is reduced into it (NVLS, SHARP)."""
+        return node in self.abilities and self.abilities[node].reduce
+
+    def reducing_switches(self) -> list[int]:
+        """The switches that reduce, by increasing id."""
+        return sorted(node for node, a in self.abilities.items() if a.reduce)
 
     def link_index(self, src: int, dst: int) -> int:
         """Index of link ``src -> dst`` in ``links``; KeyError when absent."""
@@ -212,7 +232,7 @@ class Topology:
         """Every link turned around (same alpha, bandwidth and overhead)."""
         links = [Link(l.dst, l.src, l.alpha, l.bandwidth, l.overhead) for l in self.links]
         name = self.name[len("reversed("):-1] if self.name.startswith("reversed(") else f"reversed({self.name})"
-        return Topology.create(self.num_npus, links, self.num_switches, name, dict(self.meta))
+        return Topology.create(self.num_npus, links, self.num_switches, name, dict(self.meta), dict(self.abilities))
 
     def unwind_switches(self, degree: int | None = None) -> "Topology":
         """Replace each switch by point-to-point links among its NPUs (TACOS section IV-G).
@@ -235,7 +255,12 @@ class Topology:
         links = [Link(l.src, l.dst, l.alpha if alpha is None else alpha,
                       l.bandwidth if bandwidth is None else bandwidth,
                       l.overhead if overhead is None else overhead) for l in self.links]
-        return Topology.create(self.num_npus, links, self.num_switches, self.name, dict(self.meta))
+        return Topology.create(self.num_npus, links, self.num_switches, self.name, dict(self.meta),
+                               dict(self.abilities))
+
+    def with_abilities(self, abilities: dict[int, SwitchAbility]) -> "Topology":
+        """A copy whose switches do what ``abilities`` says (the others: plain multicasting switches)."""
+        return Topology.create(self.num_npus, self.links, self.num_switches, self.name, dict(self.meta), abilities)
 
     # ---------------------------------------------------------------- the document (workbench.topology.schema)
     def to_dict(self) -> dict[str, Any]:
@@ -269,6 +294,10 @@ class Topology:
             overheads = sorted({l.overhead for l in self.links})
             lines.append("overhead   " + ", ".join(f"{o * 1e6:g} us" for o in overheads[:8])
                          + (" ..." if len(overheads) > 8 else "") + " per message")
+        reducing = self.reducing_switches()
+        if reducing or self.abilities:
+            lines.append(f"switches   {len(reducing)} reduce, "
+                         f"{sum(1 for a in self.abilities.values() if not a.multicast)} do not multicast")
         lines += [
             f"diameter   {max(finite) if finite else 0} hops between NPUs"
             + (" (some NPU pairs are disconnected)" if disconnected else ""),
@@ -281,7 +310,8 @@ class Topology:
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Topology):
             return NotImplemented
-        return (self.num_npus, self.num_switches, self.links) == (other.num_npus, other.num_switches, other.links)
+        return ((self.num_npus, self.num_switches, self.links, self.abilities)
+                == (other.num_npus, other.num_switches, other.links, other.abilities))
 
     __hash__ = None  # type: ignore[assignment]
 

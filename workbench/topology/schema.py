@@ -1,7 +1,8 @@
 """The ``{nodes, links}`` document of a topology: written as JSON or YAML, read back with every field checked.
 
 A document has ``nodes`` (``{id, kind}``, kind ``npu`` or ``switch``; NPUs numbered first, ids
-``0..n-1`` without gaps), ``links`` (``{src, dst, alpha, bandwidth}``, an optional per-message
+``0..n-1`` without gaps; a switch may declare that it reduces or does not multicast:
+``workbench.topology.abilities``, written only where declared), ``links`` (``{src, dst, alpha, bandwidth}``, an optional per-message
 ``overhead`` and ``bidirectional``; unit strings accepted), and optionally ``name`` and ``meta``
 (``meta.dims``: docs/clusters.md). ``overhead`` is written only on links that have one, so a
 topology without overhead gives the document it always gave. ``Topology.to_dict``, ``Topology.save``
@@ -16,6 +17,7 @@ from typing import Any, NamedTuple
 
 from workbench.util import fastjson
 from workbench.util.units import UnitError, parse_bandwidth, parse_time
+from workbench.topology.abilities import SwitchAbility, abilities_from_nodes, ability_fields
 from workbench.topology.link import Link, TopologyError
 
 __all__ = ["TopologyFields", "topology_document", "write_document", "read_document"]
@@ -29,13 +31,15 @@ class TopologyFields(NamedTuple):
     num_switches: int
     name: str
     meta: dict[str, Any]
+    abilities: dict[int, SwitchAbility]
 
 
 def topology_document(topology: Any) -> dict[str, Any]:
     """The ``{nodes, links}`` document of ``topology`` (a ``Topology``)."""
     return {
         "name": topology.name,
-        "nodes": [{"id": node, "kind": topology.kind(node)} for node in range(topology.num_nodes)],
+        "nodes": [{"id": node, "kind": topology.kind(node), **ability_fields(topology.ability(node))}
+                  for node in range(topology.num_nodes)],
         "links": [{"src": l.src, "dst": l.dst, "alpha": l.alpha, "bandwidth": l.bandwidth,
                    **({"overhead": l.overhead} if l.overhead else {})} for l in topology.links],
     }
@@ -83,7 +87,7 @@ def read_document(data: Any, source: str = "topology") -> TopologyFields:
     if not isinstance(meta, dict):
         raise TopologyError(f"{source}: meta: expected a mapping, got {type(meta).__name__}")
     _check_dims(meta.get("dims"), num_npus, source)
-    return TopologyFields(num_npus, links, len(kinds) - num_npus, name, meta)
+    return TopologyFields(num_npus, links, len(kinds) - num_npus, name, meta, abilities_from_nodes(nodes, kinds, source))
 
 
 def _node_kinds(nodes: list, source: str) -> dict[int, str]:
