@@ -21,8 +21,9 @@ Mapping to the workbench:
   chunk once and copies it onto each (a switch may hold and copy: docs/algorithm-format.md, "The
   transfers"). On a two-tier fabric this sends each chunk up a leaf and across the spine once
   instead of once per destination.
-  Non-combining collectives only: a switch does not reduce, so the reversal a reduce-scatter
-  needs is refused.
+  It needs every switch to multicast (``multicast: false`` is refused), and a combining
+  collective needs every switch to reduce (``hgx:K,sharp``, ``nvl72``): the reversal turns each
+  multicast into a sum in the switch (``Algorithm.reverse``).
 
 Claimed time: the schedule's own time in the simulator's default model (``meta.claim_model`` =
 ``pipelined/in-order/cut-through``; ``workbench.kit.schedule.claim_in_model``): the formulation has no
@@ -89,9 +90,13 @@ def _synthesize(topology: Topology, collective: Collective, chunk_bytes: float, 
     if collective.combining and collective.kind not in ("reducescatter", "reduce", "allreduce"):
         raise Unsupported("bfs-trees handles combining collectives only as reduce-scatter, reduce or all-reduce")
     multicast = switches == "multicast" and topology.num_switches > 0
-    if multicast and collective.combining:
-        raise Unsupported("bfs-trees: switches=multicast copies in switches, which do not reduce; "
-                                    f"{collective.kind} needs switches=route")
+    silent = [s for s in topology.switches if not topology.ability(s).multicast] if multicast else []
+    if silent:
+        raise Unsupported(f"bfs-trees: switches=multicast copies in switches, and switch {silent[0]} does not "
+                          f"multicast; use switches=route")
+    if multicast and collective.combining and len(topology.reducing_switches()) < topology.num_switches:
+        raise Unsupported("bfs-trees: switches=multicast copies in switches, which do not all reduce; "
+                          f"{collective.kind} needs switches=route")
     return by_duality(topology, collective, chunk_bytes,
                       lambda view, gather, size: _gather_like(view, gather, size, seed, multicast))
 

@@ -221,3 +221,26 @@ def test_nvls_formulation_verifies_on_the_reducing_builders(spec, kind, log_piec
     result = call.synthesize(Nvls(), problem, time_limit=30, seed=0, pieces=1 << log_pieces)
     report = verify(result.algorithms[0])
     assert report.simulation.collective_time > 0
+
+
+def test_reversal_turns_a_multicast_into_a_sum_only_in_a_switch_that_reduces():
+    """An All-Gather multicast through the switch reverses into a Reduce-Scatter summed there."""
+    for spec, reduces in (("nvl72", True), ("switch:8", False)):
+        topology = build(spec)
+        n, switch = topology.num_npus, topology.num_npus
+        transfers = []
+        for c in range(n):
+            first = len(transfers)
+            transfers.append(Transfer(first, (c,), c, switch))
+            for j in range(n):
+                if j != c:
+                    transfers.append(Transfer(len(transfers), (c,), switch, j, deps=(first,)))
+        gather = Algorithm(topology, make_collective("allgather", n, 1), 1 << 16, transfers)
+        verify(gather)
+        if reduces:
+            scatter = gather.reverse()
+            assert {t.op for t in scatter.transfers if t.dst == switch} == {"reduce"}
+            verify(scatter)
+        else:
+            with pytest.raises(ValueError, match="does not reduce, so this cannot be reversed"):
+                gather.reverse()

@@ -11,7 +11,7 @@ broadcast, ...) therefore gets the combining ones for free:
 ``gather(topology, collective, chunk_bytes)`` must return an algorithm for exactly ``collective``
 (same kind, ranks, chunks per rank and root) on ``topology``; the phases of an all-reduce are then
 built with the same chunking, which ``concat`` requires. A gather schedule in which a switch sends
-the same chunk twice cannot be reversed (a switch does not reduce); ``reverse`` raises ValueError
+the same chunk twice reverses into a sum in that switch, which it must be able to do (``Topology.reduces``); else ``reverse`` raises ValueError
 naming the transfer.
 
 A solver that needs to know which run it is doing (its own options for the reversed phase, a

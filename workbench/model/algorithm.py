@@ -83,8 +83,10 @@ class Algorithm:
 
         Each transfer ``u -> v`` becomes ``v -> u``, listed in reverse order; a transfer that
         waited for ``t`` becomes one that ``t`` waits for. Writes into an NPU become ``reduce``;
-        writes into a switch stay ``copy`` (a switch only forwards), so a switch that sent the
-        same chunk on several links (a multicast) cannot be reversed.
+        writes into a switch stay ``copy`` (it only forwards), except where the switch sent the same
+        value on several links (a multicast): there the writes become ``reduce``, which only a switch
+        that reduces accepts (``Topology.reduces``); a multicast at any other switch cannot be
+        reversed.
 
         A periodic algorithm is reversed without being expanded: its template as above, each lag
         ``l`` turned into ``L - l`` (``periodic.reversed_lags``). Its expansion is then the reversed
@@ -99,8 +101,8 @@ class Algorithm:
         if target_kind is None:
             raise ValueError(f"reverse() applies to allgather or broadcast, not {self.collective.kind}")
         topology = reversed_topology or self.topology.reversed()
-        self._refuse_switch_multicast()  # pieces move disjoint chunks: the template's check is every piece's
-        transfers = _reversed_transfers(self.transfers, topology, keep_times=self.period is None)
+        summed = self._switch_multicasts()  # pieces move disjoint chunks: the template's check is every piece's
+        transfers = _reversed_transfers(self.transfers, topology, keep_times=self.period is None, summed=summed)
         if self.period is not None:
             for t, lag in zip(transfers, reversed_lags([t.lag for t in self.transfers])):
                 t.lag = lag
@@ -110,18 +112,32 @@ class Algorithm:
         meta["reversed_from"] = c.kind
         return Algorithm(topology, collective, self.chunk_bytes, transfers, meta, self.period)
 
-    def _refuse_switch_multicast(self) -> None:
-        """ValueError naming a switch that sends one chunk twice (reversed, it would have to add)."""
-        sent: dict[tuple[int, int], int] = {}
+    def _switch_multicasts(self) -> set[int]:
+        """The transfers that send a value a switch sends more than once (reversed, the switch adds
+        what they bring); ValueError naming one at a switch that does not reduce."""
+        readers: dict[tuple[int, int], list[int]] = {}
+        groups: list[list[int]] = []
         for t in self.transfers:
-            if self.topology.is_switch(t.src):
+            for c in t.chunks:
+                if self.topology.is_switch(t.src):
+                    if (t.src, c) not in readers:
+                        readers[(t.src, c)] = []
+                        groups.append(readers[(t.src, c)])
+                    readers[(t.src, c)].append(t.id)
+            if self.topology.is_switch(t.dst):
                 for c in t.chunks:
-                    if (t.src, c) in sent:
-                        raise ValueError(
-                            f"transfer {t.id}: switch {t.src} multicasts chunk {c} (also in transfer "
-                            f"{sent[(t.src, c)]}); a switch cannot reduce, so this cannot be reversed"
-                        )
-                    sent[(t.src, c)] = t.id
+                    readers.pop((t.dst, c), None)  # a new value: its readers are counted afresh
+        summed: set[int] = set()
+        for group in groups:
+            if len(group) < 2:
+                continue
+            switch = self.transfers[group[0]].src
+            if not self.topology.reduces(switch):
+                raise ValueError(f"transfer {group[1]}: switch {switch} multicasts chunk "
+                                 f"{self.transfers[group[1]].chunks[0]} (also in transfer {group[0]}); that switch "
+                                 f"does not reduce, so this cannot be reversed")
+            summed.update(group)
+        return summed
 
     def concat(self, second: "Algorithm", collective: Collective | None = None) -> "Algorithm":
         """Run ``second`` after ``self`` on the same topology (reduce-scatter then all-gather = all-reduce).
@@ -215,10 +231,12 @@ def load_algorithm(path: str | Path) -> Algorithm:
 
 
 
-def _reversed_transfers(transfers: list[Transfer], topology: Topology, keep_times: bool = True) -> list[Transfer]:
+def _reversed_transfers(transfers: list[Transfer], topology: Topology, keep_times: bool = True,
+                        summed: set[int] = frozenset()) -> list[Transfer]:
     """``Algorithm.reverse``'s list: transfer ``count-1-i`` turned around at position ``i``, waiting
     for the reverses of the transfers that waited for it; claimed times mirrored in the last
-    arrival (``keep_times``) or dropped."""
+    arrival (``keep_times``) or dropped. ``summed``: the transfers out of a multicast, whose
+    reverses reduce into the (reducing) switch."""
     count = len(transfers)
     dependants: list[list[int]] = [[] for _ in range(count)]
     for t in transfers:
@@ -228,7 +246,7 @@ def _reversed_transfers(transfers: list[Transfer], topology: Topology, keep_time
     out = []
     for new_id in range(count):
         old = transfers[count - 1 - new_id]
-        op = "copy" if topology.is_switch(old.src) else "reduce"
+        op = "copy" if topology.is_switch(old.src) and old.id not in summed else "reduce"
         deps = tuple(sorted(count - 1 - s for s in dependants[old.id]))
         t_start = horizon - old.t_end if (horizon is not None and old.t_end is not None) else None
         t_end = horizon - old.t_start if (horizon is not None and old.t_start is not None) else None
