@@ -5,7 +5,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: venv test test-fast test-all test-plain probe bench bench-tacos bench-tacos-large bench-sccl quality quality-sizes cluster-scale syccl symmetry honesty clean reproduce-table5
+.PHONY: venv test test-fast test-all test-plain probe bench bench-tacos bench-tacos-large bench-sccl quality quality-sizes cluster-scale syccl symmetry honesty switches-reduce clean reproduce-table5
 
 venv: $(STAMP)
 
@@ -92,6 +92,10 @@ symmetry: $(STAMP)
 # statuses, claims and bounds at 64 KB-16 MB on fabrics no table uses (results/honesty/; about 25 minutes)
 honesty: $(STAMP)
 	$(PY) -m benchmarks.honesty
+
+# NVLS and SHARP against the same fabrics without reduction, and beside NCCL's NVLS figure (results/switches_reduce/)
+switches-reduce: $(STAMP)
+	$(PY) -m benchmarks.switches_reduce
 
 # how far every formulation is from the exact optimum on the builder zoo (results/quality/)
 quality: $(STAMP)

@@ -13,6 +13,9 @@ checked against three rules:
 * ``bound``: the best bound is never above a simulated schedule (default model, and the claim's
   model where it is another).
 
+With ``--reducing`` the switched fabrics are drawn again with switches that reduce (box switches
+as NVSwitch, the others as SHARP: ``reducing``; ``results/honesty_reducing``).
+
 Run ``make honesty`` (``python -m benchmarks.honesty [--seed N] [--out results/honesty]``); it
 writes the fabrics, the run folder and ``report.md`` (a table per rule with every violation, and
 the counts), and exits 1 if any rule is broken. About 25 minutes on 2 cores.
@@ -127,6 +130,31 @@ def fabrics(seed: int) -> list[Topology]:
             leaf_spine(rng, 4, 4, 2), rails(rng, 4, 8), mixed(rng, 12)]
 
 
+def reducing(topology: Topology, rng: random.Random) -> Topology:
+    """``topology`` with switches that reduce (workbench.topology.abilities): on a rail fabric the
+    box switches sum as an NVSwitch does (the sum to the NPU that loads it, a drawn rate or none)
+    and the rail switches as SHARP does (the sum to every member, 2 trees at once); elsewhere every
+    switch as SHARP does."""
+    from workbench.topology.abilities import SwitchAbility
+
+    boxes = topology.num_switches - 8 if topology.name.startswith("rails:") else 0  # rails(rng, 4, 8): 4 boxes
+    abilities = {}
+    for k, switch in enumerate(topology.switches):
+        if k < boxes:
+            abilities[switch] = SwitchAbility(reduce=True, reduce_rate=rng.choice((None, 60 * GB)))
+        else:
+            abilities[switch] = SwitchAbility(reduce=True, sum_fanout=True, reduce_trees=2)
+    reduced = topology.with_abilities(abilities)
+    reduced.name = f"{topology.name}+r"
+    return reduced
+
+
+def reducing_fabrics(seed: int) -> list[Topology]:
+    """The switched fabrics of ``fabrics(seed)`` with switches that reduce (``reducing``)."""
+    rng = random.Random(seed + 1)
+    return [reducing(t, rng) for t in fabrics(seed) if t.num_switches]
+
+
 def write_config(out: Path, topologies: list[Topology], formulations: list[str]) -> Path:
     import yaml
 
@@ -198,9 +226,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=2026)  # the committed results/honesty; --seed 1: results/honesty_seed1
     parser.add_argument("--out", type=Path, default=Path("results/honesty"))
     parser.add_argument("--retry-errors", action="store_true", help="run the cells whose row says error again")
+    parser.add_argument("--reducing", action="store_true", help="the switched fabrics with switches that reduce "
+                        "(NVLS-like box switches, SHARP-like others; results/honesty_reducing)")
     args = parser.parse_args(argv)
     names = [n for n in available_formulations() if n not in SKIPPED and get_formulation(n).kind == "schedule"]
-    config = write_config(args.out, fabrics(args.seed), names)
+    config = write_config(args.out, (reducing_fabrics if args.reducing else fabrics)(args.seed), names)
     subprocess.run([sys.executable, "-m", "workbench", "run", str(config), "--out", str(args.out / "run"),
                     *(["--retry-errors"] if args.retry_errors else [])], check=False)
     rows = [json.loads(line) for line in (args.out / "run" / "rows.jsonl").read_text().splitlines() if line]
