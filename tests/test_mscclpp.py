@@ -114,8 +114,8 @@ def test_a_wait_without_its_signal_deadlocks():
 
 
 @pytest.mark.parametrize("edit, message", [
-    (lambda p: p["gpus"][0]["threadblocks"][0]["ops"][0].update(name="rlxsignal"),
-     r"gpu 0 tb 0 op 0 \(rlxsignal\): operation 'rlxsignal' is not one the interpreter runs"),
+    (lambda p: p["gpus"][0]["threadblocks"][0]["ops"][0].update(name="pipeline"),
+     r"gpu 0 tb 0 op 0 \(pipeline\): operation 'pipeline' is not one the interpreter runs"),
     (lambda p: p["gpus"][0].pop("channels"), r"gpu 0: missing field 'channels'"),
     (lambda p: p.update(collective="custom"), r"collective 'custom' is not one"),
 ])

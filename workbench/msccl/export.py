@@ -246,9 +246,15 @@ def _one_iteration(algorithm: Algorithm) -> Algorithm:
 
 
 def _check_gpu_ends(algorithm: Algorithm) -> None:
+    """A GPU at both ends of every transfer; one ending or starting at a switch is refused in one line
+    (a switch that reduces: MSCCL XML has no in-switch reduction or multicast at all)."""
     topology = algorithm.topology
     for t in algorithm.transfers:
         for end in (t.src, t.dst):
+            if topology.is_switch(end) and topology.reduces(end):
+                raise MscclError(f"transfer {t.id} ({t.src} -> {t.dst}, {t.op}): node {end} is a switch; MSCCL "
+                                 "addresses GPUs only and has no in-switch reduction or multicast (NVLS, SHARP); "
+                                 "export NVLS schedules with --format mscclpp")
             if topology.is_switch(end):
                 raise MscclError(f"transfer {t.id}: node {end} is a switch; MSCCL addresses GPUs only "
                                  "(synthesize on the unwound view, or route through the switch)")

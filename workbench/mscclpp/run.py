@@ -4,10 +4,23 @@ Operations (the subset our export writes, and what a hand-written plan for these
 needs): ``copy`` (local src -> dst), ``re`` (dst = src[0] + src[1] + ...), ``put`` (local src into a
 peer's buffer named by ``buffer_id``), ``get`` (a peer's buffer into a local one), ``signal`` /
 ``wait`` (the k-th wait on the channel from a peer returns after that peer's k-th signal on its
-channel to us), ``flush`` and ``nop``. Each threadblock runs its operations in order; threadblocks
-run concurrently. The happens-before order (program order, signal -> wait) is checked for two
-unordered accesses to one slot, one a write (``workbench.checking.happens_before``), naming both
-operations; then the plan is executed and every postcondition of the collective checked.
+channel to us), ``rlxsignal`` / ``rlxwait`` (the relaxed forms: they count on the same semaphore,
+so a relaxed wait pairs with the k-th signal of either kind, but mscclpp promises nothing about the
+memory operations before them, so a pair with a relaxed end orders execution only, not data),
+``flush`` and ``nop``.
+
+NVLS (``switch`` channels: a gpu's channel entry with ``buffer_type`` and ``rank_groups``, one
+switch channel per rank group, referenced by a threadblock's ``channel_ids`` and by an operation's
+buffer reference ``{"switch_channel_id", "index", "size"}``): ``glres`` load-reduces
+``src_buff[0]`` (the sum of that range over every gpu of the channel's group, ``reduce_op`` "sum")
+and stores the sum to ``dst_buff[0]`` on every gpu of its channel's group, the issuer included
+(multimem ld_reduce + st); ``gstore`` stores a local ``src_buff[0]`` to ``dst_buff[0]`` on every
+gpu of the group (multimem st). Each is one operation reading and writing those gpus' slots.
+
+Each threadblock runs its operations in order; threadblocks run concurrently. The happens-before
+order (program order, signal -> wait) is checked for two unordered accesses to one slot, one a write
+(``workbench.checking.happens_before``), naming both operations; then the plan is executed and every
+postcondition of the collective checked.
 """
 
 from __future__ import annotations
@@ -25,7 +38,10 @@ from workbench.msccl.run import check_outputs, initial_buffers
 
 __all__ = ["interpret_plan", "parse_plan"]
 
-_SUPPORTED = ("copy", "re", "put", "get", "signal", "wait", "flush", "nop")
+_SUPPORTED = ("copy", "re", "put", "get", "signal", "wait", "rlxsignal", "rlxwait", "flush", "nop", "glres",
+              "gstore")
+_SIGNALS = ("signal", "rlxsignal")
+_WAITS = ("wait", "rlxwait")
 
 
 class _Op:
@@ -36,6 +52,7 @@ class _Op:
         self.reads: list[tuple[int, str, int, int]] = []
         self.writes: list[tuple[int, str, int, int]] = []
         self.channel: tuple[str, int] | None = None  # (channel type, peer) of a signal or wait
+        self.relaxed = name in ("rlxsignal", "rlxwait")  # orders execution, not memory
 
     def where(self) -> str:
         return f"gpu {self.rank} tb {self.tb} op {self.index} ({self.name})"
@@ -46,8 +63,9 @@ class _Wiring:
     channel type and its remote buffers, the threadblock's channels and remote-buffer references."""
 
     def __init__(self, peers: dict[str, list[int]], remote: list, channels: dict[str, list[int]],
-                 refs: dict[str, list[int]]) -> None:
+                 refs: dict[str, list[int]], switches: list[tuple[str, list[int]]]) -> None:
         self.peers, self.remote, self.channels, self.refs = peers, remote, channels, refs
+        self.switches = switches  # the gpu's switch channels: (buffer type, ranks of the group)
 
 
 class _PlanReader:
@@ -90,17 +108,32 @@ class _PlanReader:
     def read_gpu(self, rank: int, gpu: dict) -> list[list[_Op]]:
         need, where = self.need, f"gpu {rank}"
         peers: dict[str, list[int]] = {"memory": [], "port": []}
-        for channel in need(gpu, "channels", where, list):
+        switches: list[tuple[str, list[int]]] = []
+        for c, channel in enumerate(need(gpu, "channels", where, list)):
             kind = need(channel, "channel_type", f"{where} channels", str)
+            if kind == "switch":
+                switches.extend(self.read_switch(channel, f"{where} channels[{c}]"))
+                continue
             peers.setdefault(kind, []).extend(need(channel, "connected_to", f"{where} channels", list))
         remote = need(gpu, "remote_buffers", where, list)
         for r, entry in enumerate(remote):
             need(entry, "rank", f"{where} remote_buffers[{r}]")
             need(entry, "type", f"{where} remote_buffers[{r}]", str)
-        return [self.read_block(rank, b, block, peers, remote)
+        return [self.read_block(rank, b, block, peers, remote, switches)
                 for b, block in enumerate(need(gpu, "threadblocks", where, list))]
 
-    def read_block(self, rank: int, b: int, block: dict, peers: dict[str, list[int]], remote: list) -> list[_Op]:
+    def read_switch(self, channel: dict, where: str) -> list[tuple[str, list[int]]]:
+        """A gpu's ``switch`` channel entry: one switch channel per rank group, each (buffer type, ranks)."""
+        buffer_type = self.need(channel, "buffer_type", where, str)
+        out = []
+        for g, group in enumerate(self.need(channel, "rank_groups", where, list)):
+            ranks = self.need(group, "ranks", f"{where} rank_groups[{g}]", list)
+            self.need(group, "size", f"{where} rank_groups[{g}]")
+            out.append((buffer_type, ranks))
+        return out
+
+    def read_block(self, rank: int, b: int, block: dict, peers: dict[str, list[int]], remote: list,
+                   switches: list[tuple[str, list[int]]]) -> list[_Op]:
         need, tb_where = self.need, f"gpu {rank} tb {b}"
         raw_ops = need(block, "ops", tb_where, list)
         channels: dict[str, list[int]] = {}
@@ -111,7 +144,7 @@ class _PlanReader:
         for c, ref in enumerate(need(block, "remote_buffer_refs", tb_where, list, [])):
             refs.setdefault(need(ref, "access_channel_type", f"{tb_where} remote_buffer_refs[{c}]", str),
                             []).extend(need(ref, "remote_buffer_ids", f"{tb_where} remote_buffer_refs[{c}]", list))
-        wiring = _Wiring(peers, remote, channels, refs)
+        wiring = _Wiring(peers, remote, channels, refs, switches)
         return [self.read_op(rank, b, i, raw, wiring, tb_where) for i, raw in enumerate(raw_ops)]
 
     def read_op(self, rank: int, b: int, i: int, raw: Any, wiring: _Wiring, tb_where: str) -> _Op:
@@ -123,11 +156,13 @@ class _PlanReader:
             raise MscclError(f"{source}: {op_where}: operation {name!r} is not one the interpreter runs "
                              f"(supported: {', '.join(_SUPPORTED)})")
         kind = need(raw, "channel_type", op_where, str, "none")
+        if name in ("glres", "gstore"):
+            return self.read_switch_op(op, raw, rank, kind, wiring)
         sources = [self.resolve(r, "src_buff", rank, kind, wiring, op_where)
                    for r in need(raw, "src_buff", op_where, list, [])]
         targets = [self.resolve(r, "dst_buff", rank, kind, wiring, op_where)
                    for r in need(raw, "dst_buff", op_where, list, [])]
-        if name in ("signal", "wait"):
+        if name in _SIGNALS + _WAITS:
             ids = need(raw, "channel_ids", op_where, list, [])
             if len(ids) != 1:
                 raise MscclError(f"{source}: {op_where}: needs exactly one channel id, got {ids!r}")
@@ -141,6 +176,40 @@ class _PlanReader:
                 raise MscclError(f"{source}: {op_where}: needs src_buffs and one dst_buff of one size")
             op.reads, op.writes = sources, targets
         return op
+
+    def read_switch_op(self, op: _Op, raw: dict, rank: int, kind: str, wiring: _Wiring) -> _Op:
+        """``glres`` (a switch src and dst) or ``gstore`` (a local src, a switch dst), each reference to
+        a switch channel resolved to the same range on every gpu of its group."""
+        need, source, op_where = self.need, self.source, op.where()
+        if kind != "switch":
+            raise MscclError(f"{source}: {op_where}: needs channel_type 'switch', got {kind!r}")
+        if raw.get("reduce_op", "sum") != "sum":
+            raise MscclError(f"{source}: {op_where}: reduce_op {raw.get('reduce_op')!r} is not one the interpreter "
+                             "runs (sum)")
+        src = need(raw, "src_buff", op_where, list)
+        dst = need(raw, "dst_buff", op_where, list)
+        if len(src) != 1 or len(dst) != 1:
+            raise MscclError(f"{source}: {op_where}: needs one src_buff and one dst_buff")
+        if op.name == "glres":
+            op.reads = self.resolve_switch(src[0], "src_buff", wiring, op_where)
+        else:
+            op.reads = [self.resolve(src[0], "src_buff", rank, "none", wiring, op_where)]
+        op.writes = self.resolve_switch(dst[0], "dst_buff", wiring, op_where)
+        if op.reads[0][3] != op.writes[0][3]:
+            raise MscclError(f"{source}: {op_where}: needs a src_buff and a dst_buff of one size")
+        return op
+
+    def resolve_switch(self, ref: Any, role: str, wiring: _Wiring, op_where: str) -> list[tuple[int, str, int, int]]:
+        """A ``switch_channel_id`` reference: that range on every gpu of the channel's group."""
+        size = self.need(ref, "size", f"{op_where} {role}")
+        index = self.need(ref, "index", f"{op_where} {role}")
+        position = self.need(ref, "switch_channel_id", f"{op_where} {role}")
+        try:
+            buffer_type, ranks = wiring.switches[wiring.channels["switch"][position]]
+        except (KeyError, IndexError, TypeError):
+            raise MscclError(f"{self.source}: {op_where} {role}: switch_channel_id {position!r} is not a switch "
+                             "channel declared by the threadblock and the gpu") from None
+        return [(r, buffer_type, index, size) for r in ranks]
 
     def peer_of(self, position: int, kind: str, wiring: _Wiring, op_where: str) -> int:
         try:
@@ -199,13 +268,14 @@ def _races(program: list[list[list[_Op]]]) -> str | None:
     signals: dict[tuple[str, int, int], list[int]] = {}
     waits: dict[tuple[str, int, int], list[int]] = {}
     for op in ops:
-        if op.name == "signal":
+        if op.name in _SIGNALS:
             signals.setdefault((op.channel[0], op.rank, op.channel[1]), []).append(index[id(op)])
-        elif op.name == "wait":
+        elif op.name in _WAITS:
             waits.setdefault((op.channel[0], op.channel[1], op.rank), []).append(index[id(op)])
-    for key, sent in signals.items():
+    for key, sent in signals.items():  # one semaphore: the k-th wait of either kind, the k-th signal
         for s, w in zip(sent, waits.get(key, [])):
-            preds[w].append(s)
+            if not (ops[s].relaxed or ops[w].relaxed):  # a relaxed end promises nothing about memory
+                preds[w].append(s)
     accesses = []
     for op in ops:
         touched: dict[tuple[int, str, int], bool] = {}
@@ -290,21 +360,25 @@ class _Execution:
 
     def try_op(self, rank: int, op: _Op) -> bool:
         """Run ``op``; False (nothing changed) for a wait whose signal has not come yet."""
-        if op.name == "wait":
+        if op.name in _WAITS:
             key = (op.channel[0], op.channel[1], rank)
             if self.signalled.get(key, 0) <= self.consumed.get(key, 0):
                 return False
             self.consumed[key] = self.consumed.get(key, 0) + 1
-        elif op.name == "signal":
+        elif op.name in _SIGNALS:
             key = (op.channel[0], rank, op.channel[1])
             self.signalled[key] = self.signalled.get(key, 0) + 1
-        elif op.name in ("copy", "put", "get"):
-            self.write(op, op.writes[0], self.read(op, op.reads[0]))
-        elif op.name == "re":
+        elif op.name in ("copy", "put", "get", "gstore"):  # gstore: the one source to every gpu of the group
+            data = self.read(op, op.reads[0])
+            for ref in op.writes:
+                self.write(op, ref, data)
+        elif op.name in ("re", "glres"):
             self.reduce(op)
         return True
 
     def reduce(self, op: _Op) -> None:
+        """``re``: the sum of the sources into the one destination; ``glres``: the sum of the range
+        over the group into that range on every gpu of the destination's group."""
         total = self.read(op, op.reads[0])
         for ref in op.reads[1:]:
             more = self.read(op, ref)
@@ -314,7 +388,8 @@ class _Execution:
                 if bits & extra:
                     raise MscclError(f"{self.source}: {op.where()}: the reduction double counts contributions")
                 total[k] = (chunk, bits | extra)
-        self.write(op, op.writes[0], total)
+        for ref in op.writes:
+            self.write(op, ref, total)
 
     def deadlock(self) -> MscclError:
         stuck = [block[self.done[b]] for b, (_, _, block) in enumerate(self.blocks) if self.done[b] < len(block)]
@@ -357,7 +432,8 @@ def interpret_plan(text: str, source: str = "plan", root: int | None = None, sch
     """What the plan declares (``validate.check_plan``: the size guard, every index, the buffer
     sizes), then for each aliasing (``aliasings``: False out of place, True in place; default the
     plan's ``inplace``): races, one run in a fixed order, the postconditions, then ``schedules``
-    random interleavings."""
+    random interleavings. The report's ``transfers`` counts the operations that move data between
+    gpus: ``put``, ``glres`` and ``gstore``."""
     from workbench.util import size_guard
     from workbench.mscclpp.validate import check_plan
 
@@ -370,7 +446,7 @@ def interpret_plan(text: str, source: str = "plan", root: int | None = None, sch
         where = f"{source} (in place)" if in_place and len(aliasings) > 1 else source
         _check_aliasing(plan, _in_place(program, collective) if in_place else program, collective, where,
                         (schedules, seed), in_place)
-    puts = sum(1 for blocks in program for block in blocks for op in block if op.name == "put")
+    puts = sum(1 for blocks in program for block in blocks for op in block if op.name in ("put", "glres", "gstore"))
     return {"ranks": len(plan["gpus"]), "transfers": puts, "collective": collective.kind, "schedules": schedules,
             "in_place": bool(plan.get("inplace")),
             "aliasings": ["in place" if a else "out of place" for a in aliasings]}

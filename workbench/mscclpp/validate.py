@@ -7,10 +7,15 @@ that every index the plan names exists (``MscclError`` naming it, exit 1 in ``in
 
 * a gpu's ``connected_to`` peers and ``remote_buffers`` ranks are other GPUs of the plan, a remote
   buffer's ``type`` is ``i``, ``o`` or ``s``; threadblock ``id`` values are 0..T-1, each once;
+* a ``switch`` channel's ``buffer_type`` is ``i``, ``o`` or ``s`` and each of its ``rank_groups``
+  lists distinct GPUs of the plan, this one among them, with ``size`` their number; every GPU of a
+  group declares the same group over the same buffer type, and any two GPUs declare the switch
+  channels they share in one order (the executor connects each one collectively, in list order);
 * a threadblock's ``channel_ids`` name channels of its gpu, its ``remote_buffer_ids`` entries of
   ``remote_buffers``, an operation's ``channel_ids`` a channel of its threadblock and its
   ``buffer_id`` a remote buffer reference of its threadblock (never counted from the end);
-* a ``put`` writes into the peer of the channel it names, a ``get`` reads from it;
+* a ``put`` writes into the peer of the channel it names, a ``get`` reads from it; a ``glres`` or
+  ``gstore`` names its switch channels by ``switch_channel_id`` (a switch channel of its threadblock);
 * every buffer reference lies inside its buffer (``index`` + ``size`` <= the declared size, ``size``
   at least 1), and ``input_chunks``/``output_chunks`` are the sizes the collective places its chunks
   in (``workbench.msccl.layout.buffer_sizes``; 0 for the buffer only the root of a rooted collective
@@ -31,7 +36,7 @@ __all__ = ["check_plan", "KINDS"]
 
 KINDS = ("allgather", "reducescatter", "allreduce", "alltoall", "broadcast", "reduce", "gather", "scatter")
 _FIELDS = (("i", "input_chunks"), ("o", "output_chunks"), ("s", "scratch_chunks"))
-_CHANNELLED = ("put", "get", "signal", "wait", "flush")
+_CHANNELLED = ("put", "get", "signal", "wait", "rlxsignal", "rlxwait", "flush")
 
 
 def _is_int(value: Any) -> bool:
@@ -56,6 +61,7 @@ def check_plan(plan: dict[str, Any], program: list, source: str, schedules: int 
     _check_buffer_sizes(plan, sizes, source)
     for rank, gpu in enumerate(gpus):
         _check_gpu(gpu, rank, len(gpus), program[rank], sizes, source)
+    _check_switch_groups(gpus, source)
 
 
 def _declared(gpu: dict[str, Any], rank: int, source: str) -> dict[str, int]:
@@ -119,6 +125,9 @@ def _check_gpu_wiring(gpu: dict[str, Any], rank: int, n: int, where: str) -> tup
     """The gpu's peers per channel type and its remote buffers, each naming another gpu (and a buffer)."""
     peers: dict[str, list[int]] = {}
     for c, channel in enumerate(gpu["channels"]):
+        if channel["channel_type"] == "switch":
+            peers.setdefault("switch", []).extend(_check_switch_channel(channel, c, rank, n, where))
+            continue
         for j, peer in enumerate(channel["connected_to"]):
             if not _is_int(peer) or not 0 <= peer < n or peer == rank:
                 raise MscclError(f"{where}: channels[{c}].connected_to[{j}]={peer!r} is not another gpu "
@@ -133,6 +142,43 @@ def _check_gpu_wiring(gpu: dict[str, Any], rank: int, n: int, where: str) -> tup
         if entry.get("type") not in ("i", "o", "s"):
             raise MscclError(f"{where}: remote_buffers[{r}].type={entry.get('type')!r} is not a buffer (i, o or s)")
     return peers, remote
+
+
+def _switch_groups(gpu: dict[str, Any]) -> list[tuple[str, tuple[int, ...]]]:
+    """The gpu's switch channels in order, each (buffer type, ranks): one per rank group."""
+    return [(channel["buffer_type"], tuple(group["ranks"])) for channel in gpu["channels"]
+            if channel["channel_type"] == "switch" for group in channel["rank_groups"]]
+
+
+def _check_switch_channel(channel: dict[str, Any], c: int, rank: int, n: int, where: str) -> list[int]:
+    """A ``switch`` channel entry's buffer type and rank groups; one position per group."""
+    if channel["buffer_type"] not in ("i", "o", "s"):
+        raise MscclError(f"{where}: channels[{c}].buffer_type={channel['buffer_type']!r} is not a buffer (i, o or s)")
+    for g, group in enumerate(channel["rank_groups"]):
+        ranks, at = group["ranks"], f"{where}: channels[{c}].rank_groups[{g}]"
+        if not all(_is_int(r) and 0 <= r < n for r in ranks) or len(set(ranks)) != len(ranks):
+            raise MscclError(f"{at}.ranks={ranks[:20]!r} are not distinct gpus (0..{n - 1})")
+        if rank not in ranks:
+            raise MscclError(f"{at}.ranks={ranks[:20]!r} leave out the gpu itself")
+        if group["size"] != len(ranks):
+            raise MscclError(f"{at}.size={group['size']!r}, but it lists {len(ranks)} ranks")
+    return list(range(len(channel["rank_groups"])))
+
+
+def _check_switch_groups(gpus: list, source: str) -> None:
+    """Every member of a switch channel's group declares it, and two gpus list the switch channels
+    they share in one order (the executor connects each collectively, in list order)."""
+    declared = [_switch_groups(gpu) for gpu in gpus]
+    for rank, groups in enumerate(declared):
+        for key in groups:
+            buffer_type, ranks = key
+            for other in ranks:
+                shared = [g for g in groups if other in g[1]]
+                theirs = [g for g in declared[other] if rank in g[1]]
+                if shared != theirs:
+                    raise MscclError(f"{source}: gpu {rank}: its switch channel over {buffer_type!r} with ranks "
+                                     f"{list(ranks)[:20]} is not declared alike by gpu {other} (the switch channels "
+                                     "two gpus share must be listed in one order by both)")
 
 
 def _check_block_wiring(block: dict[str, Any], b: int, peers: dict[str, list[int]], remote: list,
@@ -172,6 +218,11 @@ def _check_op(raw: dict[str, Any], op: Any, peers: dict[str, list[int]], channel
         peer = peers[kind][channels[kind][position]]
     for role in ("src_buff", "dst_buff"):
         for ref in raw.get(role, []):
+            if "switch_channel_id" in ref:
+                position = ref["switch_channel_id"]
+                if kind != "switch" or not _is_int(position) or not 0 <= position < len(channels.get("switch", [])):
+                    raise MscclError(f"{at} {role}: switch_channel_id {position!r} names no switch channel of the "
+                                     f"threadblock (it has {len(channels.get('switch', []))})")
             if "buffer_id" in ref:
                 buffer_id = ref["buffer_id"]
                 if not _is_int(buffer_id) or not 0 <= buffer_id < len(refs.get(kind, [])):
