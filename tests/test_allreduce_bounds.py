@@ -139,7 +139,7 @@ def test_no_output_calls_a_figure_achievable_and_the_figure_is_no_bound(capsys):
             record = lower_bounds(topology, collective, chunk, lp=False).to_dict()
             assert "achievable" not in record
             assert record["best"] == max(record[k] for k in ("injection", "latency", "cut", "splitting_cut", "gossip",
-                                                            "group_gossip", "two_hop") if record[k] is not None)
+                                                            "group_gossip", "two_hop", "egress") if record[k] is not None)
     assert main(["bounds", "--topology", "ring:8", "--collective", "allreduce", "--size", "4KB"]) == 0
     text = capsys.readouterr().out
     assert "achievable" not in text and "rs_ag_throughput" in text and "not a bound" in text

@@ -15,8 +15,14 @@ The candidates come from the links alone, no recorded dimensions
 (``workbench.topology.structure.candidate_groups``): the groups of NPUs joined by the links of at
 least each bandwidth present (on a rail fabric, the boxes: the scale-up links are the fast ones),
 and the groups of NPUs joined once the switches at least ``k`` hops from every NPU are taken away
-(on a leaf-spine fabric, the leaf groups). Valid while switches do not reduce, as the
-flat form (proof: docs/bounds.md, "The group gossip bound").
+(on a leaf-spine fabric, the leaf groups). Proof: docs/bounds.md, "The group gossip bound".
+
+Switches that reduce (``workbench.topology.abilities``): a switch that only one group's NPUs reach
+through switches sums nothing that group does not already know, so it is one more member of that
+party and the count stands (on ``hgx:K`` the NVSwitch of a box, with the boxes as the groups). A
+switch that two groups reach could sum what both know into one delivery, a call from two parties
+at once, which the one-way gossip count does not allow: a partition with such a switch gives no
+bound (``sums_across``), and where every candidate has one the bound is None.
 """
 
 from __future__ import annotations
@@ -25,12 +31,14 @@ from workbench.model.collective import Collective
 from workbench.topology import Link, Topology
 from workbench.topology.structure import candidate_groups
 
-__all__ = ["group_gossip_bound", "candidate_groups", "entering_links"]  # candidate_groups: topology.structure
+# candidate_groups: topology.structure
+__all__ = ["group_gossip_bound", "candidate_groups", "entering_links", "sums_across"]
 
 
 def group_gossip_bound(topology: Topology, collective: Collective, chunk_bytes: float) -> float | None:
     """The largest group gossip bound over the candidate partitions (module docstring), in seconds;
-    None for another collective, or where no candidate has at least two groups."""
+    None for another collective, or where no candidate has at least two groups and no switch that
+    reduces what two of them send (``sums_across``)."""
     n = collective.num_ranks
     if collective.kind != "allreduce" or n != topology.num_npus or n < 2:
         return None
@@ -38,7 +46,7 @@ def group_gossip_bound(topology: Topology, collective: Collective, chunk_bytes: 
     best = None
     for groups in candidate_groups(topology):
         count = len(set(groups))
-        if count < 2:
+        if count < 2 or sums_across(topology, groups):
             continue
         links = entering_links(topology, groups)
         if not links:  # a group nothing enters: no All-Reduce is possible, so no bound to give
@@ -63,6 +71,16 @@ def entering_links(topology: Topology, groups: list[int]) -> list[Link]:
             elif groups[u] != groups[v]:
                 entering.append(link)
     return entering
+
+
+def sums_across(topology: Topology, groups: list[int]) -> bool:
+    """True when a switch that reduces is reached, through switches only, by the NPUs of two
+    groups (``groups[v]``: NPU v's group): it could sum what two parties know into one delivery."""
+    reducing = topology.reducing_switches()
+    if not reducing:
+        return False
+    reached = _groups_reaching_switches(topology, groups)
+    return any(len(reached.get(switch, ())) >= 2 for switch in reducing)
 
 
 def _groups_reaching_switches(topology: Topology, groups: list[int]) -> dict[int, set[int]]:

@@ -29,6 +29,7 @@ class Bounds:
     gossip: float | None = None
     group_gossip: float | None = None  # All-Reduce: the gossip bound with boxes as parties
     two_hop: float | None = None  # All-Reduce: raw inputs through each in-link, or two deliveries
+    egress: float | None = None  # All-Reduce: each NPU's input leaves it, then reaches the farthest NPU
     # All-Reduce: RS* + AG*, the two throughput optima in sequence; a throughput figure, not a bound
     # and not a time a schedule is known to reach at this size
     rs_ag_throughput: float | None = None
@@ -42,15 +43,17 @@ class Bounds:
 
     @property
     def bandwidth_best(self) -> float:
-        """The largest bound that holds no path latency (all but ``latency`` and ``alpha_beta``): what
-        a caller adds its own latency term to (TE-CCL's hop count); 0 where none is set."""
+        """The largest bound that holds no path latency (all but ``latency``, ``alpha_beta``,
+        ``two_hop`` and ``egress``): what a caller adds its own latency term to (TE-CCL's hop
+        count); 0 where none is set."""
         return max((v for v in (self.injection, self.cut, self.flow_lp, self.optimum, self.splitting_cut,
                                 self.gossip, self.group_gossip) if v is not None), default=0.0)
 
     @property
     def best(self) -> float:
         """The largest valid lower bound (``ideal`` and ``rs_ag_throughput`` are not bounds)."""
-        return max(v for v in (self.bandwidth_best, self.latency, self.alpha_beta, self.two_hop) if v is not None)
+        return max(v for v in (self.bandwidth_best, self.latency, self.alpha_beta, self.two_hop, self.egress)
+                   if v is not None)
 
     @property
     def above_schedule(self) -> bool:
@@ -96,5 +99,6 @@ class Bounds:
         return {"injection": self.injection, "latency": self.latency, "cut": self.cut,
                 "flow_lp": self.flow_lp, "optimum": self.optimum, "splitting_cut": self.splitting_cut,
                 "gossip": self.gossip, "group_gossip": self.group_gossip, "two_hop": self.two_hop,
-                "alpha_beta": self.alpha_beta, "best": self.best, "exact": self.exact, "label": self.label,
+                "egress": self.egress, "alpha_beta": self.alpha_beta, "best": self.best, "exact": self.exact,
+                "label": self.label,
                 "rs_ag_throughput": self.rs_ag_throughput, "ideal": self.ideal, "notes": notes}

@@ -21,8 +21,9 @@ min over w of a(w) + d(w, v)``: ``max_v min(two(v), (N - 1) M / B_in(v) + a(v))`
 remote rank's sum needs a detour through a third NPU, it is higher (leafspine:4x4x2 at 64 KB:
 14.1 us against 9.6 us).
 
-Valid while switches do not reduce (a switch that sums would deliver a combined value in one hop);
-the proof is docs/bounds.md, "The two-hop bound". ``c_u(v)`` is a min-plus product of the distance
+Valid while switches do not reduce (a switch that sums would deliver a combined value in one hop):
+on a fabric with a switch that reduces (``workbench.topology.abilities``) the bound is None; the
+proof is docs/bounds.md, "The two-hop bound". ``c_u(v)`` is a min-plus product of the distance
 matrix with itself, ``N^3`` additions, computed in blocks of destinations; past ``EXACT_NPUS`` NPUs
 the detour term is replaced by its lower bound ``max(two(v), d(u, v))`` (a triangle inequality), so
 the bound stays valid and cheap.
@@ -44,9 +45,12 @@ _BLOCK_CELLS = 1 << 24  # float64 cells per block of the min-plus product (128 M
 
 def two_hop_bound(topology: Topology, collective: Collective, chunk_bytes: float) -> float | None:
     """``max over v of min over j of max(c_{j+1}(v), j M / B_in(v) + a(v))`` (module docstring), in
-    seconds; None for another collective, or where an NPU cannot be reached."""
+    seconds; None for another collective, where an NPU cannot be reached, or on a fabric with a
+    switch that reduces (module docstring)."""
     n = collective.num_ranks
     if collective.kind != "allreduce" or n != topology.num_npus or n < 2:
+        return None
+    if topology.reducing_switches():  # a sum formed in a switch needs no second delivery
         return None
     dist = np.array(topology.message_distances()[:n, :n], dtype=float)
     np.fill_diagonal(dist, np.inf)

@@ -242,6 +242,7 @@ def _cmd_bounds(args: argparse.Namespace) -> int:
                "gossip": "2(N-1)M / NPUs' in-link bandwidth",
                "group_gossip": "2(g-1)M / bandwidth into g groups of NPUs",
                "two_hop": "raw inputs through each NPU's in-links, or two deliveries in a row",
+               "egress": "each NPU's whole input leaves it, the last byte then reaches the farthest NPU",
                "alpha_beta": "time-expanded flow: alphas and bandwidth together",
                "rs_ag_throughput": "RS* + AG* throughput optima in sequence: not a bound",
                "ideal": "TACOS's Ideal metric, not a bound"}

@@ -37,9 +37,9 @@ from workbench.bounds.yardstick import bound_above
 
 __all__ = ["FORMAT", "cache_key", "cached_problem_bounds", "bounds_from_dict"]
 
-FORMAT = "workbench.bounds-cache/2"
+FORMAT = "workbench.bounds-cache/3"  # /3: with ``egress``
 _NUMBERS = ("injection", "latency", "cut", "flow_lp", "ideal", "optimum", "splitting_cut", "gossip",
-            "group_gossip", "two_hop", "rs_ag_throughput", "alpha_beta")
+            "group_gossip", "two_hop", "egress", "rs_ag_throughput", "alpha_beta")
 _MAX_BYTES = 1 << 20  # an entry is a few hundred bytes; anything larger is not ours
 _LIBRARIES = ("highspy", "numpy", "scipy", "networkx")
 _code_digest: str | None = None
