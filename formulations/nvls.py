@@ -32,7 +32,8 @@ Symbols and code names: B ``len(domains.boxes)``, G ``domains.per_box``, S_b the
 owned by rank r, the slice of rail ``position(r)``); ``workbench.model.periodic.repeated`` runs P of
 them, each stage lagging the one before by whole periods so that the stages of successive pieces
 overlap (``_lags``). P is the power of two whose simulated time is least, within
-``max_transfers`` (``pieces="auto"``), or given. Claimed time: the schedule's own time in the
+``max_transfers`` and half the time limit, doubling while a doubling gains at least 0.2%
+(``pieces="auto"``), or given. Claimed time: the schedule's own time in the
 simulator's default model. Method note: ``docs/methods/nvls.md``.
 """
 
@@ -44,6 +45,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from workbench.checking.simulate import simulate
+from workbench.kit.deadline import Deadline
 from workbench.kit.schedule import ScheduleBuilder, claim_in_model
 from workbench.model.algorithm import Algorithm
 from workbench.model.collective import make_collective
@@ -57,6 +59,7 @@ from workbench.topology import Topology
 __all__ = ["Nvls", "NvlsOptions", "Domains", "find_domains", "piece_schedule"]
 
 KINDS = ("allreduce", "reducescatter", "allgather")
+GAIN = 0.002  # 'auto' pieces stop doubling once a doubling shortens the simulated time by less than this
 Move = tuple[tuple[int, ...], int, int, str]  # (chunks, src, dst, op)
 
 
@@ -266,13 +269,19 @@ class Nvls:
         candidates = [int(options.pieces)] if options.pieces != "auto" else \
             [1 << k for k in range(30) if (1 << k) * len(piece.transfers) <= max(options.max_transfers,
                                                                                  len(piece.transfers))]
+        search = Deadline(time_limit).share(0.5)  # the rest: the runner's verification and simulation
         best, best_time, best_pieces, tried = None, math.inf, 0, {}
         for pieces in candidates:
+            if best is not None and search.expired:
+                break  # the least so far is kept; meta.tried_pieces says how far the search got
             algorithm = _pipelined(piece, lags, pieces, whole_chunk, options.periodic)
             seconds = simulate(algorithm).collective_time
             tried[pieces] = seconds
             if seconds < best_time:
+                gain = best_time - seconds
                 best, best_time, best_pieces = algorithm, seconds, pieces
+                if options.pieces == "auto" and gain < GAIN * seconds:
+                    break  # doubling again would buy less than GAIN for twice the transfers
             elif options.pieces == "auto":
                 break  # past the least: more pieces only add per-piece latency
         best.meta.update({"boxes": len(d.boxes), "per_box": d.per_box, "pieces": best_pieces, "tried_pieces": tried,
