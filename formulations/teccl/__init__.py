@@ -16,7 +16,7 @@ Paper symbol -> code name:
   chunks per destination for All-to-All; ours are per (source, destination) piece)
 * F_{s,i,j,k,c}, B_{s,n,k,c}, R_{s,d,k,c} -> ``milp``: ``f[c,e,k]``, ``b[c,n,k]``
   (R_k = B_{k+1}, note 8.2), eqs. of note 2.2 / 2.10; switch models of note 1.6
-  (``switch_model`` copy / no-copy / hyperedge, ``single_beta``); Appendix B buffers
+  (``switch_model`` copy / no-copy / hyperedge, ``single_beta``; per switch, note 2.11, below); Appendix B buffers
   (``buffer_limit``); objective weights 1/(k+1) (``objective="paper"``) or 1 (``"code"``)
 * the LP (note 3.3, 3.6) -> ``lp.solve_lp_schedule`` (commodity = source rank), the rate
   decomposition of note 3.5 -> ``lp._decompose``; fractional pieces become ``lp_subchunks``
@@ -27,9 +27,33 @@ Paper symbol -> code name:
   transfers (one per flow hop, switch nodes as endpoints except in the hyperedge model), deps from
   the flows, claimed time = epochs x tau, in TE-CCL's epoch model (``meta["claim_model"]`` =
   ``"teccl-epochs"``: whole epochs per hop; no simulator model reproduces it)
-* Reduce-Scatter: the All-Gather on the reversed topology, reversed (``Algorithm.reverse``; a
-  switch cannot reduce, so the no-copy switch model is used); All-Reduce = Reduce-Scatter then
-  All-Gather (``Algorithm.concat``)
+* Reduce-Scatter: the All-Gather on the reversed topology, reversed (``Algorithm.reverse``);
+  All-Reduce = Reduce-Scatter then All-Gather (``Algorithm.concat``)
+
+Switches that reduce or do not multicast (note 2.11; ``workbench.topology.abilities``). This is
+our extension, not the paper's: the paper's switches either all copy or none, and it has no
+in-network reduction. Here the switch model is read per switch (``EpochGraph.copies_at``):
+
+* under ``copy`` a switch copies only where it multicasts; a ``multicast: false`` switch carries
+  what enters it one for one and holds no value, so its crossings are emitted as single transfers
+  through it (``EpochGraph.passes_through``, ``synthesis._emit``);
+* the switch-reduction commodity: the reversed All-Gather of a Reduce-Scatter / Reduce (and of
+  All-Reduce's first half) runs on a *dual* epoch graph (``epoch_graph(..., dual=True)``) whose
+  switches copy exactly where they reduce (``Topology.reduces``), so ``Algorithm.reverse`` turns
+  each copy into a sum in that switch; every other switch carries a chunk once, as the paper's
+  no-copy model. In paper symbols: a copy ``F_{s,w,j,k,c} = 1`` on several out-edges j of a
+  switch w in the dual graph is, reversed, the reduction into w of the partial sums of chunk c
+  from those j, the sum leaving w once (towards the edge the copy came in by);
+* rows of the dual graph (``milp._switch_rows``, ``astar``): ``(2.11 one at a time)`` a chunk's
+  visits to a summing switch do not overlap (each reversed sum is one operation of the switch,
+  read once: ``sum_fanout: false`` is kept); at a switch with ``reduce_trees``, ``(2.11 tree
+  fan-out)`` / ``(2.11 tree port)`` (``milp.tree_rows``, a binary ``y[c, w, k]``): a copy leaves
+  on one out-edge, or on every port the chunk did not come in by, so every sum there has one tree
+  (all ports) and no schedule keeps more than one open;
+* the greedy start follows the same rules (``greedy``), in a dual graph with summing switches
+  ranking moves by arrival plus the epochs they hold slow links beyond one;
+* under ``single_beta`` (one transmission through a switch) a switch visit with one hop in and
+  one out is emitted as one transfer through the switch.
 
 Status by the rule of docs/architecture.md ("Statuses"): HiGHS's status of the main solve (MILP, LP or the last A* round);
 ``timeout`` when a limit ended it, with the incumbent (the greedy warm start at worst) attached.

@@ -27,8 +27,11 @@ states them and a short name (``MilpModel.row_tags``), those kept from the MILP 
 
 Rows: ``(4.5 buffer)`` ``b[k] = b[k-1] + sum_in f[k - 1 - L] + (1 if a late arrival lands at k)``,
 with ``b[0]`` fixed to what the last round left (column bounds); ``(2.2 flow)`` ``f <= b`` at an NPU;
-``(4.5 switch)`` copy ``f_out <= sum_in f + carried`` (no-copy: ``sum_out f <=``), ``(2.10 cross
-once)`` (no-copy; 0 once crossed in an earlier round); ``(2.6 capacity)`` the window less the
+``(4.5 switch)`` copy ``f_out <= sum_in f + carried`` (no-copy: ``sum_out f <=``), per switch as in
+the MILP (``EpochGraph.copies_at``, note 2.11), ``(2.10 cross once)`` (0 once crossed in an earlier
+round); a dual graph's summing switches: ``(2.11 one at a time)`` (less the epochs a visit of an
+earlier round still holds) and the tree rows of ``milp.tree_rows`` (inflows carried from the
+previous round count for their senders); ``(2.6 capacity)`` the window less the
 carried busy slots; ``(4.7 once)`` a chunk crosses an edge at most once per round (note 4.7's [Code]
 source constraint); ``(4.7 P)`` and ``(4.7 P total)`` the distance reward's two rows.
 """
@@ -42,6 +45,7 @@ from workbench.util.lazy import lazy_module
 
 from formulations.teccl.epochs import EpochGraph, EpochSchedule, Flow, finish_epoch, prune_flows
 from formulations.teccl.greedy import greedy_schedule
+from formulations.teccl.milp import tree_rows
 from workbench.model.algorithm import no_cyclic_gc
 from workbench.model.collective import Collective
 from workbench.kit.deadline import Deadline
@@ -136,8 +140,10 @@ def _round(graph: EpochGraph, collective: Collective, history: list[Flow], remai
     wanted = sorted({c for c, _ in remaining})
     npus = [n for n in graph.nodes if not graph.is_switch(n)]
     held_at: dict[tuple[int, int], int] = {}  # (c, npu) -> relative epoch it is in the buffer (<= 0: already)
-    switch_in: dict[tuple[int, int, int], int] = defaultdict(int)  # (c, switch, rel epoch) -> carried inflows
+    # (c, switch, rel epoch) -> sender -> carried inflows
+    switch_in: dict[tuple[int, int, int], dict[int, int]] = defaultdict(dict)
     busy: dict[tuple[int, int], int] = defaultdict(int)  # (edge, rel epoch) -> carried sends still on the link
+    visiting: dict[tuple[int, int], set[int]] = defaultdict(set)  # (c, switch) -> rel epochs carried visits hold
     for c in range(collective.num_chunks):
         for p in collective.pre[c]:
             held_at[(c, p)] = -1
@@ -147,16 +153,19 @@ def _round(graph: EpochGraph, collective: Collective, history: list[Flow], remai
         ready = _ready(graph, flow) - G
         if graph.is_switch(e.dst):
             if ready >= 0:
-                switch_in[(c, e.dst, ready)] += 1
+                carried = switch_in[(c, e.dst, ready)]
+                carried[e.src] = carried.get(e.src, 0) + 1
         else:
             key = (c, e.dst)
             held_at[key] = min(held_at.get(key, 1 << 30), ready)
         for t in range(k, k + e.kappa):
             if t >= G:
                 busy[(ei, t - G)] += 1
+        if graph.one_at_a_time(e.dst):  # the round epochs an earlier round's visit still occupies the switch
+            visiting[(c, e.dst)].update(t - G for t in graph.visit(e, k) if t >= G)
     with no_cyclic_gc():  # many small expressions, none in a cycle
         model, f, b, start = _round_model(graph, collective, history, remaining, wanted, npus, held_at, switch_in,
-                                          busy, K, A, distances, gamma)
+                                          busy, visiting, K, A, distances, gamma)
     build_seconds = clock.perf_counter() - built
     outcome = model.solve("highs", time_limit=max(time_limit - build_seconds, 0.5), mip_gap=mip_gap, threads=threads,
                           seed=seed, start=start)
@@ -171,8 +180,8 @@ def _round(graph: EpochGraph, collective: Collective, history: list[Flow], remai
 
 
 def _round_model(graph: EpochGraph, collective: Collective, history: list[Flow], remaining: set, wanted: list[int],
-                 npus: list[int], held_at: dict, switch_in: dict, busy: dict, K: int, A: int, distances: np.ndarray,
-                 gamma: float) -> tuple[MilpModel, VarFamily, VarFamily, list[float]]:
+                 npus: list[int], held_at: dict, switch_in: dict, busy: dict, visiting: dict, K: int, A: int,
+                 distances: np.ndarray, gamma: float) -> tuple[MilpModel, VarFamily, VarFamily, list[float]]:
     """One round's MILP and its MIP start (nothing sent, every chunk stays where it is)."""
     edges = graph.edges
     H = K + A
@@ -188,11 +197,14 @@ def _round_model(graph: EpochGraph, collective: Collective, history: list[Flow],
         if not graph.is_switch(src):
             model.add(send <= b[c, src, k], tag="(2.2 flow)")
     crossed = {(c, edges[ei].src) for c, ei, _ in history if graph.is_switch(edges[ei].src)}
+    fan = model.family("y", upper=1.0, integer=True) if graph.tree_limited else None  # (2.11 tree) fan-outs
     for w in graph.topology.switches:
         for c in wanted:
-            if graph.switch_model == "no-copy":  # a chunk crosses a switch once (so the schedule reverses)
+            if graph.crosses_once(w):  # a chunk crosses a switch once (so the schedule reverses)
                 _cross_once_row(model, graph, f, c, w, K, crossed)
-            _switch_rows(model, graph, f, c, w, K, switch_in)
+            elif graph.one_at_a_time(w):
+                _one_at_a_time_rows(model, graph, f, c, w, K, visiting.get((c, w), set()))
+            _switch_rows(model, graph, f, c, w, K, switch_in, fan)
     for e in edges:
         _capacity_rows(model, f, e, wanted, K, busy)
         _once_rows(model, f, e, wanted, K)
@@ -229,21 +241,43 @@ def _cross_once_row(model: MilpModel, graph: EpochGraph, f: VarFamily, c: int, w
         model.add(total(sends) <= (0 if (c, w) in crossed else 1), tag="(2.10 cross once)")
 
 
-def _switch_rows(model: MilpModel, graph: EpochGraph, f: VarFamily, c: int, w: int, K: int, switch_in: dict) -> None:
-    """(4.5 switch): what leaves switch w in epoch k arrived then (or was carried); copy: per out-edge."""
+def _one_at_a_time_rows(model: MilpModel, graph: EpochGraph, f: VarFamily, c: int, w: int, K: int,
+                        busy: set) -> None:
+    """(2.11 one at a time), copying switches of a dual graph: chunk c's visits to switch w do not
+    overlap, nor overlap a visit an earlier round started (``busy``: the round epochs it occupies)."""
+    visits = defaultdict(list)
+    for ei in graph.in_edges.get(w, []):
+        for k in range(K):
+            if (c, ei, k) in f:
+                for t in graph.visit(graph.edges[ei], k):
+                    visits[t].append(f[c, ei, k])
+    for t in sorted(visits):
+        room = 0 if t in busy else 1
+        if len(visits[t]) > room:
+            model.add(total(visits[t]) <= room, tag="(2.11 one at a time)")
+
+
+def _switch_rows(model: MilpModel, graph: EpochGraph, f: VarFamily, c: int, w: int, K: int, switch_in: dict,
+                 fan: VarFamily | None) -> None:
+    """(4.5 switch): what leaves switch w in epoch k arrived then (or was carried); a copying switch:
+    per out-edge, with the (2.11 tree) rows where its copies must reach every port."""
     edges = graph.edges
+    copies = graph.copies_at(w)
     for k in range(K):
-        inflow = total(f[key] for ei in graph.in_edges.get(w, [])
-                       if (key := (c, ei, k - 1 - edges[ei].delay)) in f)
-        carried = switch_in.get((c, w, k), 0)
-        outflow = [f[c, eo, k] for eo in graph.out_edges.get(w, []) if (c, eo, k) in f]
+        arriving = {ei: f[key] for ei in graph.in_edges.get(w, []) if (key := (c, ei, k - 1 - edges[ei].delay)) in f}
+        inflow = total(arriving.values())
+        senders = switch_in.get((c, w, k), {})
+        carried = sum(senders.values())
+        outflow = {eo: f[c, eo, k] for eo in graph.out_edges.get(w, []) if (c, eo, k) in f}
         if not outflow:
             continue
-        if graph.switch_model == "copy":
-            for send in outflow:
+        if copies:
+            for send in outflow.values():
                 model.add(send <= inflow + carried, tag="(4.5 switch)")
+            if graph.fans_out_fully(w) and len(outflow) > 1:
+                tree_rows(model, graph, w, (c, w, k), arriving, outflow, inflow + carried, fan, senders)
         else:
-            model.add(total(outflow) <= inflow + carried, tag="(4.5 switch)")
+            model.add(total(outflow.values()) <= inflow + carried, tag="(4.5 switch)")
 
 
 def _capacity_rows(model: MilpModel, f: VarFamily, e, wanted: list[int], K: int, busy: dict) -> None:

@@ -31,6 +31,9 @@ longest path in epochs) and grows by 15% while infeasible; the objective makes t
 as early as the horizon allows. HiGHS's interior-point solver is the default (the simplex method
 is several times slower on these sizes).
 
+The LP has no copy anywhere (flow conservation at every switch), so it keeps every switch's rules of
+note 2.11 as it is: a sub-chunk group crosses a switch once on its path, one operation read once.
+
 Extraction: a forward pass over epochs splits each source's data into parcels that follow the
 flows (first in, first out at every node); consumption closes a parcel as a path piece for its
 destination. ``to_subchunks`` rounds each destination's pieces to whole sub-chunks (largest

@@ -31,9 +31,17 @@ Rows (tags):
   input and output buffers)
 * ``(2.2 flow)`` "Flow conservation constraints" with copy: the max over out-edges linearised to one
   row per edge, which with the buffer rows is ``f[c,e,k] <= b[c,src,k]`` (note 2.2, 2.10)
-* switches (note 2.2 "Switches", 2.10, 2.8 item 4): ``(2.10 copy switch)`` ``f[c,out,k] <= sum_in
+* switches (note 2.2 "Switches", 2.10, 2.8 item 4), each by its own semantics
+  (``EpochGraph.copies_at``, note 2.11): ``(2.10 copy switch)`` ``f[c,out,k] <= sum_in
   f[c,in,k-1-L]``; ``(2.10 no-copy switch)`` ``sum_out f <= sum_in f``, and ``(2.10 cross once)`` a
-  chunk crosses a no-copy switch once (this workbench's rule, so the schedule reverses)
+  chunk crosses a no-copy switch once under the no-copy model and in a reduction's dual graph (this
+  workbench's rule, so the schedule reverses; not at a switch that holds no value,
+  ``EpochGraph.passes_through``)
+* a dual graph's summing switches (note 2.11, our extension): ``(2.11 one at a time)`` per chunk
+  and epoch t, the visits ``f[c,in,k]`` with k <= t <= k + 1 + L sum to at most 1; at a switch with
+  ``reduce_trees``, per chunk and forwarding epoch, with a binary ``y[c, w, k]``: ``(2.11 tree
+  fan-out)`` ``sum_out f <= sum_in f + (m - 1) y`` and ``(2.11 tree port)`` ``out_j + in_j >= y``
+  for every neighbour j (``tree_rows``)
 * ``(2.6 capacity)`` App. F's capacity over a window of kappa epochs: ``sum f <= floor(kappa T tau)``
 * hyper-edges (the TACCL-style legacy switch, App. C, note 2.5): ``(2.5 switch)`` per switch and
   epoch at most min(#in, #out) hyper-edges busy; ``(2.5 port)`` each GPU one out and one in
@@ -170,26 +178,80 @@ def _buffer_limit_rows(model: MilpModel, collective: Collective, b: VarFamily, n
 
 
 def _switch_rows(model: MilpModel, graph: EpochGraph, collective: Collective, f: VarFamily, horizon: int) -> None:
+    """The switch rows of note 2.10, each switch by its own semantics (``EpochGraph.copies_at``)."""
     if graph.switch_model == "hyperedge":
         return
-    edges = graph.edges
+    fan = model.family("y", upper=1.0, integer=True) if graph.tree_limited else None  # (2.11 tree) fan-outs
     for w in graph.topology.switches:
         for c in range(collective.num_chunks):
             for k in range(horizon):
-                inflow = total(f[key] for ei in graph.in_edges.get(w, [])
-                               if (key := (c, ei, k - 1 - edges[ei].delay)) in f)
-                outflow = [f[c, eo, k] for eo in graph.out_edges.get(w, []) if (c, eo, k) in f]
-                if not outflow:
-                    continue
-                if graph.switch_model == "copy":
-                    for send in outflow:
-                        model.add(send <= inflow, tag="(2.10 copy switch)")
-                else:
-                    model.add(total(outflow) <= inflow, tag="(2.10 no-copy switch)")
-            if graph.switch_model == "no-copy":  # a chunk crosses a switch once (so the schedule reverses)
+                _forwarding_rows(model, graph, f, w, c, k, fan)
+            if graph.crosses_once(w):  # a chunk crosses a switch once (so the schedule reverses)
                 sends = [f[c, eo, k] for eo in graph.out_edges.get(w, []) for k in range(horizon) if (c, eo, k) in f]
                 if len(sends) > 1:
                     model.add(total(sends) <= 1, tag="(2.10 cross once)")
+            elif graph.one_at_a_time(w):  # one sum at a time per chunk in the reversed schedule
+                _one_at_a_time_rows(model, graph, f, w, c, horizon)
+
+
+def _forwarding_rows(model: MilpModel, graph: EpochGraph, f: VarFamily, w: int, c: int, k: int,
+                     fan: VarFamily | None) -> None:
+    """What switch ``w`` sends of chunk ``c`` in epoch ``k`` against what arrived the epoch before:
+    each out-edge at most the inflow where it copies (and the tree rows where it fans out fully),
+    their sum at most the inflow where it does not."""
+    edges = graph.edges
+    arriving = {ei: key for ei in graph.in_edges.get(w, []) if (key := (c, ei, k - 1 - edges[ei].delay)) in f}
+    inflow = total(f[key] for key in arriving.values())
+    outflow = {eo: f[c, eo, k] for eo in graph.out_edges.get(w, []) if (c, eo, k) in f}
+    if not outflow:
+        return
+    if not graph.copies_at(w):
+        model.add(total(outflow.values()) <= inflow, tag="(2.10 no-copy switch)")
+        return
+    for send in outflow.values():
+        model.add(send <= inflow, tag="(2.10 copy switch)")
+    if graph.fans_out_fully(w) and len(outflow) > 1:
+        tree_rows(model, graph, w, (c, w, k), {ei: f[key] for ei, key in arriving.items()}, outflow, inflow, fan)
+
+
+def _one_at_a_time_rows(model: MilpModel, graph: EpochGraph, f: VarFamily, w: int, c: int, horizon: int) -> None:
+    """(2.11 one at a time): chunk ``c``'s visits to the summing switch ``w`` do not overlap."""
+    visits = defaultdict(list)  # epoch -> the entries visiting w then
+    for ei in graph.in_edges.get(w, []):
+        for k in range(horizon):
+            if (c, ei, k) in f:
+                for t in graph.visit(graph.edges[ei], k):
+                    visits[t].append(f[c, ei, k])
+    for t in sorted(visits):
+        if len(visits[t]) > 1:
+            model.add(total(visits[t]) <= 1, tag="(2.11 one at a time)")
+
+
+def tree_rows(model: MilpModel, graph: EpochGraph, w: int, key: tuple, arriving: dict, outflow: dict, inflow,
+              fan: VarFamily, carried: dict | None = None) -> None:
+    """(2.11 tree) at a switch with ``reduce_trees`` of a dual graph, one chunk and forwarding epoch:
+    either one out-edge (``sum_out <= in``) or, with the fan-out ``y = fan[key]``, every neighbour
+    port in or out: ``sum_out <= in + (m - 1) y`` and ``out_j + in_j >= y`` per neighbour j.
+    ``arriving`` / ``outflow``: edge index -> the flow entering / leaving w; ``carried``: neighbour ->
+    inflow already decided (A* rounds). Without a way to cover some neighbour, or with a switch among
+    them (whose copy the silly-flow removal could drop, leaving a smaller tree), no fan-out at all."""
+    edges = graph.edges
+    ports: dict[int, list] = {}
+    for ei, flow in arriving.items():
+        ports.setdefault(edges[ei].src, []).append(flow)
+    for eo, flow in outflow.items():
+        ports.setdefault(edges[eo].dst, []).append(flow)
+    carried = carried or {}
+    neighbours = ({edges[ei].src for ei in graph.in_edges.get(w, [])}
+                  | {edges[eo].dst for eo in graph.out_edges.get(w, [])})
+    if any((not ports.get(j) and not carried.get(j)) or graph.is_switch(j) for j in neighbours):
+        model.add(total(outflow.values()) <= inflow, tag="(2.11 tree fan-out)")
+        return
+    y = fan[key]
+    model.add(total(outflow.values()) <= inflow + (len(outflow) - 1) * y, tag="(2.11 tree fan-out)")
+    for j in sorted(neighbours):
+        if not carried.get(j):
+            model.add(total(ports.get(j, [])) >= y, tag="(2.11 tree port)")
 
 
 def _capacity_rows(model: MilpModel, graph: EpochGraph, f: VarFamily, horizon: int, C: int) -> None:

@@ -69,12 +69,13 @@ def _copy_free(collective: Collective) -> bool:
     return all(len(post - pre) <= 1 for pre, post in zip(collective.pre, collective.post))
 
 
-def _graph(topology: Topology, chunk_bytes: float, options: TecclOptions) -> EpochGraph:
+def _graph(topology: Topology, chunk_bytes: float, options: TecclOptions, dual: bool = False) -> EpochGraph:
+    """The epoch graph by the options; ``dual``: a reduction's dual gather (its switches copy where they reduce)."""
     multiplier = options.epoch_multiplier
     if multiplier == "auto":
         multiplier = _auto_multiplier(topology, chunk_bytes, options.epoch)
     return epoch_graph(topology, chunk_bytes, options.epoch, float(multiplier),
-                       float(options.alpha_threshold), options.switch_model, bool(options.single_beta))
+                       float(options.alpha_threshold), options.switch_model, bool(options.single_beta), dual)
 
 
 def _auto_multiplier(topology: Topology, chunk_bytes: float, epoch: Any) -> float:
@@ -94,8 +95,8 @@ def _auto_multiplier(topology: Topology, chunk_bytes: float, epoch: Any) -> floa
 
 
 def _solve(topology: Topology, collective: Collective, chunk_bytes: float, method: str, options: TecclOptions,
-           deadline: Deadline, seed: int) -> tuple[Algorithm, str, dict]:
-    graph = _graph(topology, chunk_bytes, options)
+           deadline: Deadline, seed: int, dual: bool = False) -> tuple[Algorithm, str, dict]:
+    graph = _graph(topology, chunk_bytes, options, dual)
     if method == "lp":
         return _lp(topology, collective, chunk_bytes, graph, options, deadline)
     if method == "astar":
@@ -112,6 +113,8 @@ def _solve(topology: Topology, collective: Collective, chunk_bytes: float, metho
                           horizon=schedule.horizon, epoch_duration=graph.tau, method=method)
     stats = dict(schedule.stats, method=method, epoch_duration=graph.tau, epochs=schedule.finish,
                  horizon=schedule.horizon, message=schedule.message if schedule.status != "optimal" else "")
+    if graph.copying != frozenset(graph.topology.switches) and graph.switch_model == "copy":
+        stats["copying_switches"] = sorted(graph.copying)  # the others carry each chunk once
     return algorithm, schedule.status, stats
 
 
@@ -252,27 +255,76 @@ def _emit(topology: Topology, collective: Collective, chunk_bytes: float, graph:
     Not ``workbench.kit.schedule.DeliveryChain``: a chunk can reach a node several times, and which
     arrival a hop waits for follows the epochs (a switch forwards what arrived in that very epoch, an
     NPU the earliest copy ready by then), not the latest delivery in file order.
+
+    A switch visit that holds no value becomes one transfer from the sender to the receiver ``via``
+    the switch, listed at its last hop, timed from its first hop's send to its last hop's arrival
+    (``_through``): every visit of a switch that neither copies nor multicasts
+    (``EpochGraph.passes_through``), and under ``single_beta`` (one transmission through a switch)
+    every visit with one hop in and one out. At a switch a chunk visits one at a time
+    (``EpochGraph.one_at_a_time``), a visit's entry also waits for the hops that left on the previous
+    visit, so the reversed sums cannot race.
     """
     edges = graph.edges
+    through = _through(graph, flows)
     arrived: dict[tuple[int, int], list[tuple[int, int]]] = {}  # (chunk, node) -> [(ready epoch, transfer id)]
+    passing: dict[tuple[int, int, int], list[tuple]] = {}  # (chunk, switch, ready) -> [(sender, via, deps, sent)]
+    left: dict[tuple[int, int], list[int]] = {}  # (chunk, switch visited one at a time) -> its last visit's exits
     transfers: list[Transfer] = []
-    for c, ei, k in sorted(flows, key=lambda f: (f[2], f[0], f[1])):
+    for c, ei, k in sorted(flows, key=_emit_order(graph)):
         e = edges[ei]
-        deps: tuple[int, ...] = ()
-        if e.src not in collective.pre[c]:
-            options = arrived.get((c, e.src), [])
-            if graph.is_switch(e.src):
-                chosen = [tid for ready, tid in options if ready == k]
-            else:
-                chosen = [tid for ready, tid in sorted(options) if ready <= k][:1]
-            if not chosen:
-                raise RuntimeError(f"teccl: chunk {c} leaves node {e.src} at epoch {k} before it arrives")
-            deps = (chosen[0],)
-        tid = len(transfers)
+        if (c, e.src, k) in through:
+            sender, via, deps, sent = passing[(c, e.src, k)].pop(0)
+        else:
+            sender, via, deps, sent = e.src, (), (), k
+            if e.src not in collective.pre[c]:
+                options = arrived.get((c, e.src), [])
+                if graph.is_switch(e.src):
+                    chosen = [tid for ready, tid in options if ready == k]
+                else:
+                    chosen = [tid for ready, tid in sorted(options) if ready <= k][:1]
+                if not chosen:
+                    raise RuntimeError(f"teccl: chunk {c} leaves node {e.src} at epoch {k} before it arrives")
+                deps = (chosen[0],)
         delay = e.delay if graph.is_switch(e.dst) else graph.arrival_delay(e)
-        transfers.append(Transfer(tid, (c,), e.src, e.dst, "copy", deps, k * graph.tau, (k + 1 + delay) * graph.tau))
-        arrived.setdefault((c, e.dst), []).append((k + 1 + delay, tid))
+        ready = k + 1 + delay
+        if (c, e.dst, ready) in through:
+            passing.setdefault((c, e.dst, ready), []).append((sender, via + (e.dst,), deps, sent))
+            continue
+        if graph.is_switch(e.dst) and graph.one_at_a_time(e.dst):
+            deps = tuple(sorted(set(deps).union(left.get((c, e.dst), ()))))
+            left[(c, e.dst)] = []
+        tid = len(transfers)
+        if graph.is_switch(sender) and graph.one_at_a_time(sender):
+            left.setdefault((c, sender), []).append(tid)
+        transfers.append(Transfer(tid, (c,), sender, e.dst, "copy", deps, sent * graph.tau, ready * graph.tau,
+                                  via=via or None))
+        arrived.setdefault((c, e.dst), []).append((ready, tid))
     return Algorithm(topology, collective, chunk_bytes, transfers, {})
+
+
+def _emit_order(graph: EpochGraph) -> Callable[[Flow], tuple]:
+    """Flows in send-epoch order (then chunk, edge). Under ``single_beta`` a hop out of a switch with
+    no latency epochs is usable in the epoch it is sent (``arrival_delay`` -1), so within an epoch the
+    hops out of switches come first: the NPU they reach may send the chunk on in that epoch."""
+    if not graph.single_beta:
+        return lambda f: (f[2], f[0], f[1])
+    return lambda f: (f[2], f[0], not graph.is_switch(graph.edges[f[1]].src), f[1])
+
+
+def _through(graph: EpochGraph, flows: list[Flow]) -> set[tuple[int, int, int]]:
+    """The switch visits (chunk, switch, epoch it forwards) emitted as transfers through the switch
+    (``_emit``)."""
+    ins: dict[tuple[int, int, int], int] = {}
+    outs: dict[tuple[int, int, int], int] = {}
+    for c, ei, k in flows:
+        e = graph.edges[ei]
+        if graph.is_switch(e.dst):
+            key = (c, e.dst, k + 1 + e.delay)
+            ins[key] = ins.get(key, 0) + 1
+        if graph.is_switch(e.src):
+            outs[(c, e.src, k)] = outs.get((c, e.src, k), 0) + 1
+    return {key for key in ins if graph.passes_through(key[1])
+            or (graph.single_beta and ins[key] == 1 and outs.get(key, 0) == 1)}
 
 
 def _emit_paths(topology: Topology, collective: Collective, chunk_bytes: float, graph: EpochGraph,
@@ -298,17 +350,18 @@ def _combining(topology: Topology, collective: Collective, chunk_bytes: float, o
                deadline: Deadline, seed: int) -> tuple[Algorithm, str, dict]:
     """Reduce-scatter and reduce by duality (the all-gather / broadcast MILP on the reversed
     graph, reversed); all-reduce = reduce-scatter + all-gather, the first half taking half the
-    time left (``workbench.kit.duality``)."""
+    time left (``workbench.kit.duality``). The reversed run's graph is ``dual``: under the copy
+    model its switches copy exactly where they reduce, so each copy becomes a sum in that switch
+    (note 2.11); every other switch carries a chunk once."""
     if collective.kind not in ("reducescatter", "allreduce", "reduce"):
         raise ValueError(f"teccl does not synthesise {collective.kind}")
     method = "astar" if options.method == "astar" else "milp"
-    reverse_options = replace(options, switch_model="hyperedge" if options.switch_model == "hyperedge" else "no-copy",
-                              method=method)
+    phase_options = replace(options, method=method)
     phases: list[tuple[str, dict]] = []
 
     def gather(view: Topology, target: Collective, size: float, phase: Phase) -> Algorithm:
-        phase_options = reverse_options if phase.reversed else replace(options, method=method)
-        algorithm, status, stats = _solve(view, target, size, method, phase_options, phase.deadline, seed)
+        algorithm, status, stats = _solve(view, target, size, method, phase_options, phase.deadline, seed,
+                                          dual=phase.reversed)
         phases.append((status, stats))
         return algorithm
 
