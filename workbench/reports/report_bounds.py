@@ -112,10 +112,10 @@ def _kind_notes(table: Any, grouped: Grouped, source: str | None, extras: list[s
         table.notes.append("The bound's bandwidth term is the exact throughput optimum (max-flow over all cuts), "
                            "plus its cut's alpha; what alpha and finite chunks add above it only a schedule shows")
     if any(p.get("splitting_cut") is not None or p.get("gossip") is not None for p in parts):
-        table.notes.append("All-Reduce bound: the weakest NPU-splitting cut, 2(N-1)M over the bandwidth into the "
-                           "NPUs or 2(g-1)M over the bandwidth into g groups of them (one-way gossip; switches do "
-                           "not reduce), or raw inputs through each NPU's in-links against two deliveries in a row; "
-                           "no exact All-Reduce optimum is known")
+        table.notes.append("All-Reduce bound: the weakest NPU-splitting cut, each NPU's whole input leaving it "
+                           "(egress), 2(N-1)M over the bandwidth into the NPUs or 2(g-1)M over the bandwidth into g "
+                           "groups of them (one-way gossip; off where switches reduce), or raw inputs through each "
+                           "NPU's in-links against two deliveries in a row; no exact All-Reduce optimum is known")
     if "rs_ag_throughput" in extras:
         table.notes.append("RS*+AG* throughput: the Reduce-Scatter and All-Gather throughput optima in sequence, "
                            "each with its cut's alpha; neither a lower bound nor a time known to be reached (at "
