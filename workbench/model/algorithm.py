@@ -113,31 +113,31 @@ class Algorithm:
         return Algorithm(topology, collective, self.chunk_bytes, transfers, meta, self.period)
 
     def _switch_multicasts(self) -> set[int]:
-        """The transfers that send a value a switch sends more than once (reversed, the switch adds
-        what they bring); ValueError naming one at a switch that does not reduce."""
+        """The transfers that send a value a switch that reduces sends more than once (reversed,
+        the switch adds what they bring); ValueError naming a switch that does not reduce and sends
+        one chunk twice anywhere in the file (reversed, it would have to add, or keep two values of
+        the chunk apart: ``forestcoll`` then reverses with serialised switch buffers)."""
         readers: dict[tuple[int, int], list[int]] = {}
         groups: list[list[int]] = []
+        sent: dict[tuple[int, int], int] = {}
         for t in self.transfers:
-            for c in t.chunks:
-                if self.topology.is_switch(t.src):
-                    if (t.src, c) not in readers:
-                        readers[(t.src, c)] = []
+            if self.topology.is_switch(t.src):
+                for c in t.chunks:
+                    if not self.topology.reduces(t.src):
+                        if (t.src, c) in sent:
+                            raise ValueError(f"transfer {t.id}: switch {t.src} multicasts chunk {c} (also in "
+                                             f"transfer {sent[(t.src, c)]}); that switch does not reduce, so this "
+                                             f"cannot be reversed")
+                        sent[(t.src, c)] = t.id
+                    elif (t.src, c) in readers:
+                        readers[(t.src, c)].append(t.id)
+                    else:
+                        readers[(t.src, c)] = [t.id]
                         groups.append(readers[(t.src, c)])
-                    readers[(t.src, c)].append(t.id)
             if self.topology.is_switch(t.dst):
                 for c in t.chunks:
                     readers.pop((t.dst, c), None)  # a new value: its readers are counted afresh
-        summed: set[int] = set()
-        for group in groups:
-            if len(group) < 2:
-                continue
-            switch = self.transfers[group[0]].src
-            if not self.topology.reduces(switch):
-                raise ValueError(f"transfer {group[1]}: switch {switch} multicasts chunk "
-                                 f"{self.transfers[group[1]].chunks[0]} (also in transfer {group[0]}); that switch "
-                                 f"does not reduce, so this cannot be reversed")
-            summed.update(group)
-        return summed
+        return {tid for group in groups if len(group) > 1 for tid in group}
 
     def concat(self, second: "Algorithm", collective: Collective | None = None) -> "Algorithm":
         """Run ``second`` after ``self`` on the same topology (reduce-scatter then all-gather = all-reduce).
