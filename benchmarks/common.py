@@ -80,3 +80,16 @@ def experiment_rows(config: Path, out: Path, jobs: int, report_only: bool) -> li
         return None
     return [json.loads(line) for line in rows_file.read_text().splitlines() if line.strip()]
 
+
+
+def experiment_main(description: str, config: Path, out: Path, report: Callable[[list[dict]], str],
+                    argv: list[str] | None) -> int:
+    """An experiment benchmark's ``main``: run (or, with ``--report-only``, read) the experiment, write
+    ``report(rows)`` to ``report.md`` in the run folder and print it; 2 when the run cannot start."""
+    args = experiment_arguments(description, config, out, argv)
+    rows = experiment_rows(args.config, args.out, args.jobs, args.report_only)
+    if rows is None:
+        return 2
+    (args.out / "report.md").write_text(report(rows))
+    print((args.out / "report.md").read_text())
+    return 0

@@ -21,7 +21,7 @@ import statistics
 from pathlib import Path
 from typing import Any
 
-from benchmarks.common import experiment_arguments, experiment_rows
+from benchmarks.common import experiment_main
 from workbench.util.units import format_size, format_time
 
 CONFIG = Path("experiments/quality_sizes.yaml")
@@ -108,13 +108,7 @@ def report(rows: list[dict[str, Any]]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = experiment_arguments(__doc__.splitlines()[0], CONFIG, Path("results/quality_sizes"), argv)
-    rows = experiment_rows(args.config, args.out, args.jobs, args.report_only)
-    if rows is None:
-        return 2
-    (args.out / "report.md").write_text(report(rows))
-    print((args.out / "report.md").read_text())
-    return 0
+    return experiment_main(__doc__.splitlines()[0], CONFIG, Path("results/quality_sizes"), report, argv)
 
 
 if __name__ == "__main__":

@@ -45,7 +45,7 @@ from workbench.util.lazy import lazy_module
 
 from formulations.teccl.epochs import EpochGraph, EpochSchedule, Flow, finish_epoch, prune_flows
 from formulations.teccl.greedy import greedy_schedule
-from formulations.teccl.milp import tree_rows
+from formulations.teccl.milp import one_at_a_time_rows, tree_rows
 from workbench.model.algorithm import no_cyclic_gc
 from workbench.model.collective import Collective
 from workbench.kit.deadline import Deadline
@@ -203,7 +203,7 @@ def _round_model(graph: EpochGraph, collective: Collective, history: list[Flow],
             if graph.crosses_once(w):  # a chunk crosses a switch once (so the schedule reverses)
                 _cross_once_row(model, graph, f, c, w, K, crossed)
             elif graph.one_at_a_time(w):
-                _one_at_a_time_rows(model, graph, f, c, w, K, visiting.get((c, w), set()))
+                one_at_a_time_rows(model, graph, f, w, c, K, visiting.get((c, w), set()))
             _switch_rows(model, graph, f, c, w, K, switch_in, fan)
     for e in edges:
         _capacity_rows(model, f, e, wanted, K, busy)
@@ -239,22 +239,6 @@ def _cross_once_row(model: MilpModel, graph: EpochGraph, f: VarFamily, c: int, w
     sends = [f[c, eo, k] for eo in graph.out_edges.get(w, []) for k in range(K) if (c, eo, k) in f]
     if sends:
         model.add(total(sends) <= (0 if (c, w) in crossed else 1), tag="(2.10 cross once)")
-
-
-def _one_at_a_time_rows(model: MilpModel, graph: EpochGraph, f: VarFamily, c: int, w: int, K: int,
-                        busy: set) -> None:
-    """(2.11 one at a time), copying switches of a dual graph: chunk c's visits to switch w do not
-    overlap, nor overlap a visit an earlier round started (``busy``: the round epochs it occupies)."""
-    visits = defaultdict(list)
-    for ei in graph.in_edges.get(w, []):
-        for k in range(K):
-            if (c, ei, k) in f:
-                for t in graph.visit(graph.edges[ei], k):
-                    visits[t].append(f[c, ei, k])
-    for t in sorted(visits):
-        room = 0 if t in busy else 1
-        if len(visits[t]) > room:
-            model.add(total(visits[t]) <= room, tag="(2.11 one at a time)")
 
 
 def _switch_rows(model: MilpModel, graph: EpochGraph, f: VarFamily, c: int, w: int, K: int, switch_in: dict,

@@ -191,7 +191,7 @@ def _switch_rows(model: MilpModel, graph: EpochGraph, collective: Collective, f:
                 if len(sends) > 1:
                     model.add(total(sends) <= 1, tag="(2.10 cross once)")
             elif graph.one_at_a_time(w):  # one sum at a time per chunk in the reversed schedule
-                _one_at_a_time_rows(model, graph, f, w, c, horizon)
+                one_at_a_time_rows(model, graph, f, w, c, horizon)
 
 
 def _forwarding_rows(model: MilpModel, graph: EpochGraph, f: VarFamily, w: int, c: int, k: int,
@@ -214,8 +214,10 @@ def _forwarding_rows(model: MilpModel, graph: EpochGraph, f: VarFamily, w: int, 
         tree_rows(model, graph, w, (c, w, k), {ei: f[key] for ei, key in arriving.items()}, outflow, inflow, fan)
 
 
-def _one_at_a_time_rows(model: MilpModel, graph: EpochGraph, f: VarFamily, w: int, c: int, horizon: int) -> None:
-    """(2.11 one at a time): chunk ``c``'s visits to the summing switch ``w`` do not overlap."""
+def one_at_a_time_rows(model: MilpModel, graph: EpochGraph, f: VarFamily, w: int, c: int, horizon: int,
+                       busy: set = frozenset()) -> None:
+    """(2.11 one at a time): chunk ``c``'s visits to the summing switch ``w`` do not overlap, nor
+    overlap a visit an earlier A* round started (``busy``: the epochs it occupies)."""
     visits = defaultdict(list)  # epoch -> the entries visiting w then
     for ei in graph.in_edges.get(w, []):
         for k in range(horizon):
@@ -223,8 +225,9 @@ def _one_at_a_time_rows(model: MilpModel, graph: EpochGraph, f: VarFamily, w: in
                 for t in graph.visit(graph.edges[ei], k):
                     visits[t].append(f[c, ei, k])
     for t in sorted(visits):
-        if len(visits[t]) > 1:
-            model.add(total(visits[t]) <= 1, tag="(2.11 one at a time)")
+        room = 0 if t in busy else 1
+        if len(visits[t]) > room:
+            model.add(total(visits[t]) <= room, tag="(2.11 one at a time)")
 
 
 def tree_rows(model: MilpModel, graph: EpochGraph, w: int, key: tuple, arriving: dict, outflow: dict, inflow,
