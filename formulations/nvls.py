@@ -212,9 +212,15 @@ def piece_schedule(topology: Topology, d: Domains, kind: str, sharp: bool, chunk
     n = sum(len(box) for box in d.boxes)
     builder = ScheduleBuilder(topology, make_collective(kind, n, 1), chunk_bytes)
     step_of: list[int] = []
+    copied: dict[tuple[int, int], int] = {}  # (node, chunk) -> the last copy into it
     for step, moves in enumerate(piece_moves(d, kind, sharp)):
         for chunks, src, dst, op in moves:
-            builder.add(chunks, src, dst, op)
+            # a reduce adds to what a copy put there (Reduce-Scatter's owner: its box sum, then the
+            # rail's), so it waits for that copy, which the builder leaves to the caller
+            after = {copied[(dst, c)] for c in chunks if (dst, c) in copied} if op == "reduce" else ()
+            tid = builder.add(chunks, src, dst, op, extra_deps=after)
+            if op == "copy":
+                copied.update(((dst, c), tid) for c in chunks)
             step_of.append(step)
     return builder.build(), step_of
 

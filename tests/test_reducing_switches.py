@@ -244,3 +244,20 @@ def test_reversal_turns_a_multicast_into_a_sum_only_in_a_switch_that_reduces():
         else:
             with pytest.raises(ValueError, match="does not reduce, so this cannot be reversed"):
                 gather.reverse()
+
+
+def test_the_owner_adds_the_rails_sum_only_after_its_box_sum_has_landed():
+    """Reduce-Scatter through SHARP: the owner's box sum comes by a copy from its box switch (here
+    slow: a low reduce rate on box 0's only) and the other box's sum by a reduce from the leaf; the
+    reduce must wait for the copy, or the copy lands last and overwrites it."""
+    from formulations.nvls import Nvls
+    from workbench.plugin import call
+    from workbench.plugin.registry import Problem
+
+    topology = build("hgx:2,sharp")
+    slow = dict(topology.abilities)
+    slow[16] = SwitchAbility(reduce=True, reduce_rate=5e9)
+    topology = topology.with_abilities(slow)
+    for pieces in (1, 4):
+        problem = Problem(topology, make_collective("reducescatter", 16, 1), 1e6)
+        verify(call.synthesize(Nvls(), problem, time_limit=30, seed=0, pieces=pieces).algorithms[0])

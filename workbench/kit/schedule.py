@@ -9,8 +9,10 @@ order (the verifier's timeline rule):
 
 * a transfer reading (src, c) waits for every earlier write to (src, c) (read after write);
 * a ``copy`` into (dst, c) waits for earlier writes and reads of (dst, c) (write after write/read);
-* a ``reduce`` into (dst, c) waits for earlier reads of (dst, c) and earlier copies into it;
-  reduces into the same buffer may overlap each other, since their contributions are disjoint.
+* a ``reduce`` into (dst, c) waits for earlier reads of (dst, c); reduces into the same buffer may
+  overlap each other, since their contributions are disjoint. It does not wait for an earlier copy
+  into (dst, c): a caller that reduces onto a value it copied there passes that copy in
+  ``extra_deps`` (``formulations.nvls`` does).
 
 ``order_by_start``: the simulator's default model serves each link's segments in file order, so a
 file should list transfers in the order the formulation plans to start them; this sorts a schedule
