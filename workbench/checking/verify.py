@@ -209,13 +209,14 @@ def _initial_state(algorithm: Algorithm) -> dict[int, int]:
     return state
 
 
-def _file_order_replay(algorithm: Algorithm) -> tuple[list, list, dict[int, int]]:
+def _file_order_replay(algorithm: Algorithm, switches: SwitchValues | None) -> tuple[list, list, dict[int, int]]:
     """Apply transfers in file order. Returns per transfer the sets read and the writer of each
     buffer read (-1 = initial), plus the final state."""
     num_chunks = algorithm.collective.num_chunks
     state = _initial_state(algorithm)
     earlier = _EarlierValues(algorithm, state)
-    switches = _switch_values(algorithm)
+    if switches is not None:
+        switches.reset()
     writer: dict[int, int] = {}
     reads: list = [None] * len(algorithm.transfers)
     read_from: list = [None] * len(algorithm.transfers)
@@ -345,7 +346,8 @@ def _check_post(algorithm: Algorithm, state: dict[int, int]) -> int:
     return delivered
 
 
-def _timeline_replay(algorithm: Algorithm, simulation: SimulationResult, reads: list, read_from: list) -> None:
+def _timeline_replay(algorithm: Algorithm, simulation: SimulationResult, reads: list, read_from: list,
+                     switches: SwitchValues | None = None) -> None:
     """Replay the default timeline; every transfer must read what it read in file order."""
     count = len(algorithm.transfers)
     if count == 0:
@@ -359,7 +361,8 @@ def _timeline_replay(algorithm: Algorithm, simulation: SimulationResult, reads: 
     event_id = ids[order].tolist()
     state = _initial_state(algorithm)
     earlier = _EarlierValues(algorithm, state)
-    switches = SwitchValues(algorithm) if algorithm.topology.abilities else None
+    if switches is not None:
+        switches.reset()
     writer: dict[int, int] = {}
     carried: list = [None] * count
     transfers = algorithm.transfers
@@ -367,10 +370,6 @@ def _timeline_replay(algorithm: Algorithm, simulation: SimulationResult, reads: 
         t = transfers[tid]
         if kind == 1 and t.read is not None:  # start: read an earlier value
             carried[tid] = _earlier_on_timeline(algorithm, simulation, earlier, t, reads[tid])
-            continue
-        if kind == 1 and switches is not None and tid in switches.reads:  # read a switch, which may then forget
-            carried[tid] = _read_on_timeline(algorithm, simulation, t, state, writer, reads[tid], read_from[tid])
-            _clear_read(switches, tid, state, num_chunks)
             continue
         if kind == 1:  # start: read the source buffers
             base = t.src * num_chunks
@@ -386,6 +385,8 @@ def _timeline_replay(algorithm: Algorithm, simulation: SimulationResult, reads: 
                         if value[i] != reads[tid][i]:
                             _fail_race(algorithm, simulation, t, c, read_from[tid][i], writer.get(base + c, -1))
             carried[tid] = value
+            if switches is not None:  # a switch buffer whose last reader this is forgets its value
+                _clear_read(switches, tid, state, num_chunks)
             continue
         base = t.dst * num_chunks
         values = (carried[tid],) if len(t.chunks) == 1 else carried[tid]
@@ -398,19 +399,6 @@ def _timeline_replay(algorithm: Algorithm, simulation: SimulationResult, reads: 
             writer[target] = tid
         earlier.arrived(t, state, values)
     _timeline_end(algorithm, state)
-
-
-def _read_on_timeline(algorithm: Algorithm, simulation: SimulationResult, t, state: dict[int, int],
-                      writer: dict[int, int], planned, planned_from) -> Any:
-    """What ``t`` reads at its start on the timeline, which must be what it read in file order."""
-    base = t.src * algorithm.collective.num_chunks
-    values = tuple(state.get(base + c) for c in t.chunks)
-    wanted = (planned,) if len(t.chunks) == 1 else planned
-    sources = (planned_from,) if len(t.chunks) == 1 else planned_from
-    for c, value, want, source in zip(t.chunks, values, wanted, sources):
-        if value != want:
-            _fail_race(algorithm, simulation, t, c, source, writer.get(base + c, -1))
-    return values[0] if len(t.chunks) == 1 else values
 
 
 def _timeline_end(algorithm: Algorithm, state: dict[int, int]) -> None:
@@ -484,22 +472,23 @@ def verify(algorithm: Algorithm, timeline: bool = True, simulation: SimulationRe
         if report is not None:
             return report
     check_structure(algorithm)
-    reads, read_from, state = _file_order_replay(algorithm)
+    switches = _switch_values(algorithm)
+    reads, read_from, state = _file_order_replay(algorithm, switches)
     delivered = _check_post(algorithm, state)
     if timeline:
         simulation = _default_simulation(algorithm, simulation)
-        _timeline_replay(algorithm, simulation, reads, read_from)
-        _check_trees(algorithm, [lambda tid: simulation.start[tid]])
+        _timeline_replay(algorithm, simulation, reads, read_from, switches)
+        _check_trees(algorithm, switches, [lambda tid: simulation.start[tid]])
     return VerifyReport(len(algorithm.transfers), delivered, simulation)
 
 
-def _check_trees(algorithm: Algorithm, start_of: list) -> None:
+def _check_trees(algorithm: Algorithm, switches: SwitchValues | None, start_of: list) -> None:
     """InvalidAlgorithm where a switch keeps more reduction trees open than it runs at once;
     ``start_of``: per copy of the schedule, a transfer's start on the timeline."""
     topology = algorithm.topology
-    if not any(a.reduce_trees is not None for a in topology.abilities.values()):
+    if switches is None or not any(a.reduce_trees is not None for a in topology.abilities.values()):
         return
-    broken = too_many_trees(topology, algorithm.transfers, SwitchValues(algorithm), start_of)
+    broken = too_many_trees(topology, algorithm.transfers, switches, start_of)
     if broken is not None:
         switch, when, trees = broken
         limit = topology.ability(switch).reduce_trees
@@ -570,7 +559,8 @@ def _verify_periodic(algorithm: Algorithm, timeline: bool = True, simulation: Si
     lagging = any(t.lag for t in algorithm.transfers)
     with _named("piece 0", lagging):
         check_structure(piece)
-        reads, read_from, state = _file_order_replay(piece)
+        switches = _switch_values(piece)
+        reads, read_from, state = _file_order_replay(piece, switches)
         delivered = _check_post(piece, state) * algorithm.period.repeat
     if timeline:
         if simulation is None or simulation.options != DEFAULT_MODEL:
@@ -578,15 +568,15 @@ def _verify_periodic(algorithm: Algorithm, timeline: bool = True, simulation: Si
                 simulation = simulate(algorithm)
             except SimulationError as exc:
                 raise InvalidAlgorithm(str(exc), kind="structure") from None
-        _pieces_on_timeline(algorithm, piece, order, simulation, reads, read_from, lagging, engine)
+        _pieces_on_timeline(algorithm, piece, order, simulation, reads, read_from, lagging, engine, switches)
         m = len(piece.transfers)
         where = np.asarray(order, dtype=np.int64)
-        _check_trees(piece, [lambda tid, k=k: simulation.start[k * m + where[tid]]
+        _check_trees(piece, switches, [lambda tid, k=k: simulation.start[k * m + where[tid]]
                                               for k in range(algorithm.period.repeat)])
     return VerifyReport(algorithm.total_transfers, delivered, simulation)
 
 
-def _pieces_on_timeline(algorithm, piece, order, simulation, reads, read_from, lagging, engine) -> None:
+def _pieces_on_timeline(algorithm, piece, order, simulation, reads, read_from, lagging, engine, switches) -> None:
     m = len(piece.transfers)
     if m == 0:
         return
@@ -599,7 +589,7 @@ def _pieces_on_timeline(algorithm, piece, order, simulation, reads, read_from, l
         if compiled is not None and compiled.reads_as_planned(times):
             continue
         with _named(f"piece {k}", lagging):
-            _timeline_replay(piece, times, reads, read_from)
+            _timeline_replay(piece, times, reads, read_from, switches)
 
 
 class _CompiledPiece:
